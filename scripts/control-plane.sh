@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane (etcd + kube-apiserver v1.20.2) on loopback,
+# built offline from Debian's `kubernetes` source package.
+#
+#   control-plane.sh install     install the Debian packages it needs (idempotent)
+#   control-plane.sh build       install, then build kube-apiserver once into the
+#                                cache (keyed by the Debian source version);
+#                                prints the binary's path
+#   control-plane.sh start DIR   start etcd + kube-apiserver on free loopback
+#                                ports with a fresh PKI in DIR; writes DIR/env
+#   control-plane.sh stop DIR    stop what `start DIR` started, by PID
+#   control-plane.sh restart-apiserver DIR   stop and start the API server only
+#
+# DIR/env (shell syntax, one KEY=VALUE per line) tells tests and scripts:
+#   APISERVER_PORT, APISERVER_URL, ADMIN_TOKEN, CA_CERT, KUBECONFIG,
+#   AUDIT_LOG, ETCD_PID, APISERVER_PID.
+#
+# `start --watch-pid PID` also starts a watchdog that stops the control plane
+# when PID exits, so a test run that is killed leaves nothing behind.
+#
+# The recipe, and why each step is needed, is in shared/REAL_APISERVER.md.
+set -euo pipefail
+
+readonly KUBE_DEB_VERSION="1.20.5+really1.20.2"
+readonly KUBE_GIT_VERSION="v1.20.2"
+readonly CACHE_ROOT="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
+readonly APISERVER_BIN="$CACHE_ROOT/kube-apiserver/$KUBE_DEB_VERSION/kube-apiserver"
+readonly GO_BIN_DIR="/usr/lib/go-1.19/bin"
+readonly RUNTIME_PACKAGES=(etcd-server openssl)
+readonly BUILD_PACKAGES=(golang-1.19-go golang-github-modern-go-reflect2-dev dpkg-dev)
+
+log() { printf 'control-plane: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing_packages() {
+  local pkg
+  for pkg in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+      echo "$pkg"
+    fi
+  done
+}
+
+apt_updated=0
+apt_install() {
+  local missing
+  missing=$(missing_packages "$@")
+  [ -n "$missing" ] || return 0
+  log "installing: $(echo $missing)"
+  if [ "$apt_updated" -eq 0 ]; then
+    as_root apt-get update -qq
+    apt_updated=1
+  fi
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+cmd_install() {
+  apt_install "${RUNTIME_PACKAGES[@]}"
+  command -v kubectl >/dev/null || apt_install kubernetes-client
+}
+
+enable_deb_src() {
+  local src=/etc/apt/sources.list.d/opstatus-deb-src.sources
+  [ -f "$src" ] && return 0
+  [ -f /etc/apt/sources.list.d/debian.sources ] || die "no /etc/apt/sources.list.d/debian.sources to derive a deb-src entry from"
+  # The same suites as the machine's binary packages, for source packages.
+  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | as_root tee "$src" >/dev/null
+  as_root apt-get update -qq
+  apt_updated=1
+}
+
+# Prints the Go import paths of every directory holding a `+k8s:openapi-gen=`
+# tag, as openapi-gen wants them. Written so that no command's status can
+# abort the caller under `set -e` (see REAL_APISERVER.md step 4).
+openapi_packages() {
+  local dir
+  find . -path ./vendor -prune -o -path './_*' -prune -o -path './.*' -prune -o -name '*.go' -print \
+    | xargs -r dirname | sort -u | while read -r dir; do
+      if grep -qs -- '+k8s:openapi-gen=' "$dir"/*.go; then
+        dir=${dir#./}
+        case "$dir" in
+          staging/src/k8s.io/code-generator*|staging/src/k8s.io/sample-apiserver*) continue ;;
+          staging/src/*) echo "k8s.io/kubernetes/vendor/${dir#staging/src/}" ;;
+          *) echo "k8s.io/kubernetes/$dir" ;;
+        esac
+      fi
+    done
+  return 0
+}
+
+cmd_build() {
+  cmd_install
+  if [ -x "$APISERVER_BIN" ]; then
+    echo "$APISERVER_BIN"
+    return 0
+  fi
+  log "building kube-apiserver $KUBE_GIT_VERSION from Debian source $KUBE_DEB_VERSION (about 8 minutes, once)"
+  apt_install "${BUILD_PACKAGES[@]}"
+  enable_deb_src
+
+  local work
+  work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-kube-build.XXXXXX")
+  # shellcheck disable=SC2064
+  trap "rm -rf '$work'" EXIT
+  (cd "$work" && apt-get source --download-only -qq "kubernetes=$KUBE_DEB_VERSION-1" >/dev/null 2>&1 \
+    || apt-get source --download-only -qq kubernetes >/dev/null)
+  local orig
+  orig=$(ls "$work"/kubernetes_*.orig.tar.gz 2>/dev/null | head -n 1)
+  [ -n "$orig" ] || die "apt-get source kubernetes gave no .orig.tar.gz"
+  case "$orig" in
+    *"$KUBE_DEB_VERSION"*) ;;
+    *) die "expected kubernetes source $KUBE_DEB_VERSION, got $(basename "$orig")" ;;
+  esac
+
+  local gopath="$work/gopath" tree="$work/gopath/src/k8s.io/kubernetes"
+  mkdir -p "$tree"
+  tar -xzf "$orig" -C "$tree" --strip-components=1
+
+  # Go >= 1.18 crashes the vendored reflect2 1.0.1 at run time: use Debian's 1.0.2.
+  rm -rf "$tree/vendor/github.com/modern-go/reflect2"
+  cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 "$tree/vendor/github.com/modern-go/reflect2"
+
+  export GOPATH="$gopath" GO111MODULE=off GOFLAGS= GOCACHE="$work/gocache" PATH="$GO_BIN_DIR:$PATH"
+  (
+    cd "$tree"
+    go build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
+    local packages
+    packages=$(openapi_packages | paste -sd, -)
+    [ -n "$packages" ] || die "found no +k8s:openapi-gen packages"
+    "$work/openapi-gen" -i "$packages" -p k8s.io/kubernetes/pkg/generated/openapi \
+      -O zz_generated.openapi -h hack/boilerplate/boilerplate.generatego.txt \
+      -r "$work/openapi-report.txt" >/dev/null
+    local v=k8s.io/kubernetes/vendor/k8s.io/component-base/version
+    go build -o "$work/kube-apiserver" \
+      -ldflags "-s -w -X $v.gitVersion=$KUBE_GIT_VERSION -X $v.gitMajor=1 -X $v.gitMinor=20" \
+      ./cmd/kube-apiserver
+  )
+  mkdir -p "$(dirname "$APISERVER_BIN")"
+  mv "$work/kube-apiserver" "$APISERVER_BIN.tmp"
+  mv "$APISERVER_BIN.tmp" "$APISERVER_BIN"
+  log "built $APISERVER_BIN"
+  echo "$APISERVER_BIN"
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+make_pki() {
+  local dir=$1
+  (
+    cd "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=opstatus-test-ca" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+      -keyout apiserver.key -out apiserver.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' > apiserver.ext
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+      -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > admin.token
+    printf '%s,admin,admin,system:masters\n' "$(cat admin.token)" > tokens.csv
+    cat > audit-policy.yaml <<'YAML'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+YAML
+  )
+}
+
+wait_ready() {
+  local dir=$1 port=$2 pid=$3 i
+  for i in $(seq 1 150); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -n 20 "$dir/apiserver.log" >&2
+      die "kube-apiserver exited during start (log: $dir/apiserver.log)"
+    fi
+    if curl -fsS --max-time 1 --cacert "$dir/ca.crt" \
+        -H "Authorization: Bearer $(cat "$dir/admin.token")" \
+        "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -q '^ok$'; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  die "kube-apiserver not ready after 30 s (log: $dir/apiserver.log)"
+}
+
+start_apiserver() {
+  local dir=$1 port etcd_port
+  port=$(sed -n 's/^APISERVER_PORT=//p' "$dir/env")
+  etcd_port=$(cat "$dir/etcd.port")
+  "$APISERVER_BIN" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
+    --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
+    --client-ca-file="$dir/ca.crt" --token-auth-file="$dir/tokens.csv" \
+    --service-account-key-file="$dir/sa.pub" --service-account-signing-key-file="$dir/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --api-audiences=https://kubernetes.default.svc \
+    --authorization-mode=RBAC --service-cluster-ip-range=10.0.0.0/24 \
+    --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" \
+    --audit-log-mode=blocking \
+    >>"$dir/apiserver.log" 2>&1 &
+  echo $! > "$dir/apiserver.pid"
+  wait_ready "$dir" "$port" "$(cat "$dir/apiserver.pid")"
+}
+
+cmd_start() {
+  local dir="" watch_pid=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --watch-pid) watch_pid=$2; shift 2 ;;
+      *) dir=$1; shift ;;
+    esac
+  done
+  [ -n "$dir" ] || die "usage: control-plane.sh start DIR [--watch-pid PID]"
+  [ -x "$APISERVER_BIN" ] || die "no kube-apiserver at $APISERVER_BIN: run 'scripts/control-plane.sh build' first"
+  command -v etcd >/dev/null || die "etcd is not installed: run 'scripts/control-plane.sh install'"
+  mkdir -p "$dir"
+  dir=$(cd "$dir" && pwd)
+  make_pki "$dir"
+
+  local etcd_port peer_port port
+  etcd_port=$(free_port); peer_port=$(free_port); port=$(free_port)
+  echo "$etcd_port" > "$dir/etcd.port"
+  etcd --data-dir "$dir/etcd" --name opstatus-test \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "opstatus-test=http://127.0.0.1:$peer_port" \
+    >"$dir/etcd.log" 2>&1 &
+  echo $! > "$dir/etcd.pid"
+
+  cat > "$dir/kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority: $dir/ca.crt
+users:
+- name: admin
+  user:
+    token: $(cat "$dir/admin.token")
+contexts:
+- name: local
+  context: {cluster: local, user: admin}
+current-context: local
+YAML
+  cat > "$dir/env" <<ENV
+APISERVER_PORT=$port
+APISERVER_URL=https://127.0.0.1:$port
+ADMIN_TOKEN=$(cat "$dir/admin.token")
+CA_CERT=$dir/ca.crt
+KUBECONFIG=$dir/kubeconfig
+AUDIT_LOG=$dir/audit.log
+ETCD_PID=$(cat "$dir/etcd.pid")
+ENV
+  start_apiserver "$dir"
+  echo "APISERVER_PID=$(cat "$dir/apiserver.pid")" >> "$dir/env"
+
+  if [ -n "$watch_pid" ]; then
+    # Detached from our stdout so callers reading it do not wait for the watchdog.
+    nohup bash -c '
+      while kill -0 "$1" 2>/dev/null && [ -f "$2/env" ]; do sleep 1; done
+      [ -f "$2/env" ] && exec "$0" stop "$2"
+    ' "$0" "$watch_pid" "$dir" >/dev/null 2>&1 &
+  fi
+  log "ready: https://127.0.0.1:$port (etcd $etcd_port), state in $dir"
+}
+
+stop_pid_file() {
+  local file=$1 pid i
+  [ -f "$file" ] || return 0
+  pid=$(cat "$file")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for i in $(seq 1 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$file"
+}
+
+cmd_stop() {
+  local dir=${1:?usage: control-plane.sh stop DIR}
+  stop_pid_file "$dir/apiserver.pid"
+  stop_pid_file "$dir/etcd.pid"
+  rm -f "$dir/env"
+}
+
+cmd_restart_apiserver() {
+  local dir=${1:?usage: control-plane.sh restart-apiserver DIR}
+  stop_pid_file "$dir/apiserver.pid"
+  start_apiserver "$dir"
+  sed -i "s/^APISERVER_PID=.*/APISERVER_PID=$(cat "$dir/apiserver.pid")/" "$dir/env"
+}
+
+case "${1:-}" in
+  install) cmd_install ;;
+  build) cmd_build ;;
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  stop-apiserver) shift; stop_pid_file "${1:?}/apiserver.pid" ;;
+  start-apiserver) shift; start_apiserver "${1:?}"; sed -i "s/^APISERVER_PID=.*/APISERVER_PID=$(cat "$1/apiserver.pid")/" "$1/env" ;;
+  restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac

@@ -1,0 +1,361 @@
+//! [`Client`]: requests to one API server over verified TLS.
+
+use super::credentials::{Auth, Credentials, CredentialsError, Secret, read_token};
+use super::error::{KubeError, from_response};
+use crate::backoff::parse_retry_after;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+
+/// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
+/// of their life: re-reading it every minute never sends an expired token.
+pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The largest response body read. A ConfigMap holds at most 1 MiB of data;
+/// anything much larger is not an answer we asked for.
+const MAX_BODY: u64 = 4 * 1024 * 1024;
+
+/// Each phase of a request is bounded, so the single-threaded loop is never
+/// stuck on one call for longer than their sum (well under kubelet's default
+/// probe failure window of 30 s).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+const SEND_TIMEOUT: Duration = Duration::from_secs(3);
+const RECV_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const RECV_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A namespaced (or cluster-scoped) object addressed by resource and name.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjectRef<'a> {
+    /// The API path prefix: `/api/v1` or `/apis/GROUP/VERSION`.
+    pub api: &'a str,
+    /// The plural resource name, e.g. `configmaps`.
+    pub resource: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl ObjectRef<'_> {
+    pub fn path(&self) -> String {
+        match self.namespace {
+            Some(ns) => format!(
+                "{}/namespaces/{ns}/{}/{}",
+                self.api, self.resource, self.name
+            ),
+            None => format!("{}/{}/{}", self.api, self.resource, self.name),
+        }
+    }
+
+    /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
+    fn action(&self, verb: &str) -> String {
+        match self.namespace {
+            Some(ns) => format!(
+                "{verb} {} {:?} in namespace {ns:?}",
+                self.resource, self.name
+            ),
+            None => format!("{verb} {} {:?}", self.resource, self.name),
+        }
+    }
+}
+
+enum Token {
+    None,
+    Static(Secret),
+    File {
+        path: PathBuf,
+        current: Secret,
+        read_at: Instant,
+    },
+}
+
+/// A client for one API server. Not `Clone`: it owns the token state.
+pub struct Client {
+    agent: ureq::Agent,
+    server: String,
+    ca_source: String,
+    token: Token,
+}
+
+impl Client {
+    /// Builds the client; fails (exit code 2) when the CA or client
+    /// certificate cannot be loaded. Makes no request.
+    pub fn new(creds: &Credentials) -> Result<Client, CredentialsError> {
+        let roots: Vec<_> = ureq::tls::parse_pem(&creds.ca_pem)
+            .filter_map(|item| match item {
+                Ok(PemItem::Certificate(c)) => Some(c),
+                _ => None,
+            })
+            .collect();
+        if roots.is_empty() {
+            return Err(CredentialsError(format!(
+                "CA {} holds no PEM certificate",
+                creds.ca_source
+            )));
+        }
+        let mut tls = TlsConfig::builder()
+            .root_certs(RootCerts::new_with_certs(&roots))
+            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        let mut token = Token::None;
+        match &creds.auth {
+            Auth::Token(t) => token = Token::Static(t.clone()),
+            Auth::TokenFile { path, initial } => {
+                token = Token::File {
+                    path: path.clone(),
+                    current: initial.clone(),
+                    read_at: Instant::now(),
+                };
+            }
+            Auth::ClientCert { cert_pem, key_pem } => {
+                tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?))
+            }
+            Auth::Anonymous => {}
+        }
+        let agent = ureq::Agent::config_builder()
+            .tls_config(tls.build())
+            .https_only(true)
+            .http_status_as_error(false)
+            // A proxy configured for the operator (HTTPS_PROXY) must not
+            // capture the sidecar's API traffic by surprise.
+            .proxy(None)
+            .max_redirects(0)
+            .user_agent(concat!("opstatus/", env!("CARGO_PKG_VERSION")))
+            // Per-phase timeouts only: a global or per-call timeout makes
+            // ureq spawn a thread per request.
+            .timeout_connect(Some(CONNECT_TIMEOUT))
+            .timeout_send_request(Some(SEND_TIMEOUT))
+            .timeout_send_body(Some(SEND_TIMEOUT))
+            .timeout_recv_response(Some(RECV_RESPONSE_TIMEOUT))
+            .timeout_recv_body(Some(RECV_BODY_TIMEOUT))
+            .build()
+            .new_agent();
+        Ok(Client {
+            agent,
+            server: creds.server.clone(),
+            ca_source: creds.ca_source.clone(),
+            token,
+        })
+    }
+
+    /// The API server URL, e.g. `https://10.96.0.1:443`.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// Server-side apply: creates the object or updates the fields this
+    /// field manager owns, in one request, keeping everyone else's fields.
+    pub fn apply(
+        &mut self,
+        object: &ObjectRef<'_>,
+        field_manager: &str,
+        body: &[u8],
+    ) -> Result<(), KubeError> {
+        let url = format!(
+            "{}{}?fieldManager={field_manager}&force=true",
+            self.server,
+            object.path()
+        );
+        let request = Request {
+            method: Method::Apply(body),
+            url: &url,
+            action: &object.action("patch"),
+        };
+        self.send(request, false).map(drop)
+    }
+
+    /// GET an object's JSON; `None` when it does not exist (404).
+    pub fn get(&mut self, object: &ObjectRef<'_>) -> Result<Option<Vec<u8>>, KubeError> {
+        let url = format!("{}{}", self.server, object.path());
+        let request = Request {
+            method: Method::Get,
+            url: &url,
+            action: &object.action("get"),
+        };
+        match self.send(request, true) {
+            Ok(body) => Ok(Some(body)),
+            Err(e) if e.code() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+        self.refresh_token_if_due();
+        let first = self.send_once(&request, want_body);
+        match first {
+            // A rotated token answers 401 until we read the new one: read it
+            // at once and retry once if it changed.
+            Err(e) if e.code() == Some(401) && self.reload_token() => {
+                self.send_once(&request, want_body)
+            }
+            other => other,
+        }
+    }
+
+    fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+        let authorization = match &self.token {
+            Token::None => None,
+            Token::Static(t) | Token::File { current: t, .. } => {
+                Some(format!("Bearer {}", t.expose()))
+            }
+        };
+        let result = match request.method {
+            Method::Get => {
+                let mut r = self
+                    .agent
+                    .get(request.url)
+                    .header("Accept", "application/json");
+                if let Some(a) = &authorization {
+                    r = r.header("Authorization", a);
+                }
+                r.call()
+            }
+            Method::Apply(body) => {
+                let mut r = self
+                    .agent
+                    .patch(request.url)
+                    .header("Accept", "application/json")
+                    .header("Content-Type", "application/apply-patch+yaml");
+                if let Some(a) = &authorization {
+                    r = r.header("Authorization", a);
+                }
+                r.send(body)
+            }
+        };
+        let mut response = result.map_err(|e| self.transport_error(e))?;
+        let code = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        let body = response.body_mut();
+        if (200..300).contains(&code) && !want_body {
+            // Drain (bounded) so the connection can be reused, keeping nothing.
+            let mut reader = body.with_config().limit(MAX_BODY).reader();
+            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink())
+                .map_err(|e| self.body_error(e))?;
+            return Ok(Vec::new());
+        }
+        let bytes = body
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(|e| self.transport_error(e))?;
+        if (200..300).contains(&code) {
+            Ok(bytes)
+        } else {
+            Err(from_response(code, &bytes, request.action, retry_after))
+        }
+    }
+
+    fn refresh_token_if_due(&mut self) {
+        if let Token::File { read_at, .. } = &self.token
+            && read_at.elapsed() >= TOKEN_RELOAD_INTERVAL
+        {
+            self.reload_token();
+        }
+    }
+
+    /// Re-reads the token file; true when the token changed. A failed read
+    /// keeps the old token: kubelet may be mid-rewrite.
+    fn reload_token(&mut self) -> bool {
+        let Token::File {
+            path,
+            current,
+            read_at,
+        } = &mut self.token
+        else {
+            return false;
+        };
+        *read_at = Instant::now();
+        match read_token(path) {
+            Ok(fresh) if &fresh != current => {
+                *current = fresh;
+                log::info!("Reloaded the changed token from {}", path.display());
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                log::warn!("Keeping the previous token: {e}");
+                false
+            }
+        }
+    }
+
+    fn body_error(&self, e: std::io::Error) -> KubeError {
+        KubeError::Transport {
+            message: format!("reading the response from {} failed: {e}", self.server),
+        }
+    }
+
+    fn transport_error(&self, e: ureq::Error) -> KubeError {
+        use std::io::ErrorKind;
+        let server = &self.server;
+        let message = match e {
+            ureq::Error::Timeout(phase) => format!("timed out ({phase}) talking to {server}"),
+            ureq::Error::Io(io) => match io.kind() {
+                ErrorKind::ConnectionRefused => format!("connection refused by {server}"),
+                ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof => {
+                    format!("connection to {server} closed unexpectedly ({io})")
+                }
+                ErrorKind::TimedOut | ErrorKind::WouldBlock => {
+                    format!("timed out talking to {server}")
+                }
+                _ if io
+                    .get_ref()
+                    .is_some_and(|inner| inner.is::<rustls::Error>()) =>
+                {
+                    self.tls_message(&io.to_string())
+                }
+                _ => format!("I/O error talking to {server}: {io}"),
+            },
+            ureq::Error::Rustls(tls) => self.tls_message(&tls.to_string()),
+            ureq::Error::ConnectionFailed => format!("could not connect to {server}"),
+            ureq::Error::HostNotFound => format!("cannot resolve the host of {server}"),
+            ureq::Error::BodyExceedsLimit(limit) => {
+                return KubeError::Response {
+                    message: format!("the response from {server} is larger than {limit} bytes"),
+                };
+            }
+            other => format!("request to {server} failed: {other}"),
+        };
+        KubeError::Transport { message }
+    }
+
+    fn tls_message(&self, detail: &str) -> String {
+        format!(
+            "TLS with {} failed: {detail} (the server certificate must chain to the CA in {} and name this address)",
+            self.server, self.ca_source
+        )
+    }
+}
+
+struct Request<'a> {
+    method: Method<'a>,
+    url: &'a str,
+    action: &'a str,
+}
+
+enum Method<'a> {
+    Get,
+    Apply(&'a [u8]),
+}
+
+fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, CredentialsError> {
+    let chain: Vec<_> = ureq::tls::parse_pem(cert_pem)
+        .filter_map(|item| match item {
+            Ok(PemItem::Certificate(c)) => Some(c),
+            _ => None,
+        })
+        .collect();
+    if chain.is_empty() {
+        return Err(CredentialsError(
+            "the client certificate holds no PEM certificate".into(),
+        ));
+    }
+    let key = ureq::tls::PrivateKey::from_pem(key_pem.expose().as_bytes())
+        .map_err(|_| CredentialsError("the client key is not a PEM private key".into()))?;
+    Ok(ClientCert::new_with_certs(&chain, key))
+}

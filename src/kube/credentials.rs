@@ -1,0 +1,553 @@
+//! Where the API server is and how to authenticate to it: in-cluster (the
+//! service-account directory, as client-go reads it) or a kubeconfig file.
+//!
+//! Everything here runs once at start and fails with a [`CredentialsError`]
+//! that names the file or variable at fault (exit code 2), before any network
+//! traffic. Secrets are held in [`Secret`], whose `Debug` never shows them.
+
+use super::yaml;
+use serde_json::Value;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A credential string that never prints itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// How requests authenticate.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    /// A bearer token that never changes (a kubeconfig `token`).
+    Token(Secret),
+    /// A bearer token in a file that is rewritten while we run (the
+    /// projected service-account token, a kubeconfig `tokenFile`).
+    TokenFile { path: PathBuf, initial: Secret },
+    /// A client certificate and key, PEM.
+    ClientCert { cert_pem: Vec<u8>, key_pem: Secret },
+    /// No credentials: only useful against servers that allow anonymous.
+    Anonymous,
+}
+
+/// Everything needed to reach and authenticate to one API server.
+#[derive(Clone, Debug)]
+pub struct Credentials {
+    /// `https://host:port`, no trailing slash.
+    pub server: String,
+    /// The CA bundle (PEM) that the server certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// Where the CA came from, for error messages (a path, or the
+    /// kubeconfig cluster whose inline data it was).
+    pub ca_source: String,
+    pub auth: Auth,
+    /// The namespace the credentials point at: the service-account
+    /// namespace file, or the kubeconfig context's namespace.
+    pub namespace: Option<String>,
+}
+
+/// A credentials problem, worded for the person who configured it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialsError(pub String);
+
+impl fmt::Display for CredentialsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CredentialsError {}
+
+fn fail<T>(msg: impl Into<String>) -> Result<T, CredentialsError> {
+    Err(CredentialsError(msg.into()))
+}
+
+fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, CredentialsError> {
+    std::fs::read(path).or_else(|e| fail(format!("cannot read {what} {}: {e}", path.display())))
+}
+
+/// Reads a token file: surrounding white space is not part of the token.
+pub fn read_token(path: &Path) -> Result<Secret, CredentialsError> {
+    let raw = read_file(path, "token file")?;
+    let token = String::from_utf8(raw)
+        .or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
+    let token = token.trim();
+    if token.is_empty() {
+        return fail(format!("token file {} is empty", path.display()));
+    }
+    Ok(Secret::new(token))
+}
+
+fn check_ca(pem: &[u8], source: &str) -> Result<(), CredentialsError> {
+    let mut certificates = 0;
+    for item in ureq::tls::parse_pem(pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(_)) => certificates += 1,
+            Ok(_) => {}
+            Err(e) => return fail(format!("CA {source} is not valid PEM: {e}")),
+        }
+    }
+    if certificates == 0 {
+        return fail(format!("CA {source} holds no PEM certificate"));
+    }
+    Ok(())
+}
+
+/// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
+/// finds them: `KUBERNETES_SERVICE_HOST` and `_PORT` (both required; an IPv6
+/// host is bracketed), and `token`, `ca.crt`, `namespace` in `sa_dir`.
+pub fn in_cluster(
+    host: Option<&str>,
+    port: Option<&str>,
+    sa_dir: &Path,
+) -> Result<Credentials, CredentialsError> {
+    let (host, port) = match (host, port) {
+        (Some(h), Some(p)) if !h.is_empty() && !p.is_empty() => (h, p),
+        _ => {
+            return fail(
+                "not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must both be set \
+                 (or give --kubeconfig)",
+            );
+        }
+    };
+    if port.parse::<u16>().map_or(true, |p| p == 0) {
+        return fail(format!(
+            "KUBERNETES_SERVICE_PORT={port:?} is not a port number"
+        ));
+    }
+    let host = if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_string()
+    };
+    let token_path = sa_dir.join("token");
+    let initial = read_token(&token_path)?;
+    let ca_path = sa_dir.join("ca.crt");
+    let ca_pem = read_file(&ca_path, "CA file")?;
+    let ca_source = ca_path.display().to_string();
+    check_ca(&ca_pem, &ca_source)?;
+    // client-go treats the namespace file as optional; so do we.
+    let namespace = std::fs::read_to_string(sa_dir.join("namespace"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    Ok(Credentials {
+        server: format!("https://{host}:{port}"),
+        ca_pem,
+        ca_source,
+        auth: Auth::TokenFile {
+            path: token_path,
+            initial,
+        },
+        namespace,
+    })
+}
+
+/// Credentials from a kubeconfig file's current context.
+pub fn from_kubeconfig(path: &Path) -> Result<Credentials, CredentialsError> {
+    let text = read_file(path, "kubeconfig")?;
+    let text = String::from_utf8(text)
+        .or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
+    let doc =
+        yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    kubeconfig_credentials(&doc, base)
+        .or_else(|CredentialsError(e)| fail(format!("kubeconfig {}: {e}", path.display())))
+}
+
+/// Interprets a parsed kubeconfig; relative file paths are relative to `base`
+/// (the kubeconfig's directory), as kubectl resolves them.
+pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, CredentialsError> {
+    let context_name = match doc.get("current-context").and_then(Value::as_str) {
+        Some(c) if !c.is_empty() => c,
+        _ => return fail("no current-context is set"),
+    };
+    let context = named(doc, "contexts", context_name, "context")?;
+    let cluster_name = str_field(context, "cluster")
+        .ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
+    let cluster = named(doc, "clusters", cluster_name, "cluster")?;
+    let user = match str_field(context, "user") {
+        Some(u) if !u.is_empty() => Some(named(doc, "users", u, "user")?),
+        _ => None,
+    };
+
+    let server = str_field(cluster, "server")
+        .ok_or_else(|| err(format!("cluster {cluster_name:?} has no server")))?;
+    let server = server.trim_end_matches('/');
+    if !server.starts_with("https://") {
+        return fail(format!(
+            "cluster {cluster_name:?} server {server:?} is not https://: opstatus only talks to API servers over verified TLS"
+        ));
+    }
+    if cluster
+        .get("insecure-skip-tls-verify")
+        .and_then(Value::as_bool)
+        == Some(true)
+    {
+        return fail(format!(
+            "cluster {cluster_name:?} sets insecure-skip-tls-verify: opstatus always verifies TLS; give certificate-authority instead"
+        ));
+    }
+    let (ca_pem, ca_source) = if let Some(data) = str_field(cluster, "certificate-authority-data") {
+        let source = format!("certificate-authority-data of cluster {cluster_name:?}");
+        (
+            decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?,
+            source,
+        )
+    } else if let Some(file) = str_field(cluster, "certificate-authority") {
+        let path = base.join(file);
+        (read_file(&path, "CA file")?, path.display().to_string())
+    } else {
+        return fail(format!(
+            "cluster {cluster_name:?} has no certificate-authority or certificate-authority-data: \
+             opstatus verifies the server against the cluster's CA"
+        ));
+    };
+    check_ca(&ca_pem, &ca_source)?;
+
+    let auth = match user {
+        None => Auth::Anonymous,
+        Some(user) => user_auth(user, base)?,
+    };
+    Ok(Credentials {
+        server: server.to_string(),
+        ca_pem,
+        ca_source,
+        auth,
+        namespace: str_field(context, "namespace")
+            .filter(|s| !s.is_empty())
+            .map(String::from),
+    })
+}
+
+fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
+    if let Some(token) = str_field(user, "token").filter(|t| !t.is_empty()) {
+        return Ok(Auth::Token(Secret::new(token)));
+    }
+    if let Some(file) = str_field(user, "tokenFile") {
+        let path = base.join(file);
+        let initial = read_token(&path)?;
+        return Ok(Auth::TokenFile { path, initial });
+    }
+    let cert = pem_field(user, "client-certificate", base)?;
+    let key = pem_field(user, "client-key", base)?;
+    match (cert, key) {
+        (Some(cert_pem), Some(key_pem)) => {
+            return Ok(Auth::ClientCert {
+                cert_pem,
+                key_pem: Secret::new(String::from_utf8_lossy(&key_pem)),
+            });
+        }
+        (Some(_), None) | (None, Some(_)) => {
+            return fail("the user has only one of client-certificate and client-key");
+        }
+        (None, None) => {}
+    }
+    for unsupported in ["exec", "auth-provider", "username"] {
+        if user.get(unsupported).is_some() {
+            return fail(format!(
+                "the user's `{unsupported}` authentication is not supported: use a token, tokenFile or client certificate"
+            ));
+        }
+    }
+    Ok(Auth::Anonymous)
+}
+
+fn pem_field(user: &Value, key: &str, base: &Path) -> Result<Option<Vec<u8>>, CredentialsError> {
+    if let Some(data) = str_field(user, &format!("{key}-data")) {
+        return decode_base64(data)
+            .map(Some)
+            .ok_or_else(|| err(format!("{key}-data is not valid base64")));
+    }
+    match str_field(user, key) {
+        Some(file) => read_file(&base.join(file), key).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn err(msg: String) -> CredentialsError {
+    CredentialsError(msg)
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Finds `{name: NAME, FIELD: {...}}` in the list `list` and returns FIELD.
+fn named<'a>(
+    doc: &'a Value,
+    list: &str,
+    name: &str,
+    field: &str,
+) -> Result<&'a Value, CredentialsError> {
+    doc.get(list)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|entry| str_field(entry, "name") == Some(name))
+        .and_then(|entry| entry.get(field))
+        .filter(|v| v.is_object())
+        .ok_or_else(|| err(format!("{field} {name:?} is not defined in {list}")))
+}
+
+/// Standard base64 (RFC 4648, padding optional, white space ignored), as
+/// kubeconfig `*-data` fields hold it.
+pub fn decode_base64(input: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(input.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    let mut padding = false;
+    for c in input.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                padding = true;
+                continue;
+            }
+            _ => return None,
+        };
+        if padding {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // Leftover bits must be fewer than a byte and all zero.
+    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const CA: &str = include_str!("../../tests/fixtures/fixture-ca.crt");
+
+    fn encode_base64(data: &[u8]) -> String {
+        const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut s = String::new();
+        for chunk in data.chunks(3) {
+            let n =
+                chunk.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b)) << (8 * (3 - chunk.len()));
+            for i in 0..=chunk.len() {
+                s.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
+            }
+            s.push_str(&"=".repeat(3 - chunk.len()));
+        }
+        s
+    }
+
+    fn kubeconfig(user: Value) -> Value {
+        json!({
+            "current-context": "dev",
+            "contexts": [{"name": "other", "context": {"cluster": "nope"}},
+                         {"name": "dev", "context": {"cluster": "c1", "user": "u1", "namespace": "team-a"}}],
+            "clusters": [{"name": "c1", "cluster": {"server": "https://10.0.0.1:6443/", "certificate-authority-data": encode_base64(CA.as_bytes())}}],
+            "users": [{"name": "u1", "user": user}]
+        })
+    }
+
+    #[test]
+    fn base64_round_trips_and_rejects_garbage() {
+        for data in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            b"fooba",
+            b"foobar",
+            &[0, 255, 128, 7],
+        ] {
+            assert_eq!(decode_base64(&encode_base64(data)).as_deref(), Some(data));
+        }
+        assert_eq!(decode_base64("Zm9v\nYmFy").as_deref(), Some(&b"foobar"[..]));
+        assert_eq!(decode_base64("Zm9vYg").as_deref(), Some(&b"foob"[..]));
+        for bad in ["Zm9v!", "Zg=x", "Zh==", "Z"] {
+            assert_eq!(decode_base64(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn kubeconfig_current_context_with_token() {
+        let c = kubeconfig_credentials(&kubeconfig(json!({"token": "s3cr3t"})), Path::new("/"))
+            .unwrap();
+        assert_eq!(c.server, "https://10.0.0.1:6443");
+        assert_eq!(c.namespace.as_deref(), Some("team-a"));
+        assert_eq!(c.ca_pem, CA.as_bytes());
+        assert!(
+            c.ca_source
+                .contains("certificate-authority-data of cluster \"c1\"")
+        );
+        assert!(matches!(&c.auth, Auth::Token(t) if t.expose() == "s3cr3t"));
+        assert!(
+            !format!("{c:?}").contains("s3cr3t"),
+            "Debug must redact the token"
+        );
+    }
+
+    #[test]
+    fn kubeconfig_token_file_and_client_cert_paths_are_relative_to_the_file() {
+        let dir = std::env::temp_dir().join(format!("opstatus-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tok"), "  tok-from-file\n").unwrap();
+        std::fs::write(dir.join("client.crt"), "CERT").unwrap();
+        std::fs::write(dir.join("client.key"), "KEY").unwrap();
+        let c = kubeconfig_credentials(&kubeconfig(json!({"tokenFile": "tok"})), &dir).unwrap();
+        assert!(
+            matches!(&c.auth, Auth::TokenFile { initial, path } if initial.expose() == "tok-from-file" && path == &dir.join("tok"))
+        );
+        let c = kubeconfig_credentials(&kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(b"KEY")})), &dir).unwrap();
+        assert!(
+            matches!(&c.auth, Auth::ClientCert { cert_pem, key_pem } if cert_pem == b"CERT" && key_pem.expose() == "KEY")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kubeconfig_errors_name_what_is_wrong() {
+        let cases: Vec<(Value, &str)> = vec![
+            (json!({}), "no current-context"),
+            (
+                json!({"current-context": "gone", "contexts": []}),
+                "context \"gone\" is not defined",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["contexts"][1]["context"]["user"] = json!("ghost");
+                    k
+                },
+                "user \"ghost\" is not defined",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["clusters"][0]["cluster"]["server"] = json!("http://x");
+                    k
+                },
+                "not https://",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["clusters"][0]["cluster"]["insecure-skip-tls-verify"] = json!(true);
+                    k
+                },
+                "always verifies TLS",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["clusters"][0]["cluster"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("certificate-authority-data");
+                    k
+                },
+                "no certificate-authority",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["clusters"][0]["cluster"]["certificate-authority-data"] = json!("!!");
+                    k
+                },
+                "not valid base64",
+            ),
+            (
+                {
+                    let mut k = kubeconfig(json!({}));
+                    k["clusters"][0]["cluster"]["certificate-authority-data"] =
+                        json!(encode_base64(b"hello"));
+                    k
+                },
+                "holds no PEM certificate",
+            ),
+            (
+                kubeconfig(json!({"exec": {"command": "aws"}})),
+                "`exec` authentication is not supported",
+            ),
+            (
+                kubeconfig(json!({"client-certificate-data": encode_base64(b"C")})),
+                "only one of client-certificate",
+            ),
+            (
+                kubeconfig(json!({"tokenFile": "/nonexistent/tok"})),
+                "cannot read token file /nonexistent/tok",
+            ),
+        ];
+        for (doc, needle) in cases {
+            let e = kubeconfig_credentials(&doc, Path::new("/")).unwrap_err();
+            assert!(e.0.contains(needle), "{needle:?} not in {e}");
+        }
+    }
+
+    #[test]
+    fn in_cluster_requires_both_variables_and_brackets_ipv6() {
+        let dir = std::env::temp_dir().join(format!("opstatus-sa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("token"), "t0k\n").unwrap();
+        std::fs::write(dir.join("ca.crt"), CA).unwrap();
+        std::fs::write(dir.join("namespace"), "ops\n").unwrap();
+        let c = in_cluster(Some("fd00::1"), Some("443"), &dir).unwrap();
+        assert_eq!(c.server, "https://[fd00::1]:443");
+        assert_eq!(c.namespace.as_deref(), Some("ops"));
+        assert_eq!(
+            in_cluster(Some("10.96.0.1"), Some("443"), &dir)
+                .unwrap()
+                .server,
+            "https://10.96.0.1:443"
+        );
+        assert!(
+            in_cluster(Some("10.96.0.1"), None, &dir)
+                .unwrap_err()
+                .0
+                .contains("must both be set")
+        );
+        assert!(
+            in_cluster(Some("h"), Some("http"), &dir)
+                .unwrap_err()
+                .0
+                .contains("not a port number")
+        );
+        std::fs::write(dir.join("token"), " \n").unwrap();
+        assert!(
+            in_cluster(Some("h"), Some("1"), &dir)
+                .unwrap_err()
+                .0
+                .contains("is empty")
+        );
+        std::fs::remove_file(dir.join("token")).unwrap();
+        let e = in_cluster(Some("h"), Some("1"), &dir).unwrap_err();
+        assert!(
+            e.0.starts_with(&format!(
+                "cannot read token file {}",
+                dir.join("token").display()
+            )),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,240 @@
+//! [`KubeError`]: every way a request to the API server can fail, worded so
+//! that a cluster admin knows what to do.
+
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+
+/// Where to look when a permission is missing.
+pub const RBAC_HINT: &str = "see manifests/base/role.yaml";
+
+/// A failed request to the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeError {
+    /// No HTTP answer: refused, reset, timed out, TLS or DNS failure.
+    Transport { message: String },
+    /// The server answered with an error status.
+    Api {
+        code: u16,
+        /// The `Status` reason (`Forbidden`, `NotFound`, …), or the HTTP
+        /// reason phrase when the body was not a `Status`.
+        reason: String,
+        /// The `Status` message, or a short excerpt of a non-`Status` body.
+        message: String,
+        /// What the request was, e.g. `patch configmaps "x" in namespace "y"`.
+        action: String,
+        retry_after: Option<Duration>,
+    },
+    /// A success status with a body that is not what the API promises.
+    Response { message: String },
+}
+
+impl KubeError {
+    /// The server's requested wait (`Retry-After` on 429 and 503).
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            KubeError::Api { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The HTTP status code, when the server answered.
+    pub fn code(&self) -> Option<u16> {
+        match self {
+            KubeError::Api { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// A short, bounded label for metrics (`error_type`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            KubeError::Transport { .. } => "transport",
+            KubeError::Response { .. } => "response",
+            KubeError::Api { code, .. } => match code {
+                401 => "unauthorized",
+                403 => "forbidden",
+                404 => "not_found",
+                409 => "conflict",
+                422 => "invalid",
+                429 => "throttled",
+                500..=599 => "server_error",
+                _ => "client_error",
+            },
+        }
+    }
+}
+
+impl fmt::Display for KubeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KubeError::Transport { message } | KubeError::Response { message } => {
+                f.write_str(message)
+            }
+            KubeError::Api {
+                code,
+                reason,
+                message,
+                action,
+                ..
+            } => {
+                write!(f, "{code} {reason}")?;
+                if !message.is_empty() {
+                    write!(f, ": {message}")?;
+                }
+                match code {
+                    401 => write!(
+                        f,
+                        " (the API server rejected the credentials: the token is expired or revoked, \
+                         or its ServiceAccount was deleted)"
+                    ),
+                    403 => write!(f, " (grant the permission to {action}: {RBAC_HINT})"),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl std::error::Error for KubeError {}
+
+/// The fields of a `metav1.Status` error body that matter here.
+#[derive(Deserialize)]
+struct StatusBody {
+    kind: Option<String>,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+/// Longest excerpt of a non-`Status` error body kept in a message.
+const EXCERPT: usize = 200;
+
+/// Builds the error for a non-2xx answer from its body.
+pub(crate) fn from_response(
+    code: u16,
+    body: &[u8],
+    action: &str,
+    retry_after: Option<Duration>,
+) -> KubeError {
+    let status: Option<StatusBody> = serde_json::from_slice(body).ok();
+    let (reason, message) = match status {
+        Some(StatusBody {
+            kind: Some(kind),
+            reason,
+            message,
+        }) if kind == "Status" => (
+            reason.unwrap_or_else(|| reason_phrase(code).into()),
+            message.unwrap_or_default(),
+        ),
+        _ => {
+            // Not a Status (a proxy's HTML page, a truncated body): keep a
+            // short, printable excerpt so the log line stays one line.
+            let text: String = String::from_utf8_lossy(body)
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(EXCERPT)
+                .collect();
+            let text = text.trim();
+            let message = if text.is_empty() {
+                String::new()
+            } else {
+                format!("unexpected non-Status body: {text:?}")
+            };
+            (reason_phrase(code).into(), message)
+        }
+    };
+    KubeError::Api {
+        code,
+        reason,
+        message,
+        action: action.to_string(),
+        retry_after,
+    }
+}
+
+fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        502 => "BadGateway",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACTION: &str = "patch configmaps \"kube9-operator-status\" in namespace \"ops\"";
+
+    #[test]
+    fn forbidden_names_the_permission_and_the_manifest() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"kube9-operator-status\" is forbidden: User \"system:serviceaccount:ops:op\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ops\"","reason":"Forbidden","details":{"name":"kube9-operator-status","kind":"configmaps"},"code":403}"#;
+        let e = from_response(403, body, ACTION, None);
+        assert_eq!(e.kind(), "forbidden");
+        assert_eq!(
+            e.to_string(),
+            "403 Forbidden: configmaps \"kube9-operator-status\" is forbidden: User \"system:serviceaccount:ops:op\" \
+             cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ops\" \
+             (grant the permission to patch configmaps \"kube9-operator-status\" in namespace \"ops\": see manifests/base/role.yaml)"
+        );
+    }
+
+    #[test]
+    fn unauthorized_explains_the_likely_causes() {
+        let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+        let e = from_response(401, body, ACTION, None);
+        assert_eq!(e.kind(), "unauthorized");
+        assert!(e.to_string().starts_with(
+            "401 Unauthorized: Unauthorized (the API server rejected the credentials"
+        ));
+    }
+
+    #[test]
+    fn non_status_bodies_are_excerpted_on_one_line() {
+        let body = format!("<html>\n<body>{}</body></html>", "x".repeat(5000));
+        let e = from_response(502, body.as_bytes(), ACTION, None);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("502 BadGateway: unexpected non-Status body: \"<html> <body>xxx"),
+            "{text}"
+        );
+        assert!(!text.contains('\n') && text.len() < 300, "{text}");
+        let e = from_response(503, b"", ACTION, Some(Duration::from_secs(5)));
+        assert_eq!(e.to_string(), "503 ServiceUnavailable");
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+        assert_eq!(e.kind(), "server_error");
+    }
+
+    #[test]
+    fn kinds_are_a_small_fixed_set() {
+        for (code, kind) in [
+            (404, "not_found"),
+            (409, "conflict"),
+            (422, "invalid"),
+            (429, "throttled"),
+            (418, "client_error"),
+        ] {
+            assert_eq!(from_response(code, b"{}", ACTION, None).kind(), kind);
+        }
+        assert_eq!(
+            KubeError::Transport {
+                message: "x".into()
+            }
+            .kind(),
+            "transport"
+        );
+    }
+}

@@ -1,0 +1,526 @@
+//! The subset of YAML that kubeconfig files use, read into `serde_json::Value`.
+//!
+//! Kubeconfig is the only YAML opstatus reads, and every tool that writes one
+//! (kubectl, kind, minikube, cloud CLIs) emits the same plain shape: block
+//! mappings and sequences, plain or quoted scalars, one-line flow collections
+//! (`{}`, `[]`, `{cluster: a, user: b}`), comments, and sometimes JSON. That
+//! is what this module accepts; anything else (anchors, tags, block scalars,
+//! multi-line flow) is refused with the line number, never guessed at.
+
+use serde_json::{Map, Value};
+use std::fmt;
+
+/// Why a document could not be read, with its 1-based line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct YamlError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for YamlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for YamlError {}
+
+/// Nesting deeper than this is refused: kubeconfig needs five levels, and
+/// the bound keeps a hostile file from exhausting the stack.
+const MAX_DEPTH: usize = 64;
+
+#[derive(Clone, Debug)]
+struct Line<'a> {
+    number: usize,
+    indent: usize,
+    text: &'a str,
+}
+
+/// Parses one YAML document (or a JSON one) into a JSON value.
+pub fn parse(input: &str) -> Result<Value, YamlError> {
+    let input = input.strip_prefix('\u{feff}').unwrap_or(input);
+    if input.trim_start().starts_with('{')
+        && let Ok(v) = serde_json::from_str(input)
+    {
+        return Ok(v);
+    }
+    let mut lines = Vec::new();
+    for (i, raw) in input.lines().enumerate() {
+        let number = i + 1;
+        let content = raw.trim_end();
+        let trimmed = content.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = content.len() - trimmed.len();
+        if content[..indent].contains('\t') {
+            return Err(err(number, "tabs are not allowed in indentation"));
+        }
+        if indent == 0 && (trimmed == "---" || trimmed.starts_with("--- ")) {
+            if lines.is_empty() {
+                continue;
+            }
+            return Err(err(number, "only one YAML document is supported"));
+        }
+        if indent == 0 && trimmed == "..." {
+            break;
+        }
+        if indent == 0 && trimmed.starts_with('%') {
+            return Err(err(number, "YAML directives are not supported"));
+        }
+        lines.push(Line {
+            number,
+            indent,
+            text: trimmed,
+        });
+    }
+    if lines.is_empty() {
+        return Ok(Value::Null);
+    }
+    let mut parser = Parser { lines, pos: 0 };
+    let indent = parser.lines[0].indent;
+    let value = parser.block(indent, 0)?;
+    if let Some(extra) = parser.lines.get(parser.pos) {
+        return Err(err(extra.number, "unexpected indentation"));
+    }
+    Ok(value)
+}
+
+fn err(line: usize, message: impl Into<String>) -> YamlError {
+    YamlError {
+        line,
+        message: message.into(),
+    }
+}
+
+struct Parser<'a> {
+    lines: Vec<Line<'a>>,
+    pos: usize,
+}
+
+fn is_sequence_item(text: &str) -> bool {
+    text == "-" || text.starts_with("- ")
+}
+
+impl<'a> Parser<'a> {
+    fn block(&mut self, indent: usize, depth: usize) -> Result<Value, YamlError> {
+        let line = &self.lines[self.pos];
+        if depth > MAX_DEPTH {
+            return Err(err(line.number, "nesting is too deep"));
+        }
+        if is_sequence_item(line.text) {
+            self.sequence(indent, depth)
+        } else if split_key(line.text).is_some() {
+            self.mapping(indent, depth)
+        } else {
+            let line = line.clone();
+            self.pos += 1;
+            scalar_or_flow(line.text, line.number)
+        }
+    }
+
+    /// The value of a key or item whose inline part was empty: a nested
+    /// block on the following lines, or null.
+    fn nested(
+        &mut self,
+        parent_indent: usize,
+        allow_same_indent_seq: bool,
+        depth: usize,
+    ) -> Result<Value, YamlError> {
+        match self.lines.get(self.pos) {
+            Some(next) if next.indent > parent_indent => {
+                let indent = next.indent;
+                self.block(indent, depth + 1)
+            }
+            // `key:\n- item` at the key's own indentation is a sequence value.
+            Some(next)
+                if allow_same_indent_seq
+                    && next.indent == parent_indent
+                    && is_sequence_item(next.text) =>
+            {
+                self.sequence(parent_indent, depth + 1)
+            }
+            _ => Ok(Value::Null),
+        }
+    }
+
+    fn mapping(&mut self, indent: usize, depth: usize) -> Result<Value, YamlError> {
+        let mut map = Map::new();
+        while let Some(line) = self.lines.get(self.pos).cloned() {
+            if line.indent < indent || (line.indent == indent && is_sequence_item(line.text)) {
+                break;
+            }
+            if line.indent > indent {
+                return Err(err(line.number, "unexpected indentation"));
+            }
+            let (key, rest) =
+                split_key(line.text).ok_or_else(|| err(line.number, "expected `key: value`"))?;
+            let key = key_text(key, line.number)?;
+            self.pos += 1;
+            let value = if rest.is_empty() {
+                self.nested(indent, true, depth)?
+            } else {
+                scalar_or_flow(rest, line.number)?
+            };
+            if map.insert(key.clone(), value).is_some() {
+                return Err(err(line.number, format!("duplicate key `{key}`")));
+            }
+        }
+        Ok(Value::Object(map))
+    }
+
+    fn sequence(&mut self, indent: usize, depth: usize) -> Result<Value, YamlError> {
+        let mut items = Vec::new();
+        while let Some(line) = self.lines.get(self.pos).cloned() {
+            if line.indent != indent || !is_sequence_item(line.text) {
+                if line.indent > indent {
+                    return Err(err(line.number, "unexpected indentation"));
+                }
+                break;
+            }
+            let rest = line.text[1..].trim_start();
+            if rest.is_empty() {
+                self.pos += 1;
+                items.push(self.nested(indent, false, depth)?);
+            } else if is_sequence_item(rest) || split_key(rest).is_some() {
+                // `- key: v` / `- - v`: a compact block that starts on this
+                // line; its column is where `rest` starts.
+                let column = indent + (line.text.len() - rest.len());
+                self.lines[self.pos] = Line {
+                    number: line.number,
+                    indent: column,
+                    text: rest,
+                };
+                items.push(self.block(column, depth + 1)?);
+            } else {
+                self.pos += 1;
+                items.push(scalar_or_flow(rest, line.number)?);
+            }
+        }
+        Ok(Value::Array(items))
+    }
+}
+
+/// Splits `key: rest` (or `key:`) outside quotes; `None` when the line is
+/// not a mapping entry.
+fn split_key(text: &str) -> Option<(&str, &str)> {
+    if text.starts_with(['{', '[']) {
+        return None;
+    }
+    let key_end = if let Some(q @ ('"' | '\'')) = text.chars().next() {
+        let close = closing_quote(text, q)?;
+        let after = &text[close + 1..];
+        if !after.starts_with(':') {
+            return None;
+        }
+        close + 1
+    } else {
+        let bytes = text.as_bytes();
+        (0..bytes.len())
+            .find(|&i| bytes[i] == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' '))?
+    };
+    let rest = text[key_end + 1..].trim_start();
+    let rest = if rest.starts_with('#') { "" } else { rest };
+    Some((&text[..key_end], rest))
+}
+
+/// The index of the quote that closes the string opened at 0.
+fn closing_quote(text: &str, quote: char) -> Option<usize> {
+    let mut chars = text.char_indices().skip(1).peekable();
+    while let Some((i, c)) = chars.next() {
+        if quote == '"' && c == '\\' {
+            chars.next();
+        } else if c == quote {
+            if quote == '\'' && chars.peek().map(|&(_, c)| c) == Some('\'') {
+                chars.next();
+                continue;
+            }
+            return Some(i);
+        }
+    }
+    None
+}
+
+fn key_text(key: &str, line: usize) -> Result<String, YamlError> {
+    match scalar_or_flow(key, line)? {
+        Value::String(s) => Ok(s),
+        Value::Null => Ok(String::new()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => Err(err(line, "keys must be scalars")),
+    }
+}
+
+/// An inline value: a quoted or plain scalar or a one-line flow collection,
+/// with an optional trailing comment.
+fn scalar_or_flow(text: &str, line: usize) -> Result<Value, YamlError> {
+    let mut flow = Flow { text, pos: 0, line };
+    let value = flow.value(0, false)?;
+    flow.skip_spaces();
+    let rest = &text[flow.pos..];
+    if !rest.is_empty() && !rest.starts_with('#') {
+        return Err(err(line, format!("unexpected `{rest}` after the value")));
+    }
+    Ok(value)
+}
+
+fn unclosed(line: usize, close: char) -> YamlError {
+    err(
+        line,
+        format!("unclosed flow collection: expected `{close}` on the same line"),
+    )
+}
+
+struct Flow<'a> {
+    text: &'a str,
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> Flow<'a> {
+    fn rest(&self) -> &'a str {
+        &self.text[self.pos..]
+    }
+
+    fn skip_spaces(&mut self) {
+        let rest = self.rest();
+        self.pos += rest.len() - rest.trim_start().len();
+    }
+
+    fn value(&mut self, depth: usize, in_flow: bool) -> Result<Value, YamlError> {
+        if depth > MAX_DEPTH {
+            return Err(err(self.line, "nesting is too deep"));
+        }
+        self.skip_spaces();
+        match self.rest().chars().next() {
+            Some('{') => self.collection('}', depth),
+            Some('[') => self.collection(']', depth),
+            Some(q @ ('"' | '\'')) => self.quoted(q).map(Value::String),
+            Some('|' | '>') => Err(err(self.line, "block scalars (| and >) are not supported")),
+            Some('&' | '*' | '!') => Err(err(
+                self.line,
+                "anchors, aliases and tags are not supported",
+            )),
+            _ => Ok(self.plain(in_flow)),
+        }
+    }
+
+    fn collection(&mut self, close: char, depth: usize) -> Result<Value, YamlError> {
+        self.pos += 1;
+        let mut map = Map::new();
+        let mut items = Vec::new();
+        loop {
+            self.skip_spaces();
+            if self.rest().starts_with(close) {
+                self.pos += 1;
+                break;
+            }
+            if self.rest().is_empty() {
+                return Err(unclosed(self.line, close));
+            }
+            let item = self.value(depth + 1, true)?;
+            self.skip_spaces();
+            if close == '}' {
+                let key = match item {
+                    Value::String(s) => s,
+                    _ => return Err(err(self.line, "flow mapping keys must be strings")),
+                };
+                let value = if self.rest().starts_with(':') {
+                    self.pos += 1;
+                    self.value(depth + 1, true)?
+                } else {
+                    Value::Null
+                };
+                map.insert(key, value);
+            } else {
+                items.push(item);
+            }
+            self.skip_spaces();
+            if self.rest().starts_with(',') {
+                self.pos += 1;
+            } else if self.rest().is_empty() {
+                return Err(unclosed(self.line, close));
+            } else if !self.rest().starts_with(close) {
+                return Err(err(
+                    self.line,
+                    format!("expected `,` or `{close}` in a flow collection"),
+                ));
+            }
+        }
+        Ok(if close == '}' {
+            Value::Object(map)
+        } else {
+            Value::Array(items)
+        })
+    }
+
+    fn quoted(&mut self, quote: char) -> Result<String, YamlError> {
+        let rest = self.rest();
+        let close = closing_quote(rest, quote)
+            .ok_or_else(|| err(self.line, "unterminated quoted string"))?;
+        let body = &rest[1..close];
+        self.pos += close + 1;
+        if quote == '\'' {
+            return Ok(body.replace("''", "'"));
+        }
+        let mut out = String::with_capacity(body.len());
+        let mut chars = body.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                out.push(c);
+                continue;
+            }
+            let escaped = match chars.next() {
+                Some('n') => '\n',
+                Some('t') => '\t',
+                Some('r') => '\r',
+                Some('0') => '\0',
+                Some(c @ ('"' | '\\' | '/' | ' ')) => c,
+                Some('u') => {
+                    let hex: String = chars.by_ref().take(4).collect();
+                    u32::from_str_radix(&hex, 16)
+                        .ok()
+                        .filter(|_| hex.len() == 4)
+                        .and_then(char::from_u32)
+                        .ok_or_else(|| err(self.line, format!("bad escape `\\u{hex}`")))?
+                }
+                other => {
+                    return Err(err(
+                        self.line,
+                        format!("unsupported escape `\\{}`", other.unwrap_or(' ')),
+                    ));
+                }
+            };
+            out.push(escaped);
+        }
+        Ok(out)
+    }
+
+    fn plain(&mut self, in_flow: bool) -> Value {
+        let rest = self.rest();
+        let bytes = rest.as_bytes();
+        let mut end = bytes.len();
+        for i in 0..bytes.len() {
+            let at_comment = bytes[i] == b'#' && i > 0 && bytes[i - 1] == b' ';
+            let at_flow_end = in_flow
+                && (matches!(bytes[i], b',' | b'}' | b']')
+                    || (bytes[i] == b':'
+                        && bytes.get(i + 1).is_none_or(|&b| b == b' ' || b == b',')));
+            if at_comment || at_flow_end {
+                end = i;
+                break;
+            }
+        }
+        let word = rest[..end].trim_end();
+        self.pos += word.len();
+        match word {
+            "" | "~" | "null" | "Null" | "NULL" => Value::Null,
+            "true" | "True" | "TRUE" => Value::Bool(true),
+            "false" | "False" | "FALSE" => Value::Bool(false),
+            _ => Value::String(word.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_a_kubectl_written_kubeconfig() {
+        let doc = r#"
+apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: LS0tLS1CRUdJTg==
+    server: https://127.0.0.1:6443
+  name: kind-kind
+contexts:
+- context:
+    cluster: kind-kind
+    user: kind-kind
+    namespace: "team-a"   # a comment
+  name: kind-kind
+current-context: kind-kind
+kind: Config
+preferences: {}
+users:
+- name: kind-kind
+  user:
+    token: 'abc''def'
+"#;
+        assert_eq!(
+            parse(doc).unwrap(),
+            json!({
+                "apiVersion": "v1",
+                "clusters": [{"cluster": {"certificate-authority-data": "LS0tLS1CRUdJTg==", "server": "https://127.0.0.1:6443"}, "name": "kind-kind"}],
+                "contexts": [{"context": {"cluster": "kind-kind", "user": "kind-kind", "namespace": "team-a"}, "name": "kind-kind"}],
+                "current-context": "kind-kind",
+                "kind": "Config",
+                "preferences": {},
+                "users": [{"name": "kind-kind", "user": {"token": "abc'def"}}]
+            })
+        );
+    }
+
+    #[test]
+    fn reads_indented_sequences_flow_maps_and_scalars() {
+        let doc = "---\na:\n  - x\n  - {cluster: local, user: \"ad\\\"min\"}\n  -\n    k: v\nb: [1, two, 'three']\nc: ~\nd: true\ne: http://h:1/p # c\n";
+        assert_eq!(
+            parse(doc).unwrap(),
+            json!({"a": ["x", {"cluster": "local", "user": "ad\"min"}, {"k": "v"}], "b": ["1", "two", "three"], "c": null, "d": true, "e": "http://h:1/p"})
+        );
+    }
+
+    #[test]
+    fn reads_json_kubeconfigs() {
+        let doc = "{\n \"current-context\": \"x\",\n \"contexts\": []\n}";
+        assert_eq!(
+            parse(doc).unwrap(),
+            json!({"current-context": "x", "contexts": []})
+        );
+    }
+
+    #[test]
+    fn empty_documents_are_null() {
+        assert_eq!(parse("").unwrap(), Value::Null);
+        assert_eq!(parse("# only a comment\n---\n").unwrap(), Value::Null);
+    }
+
+    #[test]
+    fn refuses_what_it_does_not_understand_with_the_line() {
+        let cases = [
+            ("a: b\n  c: d\n", 2, "unexpected indentation"),
+            ("a: |\n  text\n", 1, "block scalars"),
+            ("a: &x b\n", 1, "anchors"),
+            ("a: b\n\tc: d\n", 2, "tabs"),
+            ("a: {b: c\n", 1, "unclosed"),
+            ("a: 'open\n", 1, "unterminated"),
+            ("a: b\na: c\n", 2, "duplicate key"),
+            ("a: b\n---\nc: d\n", 2, "one YAML document"),
+            ("a: \"x\" y\n", 1, "unexpected `y`"),
+            ("a: \"\\q\"\n", 1, "unsupported escape"),
+        ];
+        for (doc, line, needle) in cases {
+            let e = parse(doc).unwrap_err();
+            assert_eq!(e.line, line, "{doc:?}: {e}");
+            assert!(e.message.contains(needle), "{doc:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_not_a_stack_overflow() {
+        let doc = "[".repeat(10_000);
+        assert!(
+            parse(&format!("a: {doc}"))
+                .unwrap_err()
+                .message
+                .contains("too deep")
+        );
+        let mut block = String::new();
+        for i in 0..200 {
+            block.push_str(&format!("{}k{i}:\n", " ".repeat(i)));
+        }
+        assert!(parse(&block).unwrap_err().message.contains("too deep"));
+    }
+}

@@ -1,0 +1,39 @@
+//! # opstatus
+//!
+//! A tiny sidecar agent that works out a Kubernetes operator's health and
+//! publishes it where the cluster looks: the kube9 status ConfigMap
+//! (`kube9-operator-status`), written by one server-side apply request per
+//! heartbeat.
+//!
+//! The crate is synchronous and single-threaded: one loop, no async runtime.
+//! The pieces, one concept each:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | flags and environment variables, validated with clear messages |
+//! | [`cluster`] | choosing credentials (in-cluster or kubeconfig) and the namespace |
+//! | [`kube`] | the minimal Kubernetes REST client |
+//! | [`status`] | the kube9 status document and the health rules (pure) |
+//! | [`sinks`] | the published resources (the status ConfigMap) |
+//! | [`backoff`] | exponential backoff with jitter, `Retry-After` (pure) |
+//! | [`agent`] | the heartbeat loop |
+//! | [`reader`] | interpreting a published status as kube9 readers do (pure) |
+//! | [`shutdown`] | SIGTERM / SIGINT as a wake-up of the loop |
+//! | [`logging`] | one line per event on stderr, secrets kept out |
+//! | [`time`] | RFC 3339 timestamps |
+//! | [`app`] | the commands: `run`, `once`, `get` |
+
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod app;
+pub mod backoff;
+pub mod cluster;
+pub mod config;
+pub mod kube;
+pub mod logging;
+pub mod reader;
+pub mod shutdown;
+pub mod sinks;
+pub mod status;
+pub mod time;

@@ -1,0 +1,39 @@
+//! `opstatus`: parse the command line, dispatch, map errors to exit codes
+//! (0 success, 1 runtime failure, 2 usage or configuration).
+
+use opstatus::app::{self, Failure};
+use opstatus::config::{self, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env = |name: &str| std::env::var(name).ok();
+    let invocation = match config::parse(&args, &env) {
+        Ok(inv) => inv,
+        Err(e) => return fail(&Failure::Config(e.to_string())),
+    };
+    opstatus::logging::init();
+    let settings = &invocation.settings;
+    let result = match invocation.command {
+        Command::Help => {
+            print!("{}", config::help_text());
+            Ok(())
+        }
+        Command::Version => {
+            println!("opstatus {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+        Command::Run => app::run(settings, &env),
+        Command::Once => app::once(settings, &env),
+        Command::Get { output } => app::get(settings, output, &env).map(|text| print!("{text}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &Failure) -> ExitCode {
+    eprintln!("opstatus: error: {e}");
+    ExitCode::from(e.exit_code() as u8)
+}

@@ -1,0 +1,3 @@
+//! The resources opstatus publishes, one module each.
+
+pub mod configmap;
