@@ -9,7 +9,8 @@
 #   control-plane.sh start DIR   start etcd + kube-apiserver on free loopback
 #                                ports with a fresh PKI in DIR; writes DIR/env
 #   control-plane.sh stop DIR    stop what `start DIR` started, by PID
-#   control-plane.sh restart-apiserver DIR   stop and start the API server only
+#   control-plane.sh stop-apiserver DIR      stop the API server only (an outage)
+#   control-plane.sh start-apiserver DIR     start it again
 #
 # DIR/env (shell syntax, one KEY=VALUE per line) tells tests and scripts:
 #   APISERVER_PORT, APISERVER_URL, ADMIN_TOKEN, CA_CERT, KUBECONFIG,
@@ -107,8 +108,7 @@ cmd_build() {
   work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-kube-build.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$work'" EXIT
-  (cd "$work" && apt-get source --download-only -qq "kubernetes=$KUBE_DEB_VERSION-1" >/dev/null 2>&1 \
-    || apt-get source --download-only -qq kubernetes >/dev/null)
+  (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>&1)
   local orig
   orig=$(ls "$work"/kubernetes_*.orig.tar.gz 2>/dev/null | head -n 1)
   [ -n "$orig" ] || die "apt-get source kubernetes gave no .orig.tar.gz"
@@ -301,9 +301,14 @@ cmd_stop() {
   rm -f "$dir/env"
 }
 
-cmd_restart_apiserver() {
-  local dir=${1:?usage: control-plane.sh restart-apiserver DIR}
-  stop_pid_file "$dir/apiserver.pid"
+# Stopping and starting the API server alone (etcd and the PKI stay) is how
+# tests simulate an API server outage.
+cmd_stop_apiserver() {
+  stop_pid_file "${1:?usage: control-plane.sh stop-apiserver DIR}/apiserver.pid"
+}
+
+cmd_start_apiserver() {
+  local dir=${1:?usage: control-plane.sh start-apiserver DIR}
   start_apiserver "$dir"
   sed -i "s/^APISERVER_PID=.*/APISERVER_PID=$(cat "$dir/apiserver.pid")/" "$dir/env"
 }
@@ -313,8 +318,7 @@ case "${1:-}" in
   build) cmd_build ;;
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
-  stop-apiserver) shift; stop_pid_file "${1:?}/apiserver.pid" ;;
-  start-apiserver) shift; start_apiserver "${1:?}"; sed -i "s/^APISERVER_PID=.*/APISERVER_PID=$(cat "$1/apiserver.pid")/" "$1/env" ;;
-  restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
+  stop-apiserver) shift; cmd_stop_apiserver "$@" ;;
+  start-apiserver) shift; cmd_start_apiserver "$@" ;;
   *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -44,12 +44,22 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
         return None;
     }
     let mut rest = &s[19..];
+    let mut nanos = 0u32;
     if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
+        let count = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if count == 0 {
             return None;
         }
-        rest = &frac[digits..];
+        // Nanosecond precision; digits beyond the ninth are dropped.
+        for (i, d) in frac
+            .bytes()
+            .take(9)
+            .take_while(u8::is_ascii_digit)
+            .enumerate()
+        {
+            nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
+        }
+        rest = &frac[count..];
     }
     let offset_secs = match rest {
         "Z" | "z" => 0,
@@ -71,7 +81,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
             - offset_secs;
     u64::try_from(secs)
         .ok()
-        .map(|s| UNIX_EPOCH + Duration::from_secs(s))
+        .map(|s| UNIX_EPOCH + Duration::new(s, nanos))
 }
 
 /// The ASCII decimal number at `r`, or `None` (also for signs and non-ASCII).
@@ -166,7 +176,15 @@ mod tests {
     #[test]
     fn parses_fractions_and_offsets() {
         let want = Some(at(1_762_788_600));
-        assert_eq!(parse_rfc3339("2025-11-10T15:30:00.123456Z"), want);
+        assert_eq!(parse_rfc3339("2025-11-10T15:30:00.000Z"), want);
+        assert_eq!(
+            parse_rfc3339("2025-11-10T15:30:00.123456Z"),
+            Some(at(1_762_788_600) + Duration::from_micros(123_456))
+        );
+        assert_eq!(
+            parse_rfc3339("2025-11-10T15:30:00.1234567891Z"),
+            Some(at(1_762_788_600) + Duration::from_nanos(123_456_789))
+        );
         assert_eq!(parse_rfc3339("2025-11-10T16:30:00+01:00"), want);
         assert_eq!(parse_rfc3339("2025-11-10T10:30:00-05:00"), want);
         assert_eq!(parse_rfc3339("2025-11-10t15:30:00z"), want);

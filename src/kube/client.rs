@@ -160,7 +160,28 @@ impl Client {
             url: &url,
             action: &object.action("patch"),
         };
-        self.send(request, false).map(drop)
+        self.send(request, false).map(drop).map_err(|e| match e {
+            // Apply that finds no object creates it, and the API server
+            // authorizes that as `create` on the name; RBAC's denial then
+            // carries an empty reason ("... is forbidden: ").
+            KubeError::Api {
+                code: 403,
+                reason,
+                message,
+                retry_after,
+                ..
+            } if message.trim_end().ends_with("is forbidden:") => KubeError::Api {
+                code: 403,
+                reason,
+                message: format!(
+                    "{} server-side apply must create the missing object",
+                    message.trim_end()
+                ),
+                action: object.action("create"),
+                retry_after,
+            },
+            other => other,
+        })
     }
 
     /// GET an object's JSON; `None` when it does not exist (404).

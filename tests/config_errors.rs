@@ -1,0 +1,240 @@
+//! Bad input: every case exits 2 with one line naming the input, before
+//! any network traffic (the test API server must see no request).
+
+mod support;
+
+use std::time::Duration;
+use support::fake_apiserver::FakeApiServer;
+use support::{ServiceAccountDir, TempDir, opstatus_bin, pod_env, run_to_end};
+
+const TOKEN: &str = "sa-token-for-config-error-tests";
+
+struct Case {
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    /// Files to break in the service-account directory: (name, contents or
+    /// None to delete).
+    sa_files: &'static [(&'static str, Option<&'static str>)],
+    expect: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        args: &["--bogus"],
+        env: &[],
+        sa_files: &[],
+        expect: "unknown flag --bogus (see opstatus --help)",
+    },
+    Case {
+        args: &["frobnicate"],
+        env: &[],
+        sa_files: &[],
+        expect: "unknown command \"frobnicate\"",
+    },
+    Case {
+        args: &["--interval", "soon"],
+        env: &[],
+        sa_files: &[],
+        expect: "--interval: \"soon\" is not a duration",
+    },
+    Case {
+        args: &["--interval=0"],
+        env: &[],
+        sa_files: &[],
+        expect: "--interval: \"0\" must be between 1s and 4m",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_INTERVAL", "1h")],
+        sa_files: &[],
+        expect: "OPSTATUS_INTERVAL: \"1h\" must be between 1s and 4m",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_INTERVAL", "")],
+        sa_files: &[],
+        expect: "OPSTATUS_INTERVAL is set but empty",
+    },
+    Case {
+        args: &["--namespace", "Bad_NS"],
+        env: &[],
+        sa_files: &[],
+        expect: "--namespace: \"Bad_NS\" is not a valid namespace name",
+    },
+    Case {
+        args: &[],
+        env: &[("POD_NAMESPACE", "")],
+        sa_files: &[],
+        expect: "POD_NAMESPACE is set but empty",
+    },
+    Case {
+        args: &["--configmap", "UPPER"],
+        env: &[],
+        sa_files: &[],
+        expect: "--configmap: \"UPPER\" is not a valid ConfigMap name",
+    },
+    Case {
+        args: &["--operator-version", "latest"],
+        env: &[],
+        sa_files: &[],
+        expect: "--operator-version: \"latest\" is not a semantic version",
+    },
+    Case {
+        args: &["--interval"],
+        env: &[],
+        sa_files: &[],
+        expect: "--interval needs a value",
+    },
+    Case {
+        args: &["once"],
+        env: &[],
+        sa_files: &[("token", None)],
+        expect: "cannot read token file",
+    },
+    Case {
+        args: &["once"],
+        env: &[],
+        sa_files: &[("token", Some("  \n"))],
+        expect: "is empty",
+    },
+    Case {
+        args: &["once"],
+        env: &[],
+        sa_files: &[("ca.crt", None)],
+        expect: "cannot read CA file",
+    },
+    Case {
+        args: &["once"],
+        env: &[],
+        sa_files: &[("ca.crt", Some("not a certificate"))],
+        expect: "holds no PEM certificate",
+    },
+    Case {
+        args: &["once"],
+        env: &[],
+        sa_files: &[("namespace", Some("Not-Valid"))],
+        expect: "namespace \"Not-Valid\" from service account",
+    },
+    Case {
+        args: &["once"],
+        env: &[("KUBERNETES_SERVICE_PORT", "")],
+        sa_files: &[],
+        expect: "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must both be set",
+    },
+    Case {
+        args: &["once", "--kubeconfig", "/nonexistent/kubeconfig"],
+        env: &[],
+        sa_files: &[],
+        expect: "cannot read kubeconfig /nonexistent/kubeconfig",
+    },
+    Case {
+        args: &["get", "-o", "yaml"],
+        env: &[],
+        sa_files: &[],
+        expect: "-o: \"yaml\" is not an output format (text or json)",
+    },
+];
+
+#[test]
+fn every_bad_input_exits_2_with_one_line_and_no_request() {
+    let server = FakeApiServer::start(TOKEN);
+    for case in CASES {
+        let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+        for (file, contents) in case.sa_files {
+            match contents {
+                Some(c) => std::fs::write(sa.path().join(file), c).unwrap(),
+                None => std::fs::remove_file(sa.path().join(file)).unwrap(),
+            }
+        }
+        let mut env = pod_env(server.port(), &sa);
+        for (k, v) in case.env {
+            env.retain(|(name, _)| name != k);
+            env.push((k.to_string(), v.to_string()));
+        }
+        let out = run_to_end(&opstatus_bin(), case.args, &env, Duration::from_secs(10));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{:?}: {stderr}", case.args);
+        assert_eq!(
+            stderr.lines().count(),
+            1,
+            "{:?}: one line expected:\n{stderr}",
+            case.args
+        );
+        assert!(
+            stderr.starts_with("opstatus: error: ") && stderr.contains(case.expect),
+            "{:?}: {stderr}",
+            case.args
+        );
+    }
+    assert!(
+        server.requests().is_empty(),
+        "configuration errors must stop before any request"
+    );
+}
+
+#[test]
+fn kubeconfig_errors_name_the_file_and_the_problem() {
+    let dir = TempDir::new("kubeconfig-errors");
+    let cases = [
+        (
+            "current-context: ghost\ncontexts: []\n",
+            "context \"ghost\" is not defined in contexts",
+        ),
+        (
+            "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: x}\n",
+            "always verifies TLS",
+        ),
+        ("a: b\n  c: d\n", "line 2: unexpected indentation"),
+    ];
+    for (i, (text, expect)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("kubeconfig-{i}"));
+        std::fs::write(&path, text).unwrap();
+        let out = run_to_end(
+            &opstatus_bin(),
+            &["get", "--kubeconfig", path.to_str().unwrap()],
+            &[],
+            Duration::from_secs(10),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!("kubeconfig {}: ", path.display())) && stderr.contains(expect),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn no_credentials_at_all_is_a_configuration_error() {
+    let out = run_to_end(&opstatus_bin(), &["once"], &[], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no Kubernetes credentials"));
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    let out = run_to_end(&opstatus_bin(), &["--help"], &[], Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "--namespace",
+        "POD_NAMESPACE",
+        "--interval",
+        "OPSTATUS_INTERVAL",
+        "--kubeconfig",
+        "KUBECONFIG",
+        "Exit codes",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}");
+    }
+    let out = run_to_end(
+        &opstatus_bin(),
+        &["--version"],
+        &[],
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("opstatus {}", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -1,0 +1,345 @@
+//! A real etcd + kube-apiserver for end-to-end tests, driven through
+//! `scripts/control-plane.sh`, plus the few client operations the tests need
+//! (kubectl with the admin kubeconfig, the audit log).
+//!
+//! The script's watchdog stops the control plane by PID when this test
+//! process exits, also when it panics or is killed; dropping the handle
+//! stops it at once.
+
+use super::{ServiceAccountDir, TempDir};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+pub const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+pub struct ControlPlane {
+    dir: TempDir,
+    env: HashMap<String, String>,
+}
+
+fn script() -> PathBuf {
+    Path::new(ROOT).join("scripts/control-plane.sh")
+}
+
+impl ControlPlane {
+    /// Starts a control plane; fails the test loudly when the API server
+    /// binary is not built (`scripts/test.sh` builds it): never a skip.
+    pub fn start() -> ControlPlane {
+        let dir = TempDir::new("control-plane");
+        let out = Command::new(script())
+            .arg("start")
+            .arg(dir.path())
+            .arg("--watch-pid")
+            .arg(std::process::id().to_string())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run scripts/control-plane.sh");
+        assert!(
+            out.status.success(),
+            "could not start the real API server (run scripts/test.sh, which builds it):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut cp = ControlPlane {
+            dir,
+            env: HashMap::new(),
+        };
+        cp.reload_env();
+        cp
+    }
+
+    fn reload_env(&mut self) {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("env")).expect("control plane env file");
+        self.env = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+    }
+
+    fn var(&self, key: &str) -> &str {
+        &self.env[key]
+    }
+
+    pub fn port(&self) -> u16 {
+        self.var("APISERVER_PORT").parse().unwrap()
+    }
+
+    pub fn kubeconfig(&self) -> &str {
+        self.var("KUBECONFIG")
+    }
+
+    pub fn ca_pem(&self) -> String {
+        std::fs::read_to_string(self.var("CA_CERT")).unwrap()
+    }
+
+    pub fn ca_path(&self) -> &str {
+        self.var("CA_CERT")
+    }
+
+    /// Runs kubectl as the cluster admin.
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        c.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().expect("kubectl");
+        if let Some(input) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    /// Runs kubectl and returns stdout; panics with stderr on failure.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        self.kubectl_stdin_ok(args, None)
+    }
+
+    pub fn kubectl_stdin_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn create_namespace(&self, ns: &str) {
+        self.kubectl_ok(&["create", "namespace", ns]);
+    }
+
+    /// Applies `manifests/base` into `ns` the way a user would: a kustomize
+    /// overlay that sets the namespace.
+    pub fn apply_base_manifests(&self, ns: &str) {
+        let overlay = TempDir::new("overlay");
+        // kustomize refuses absolute paths to a base.
+        let base = relative_path(overlay.path(), &Path::new(ROOT).join("manifests/base"));
+        std::fs::write(
+            overlay.path().join("kustomization.yaml"),
+            format!("namespace: {ns}\nresources:\n- {}\n", base.display()),
+        )
+        .unwrap();
+        let rendered = self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
+        self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered));
+    }
+
+    /// A TokenRequest token for `sa` in `ns` (600 s, the API's minimum).
+    pub fn token(&self, ns: &str, sa: &str) -> String {
+        let body = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"audiences":["https://kubernetes.default.svc"],"expirationSeconds":600}}"#;
+        let out = self.kubectl_stdin_ok(
+            &[
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"),
+                "-f",
+                "-",
+            ],
+            Some(body),
+        );
+        let v: Value = serde_json::from_str(&out).unwrap();
+        v["status"]["token"]
+            .as_str()
+            .expect("TokenRequest answer has a token")
+            .to_string()
+    }
+
+    /// The ConfigMap's JSON, or `None` when it does not exist.
+    pub fn configmap(&self, ns: &str, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["-n", ns, "get", "configmap", name, "-o", "json"], None);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+
+    /// The parsed `status` document of a ConfigMap.
+    pub fn status_document(&self, ns: &str, name: &str) -> Option<Value> {
+        let cm = self.configmap(ns, name)?;
+        serde_json::from_str(cm["data"]["status"].as_str()?).ok()
+    }
+
+    /// Every audited request made by `username`, in order.
+    pub fn audit_events(&self, username: &str) -> Vec<AuditEvent> {
+        let text = std::fs::read_to_string(self.var("AUDIT_LOG")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["user"]["username"] == username && e["stage"] == "ResponseComplete")
+            .map(|e| AuditEvent {
+                verb: e["verb"].as_str().unwrap_or_default().to_string(),
+                uri: e["requestURI"].as_str().unwrap_or_default().to_string(),
+                code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
+                received: e["requestReceivedTimestamp"]
+                    .as_str()
+                    .and_then(opstatus::time::parse_rfc3339)
+                    .unwrap_or(SystemTime::UNIX_EPOCH),
+            })
+            .collect()
+    }
+
+    pub fn stop_apiserver(&self) {
+        self.script_ok("stop-apiserver");
+    }
+
+    pub fn start_apiserver(&mut self) {
+        self.script_ok("start-apiserver");
+        self.reload_env();
+    }
+
+    fn script_ok(&self, verb: &str) {
+        let out = Command::new(script())
+            .arg(verb)
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "control-plane.sh {verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        let _ = Command::new(script())
+            .arg("stop")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .status();
+    }
+}
+
+/// One audited request.
+#[derive(Clone, Debug)]
+pub struct AuditEvent {
+    pub verb: String,
+    pub uri: String,
+    pub code: u16,
+    pub received: SystemTime,
+}
+
+pub fn service_account_user(ns: &str, sa: &str) -> String {
+    format!("system:serviceaccount:{ns}:{sa}")
+}
+
+/// The release binary the end-to-end tests drive, as users run it
+/// (`OPSTATUS_BIN` overrides). Fails when it is missing or older than the
+/// sources: a stale binary would test yesterday's code.
+pub fn release_bin() -> PathBuf {
+    let bin = std::env::var_os("OPSTATUS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(ROOT).join("target/release/opstatus"));
+    let built = std::fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| {
+            panic!(
+                "no release binary at {}: run `cargo build --release` (scripts/test.sh does)",
+                bin.display()
+            )
+        });
+    if std::env::var_os("OPSTATUS_BIN").is_none() {
+        for source in newest_sources(&Path::new(ROOT).join("src")) {
+            let changed = std::fs::metadata(&source).unwrap().modified().unwrap();
+            assert!(
+                changed <= built,
+                "{} is older than {}: run `cargo build --release` (scripts/test.sh does)",
+                bin.display(),
+                source.display()
+            );
+        }
+    }
+    bin
+}
+
+fn newest_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(newest_sources(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// A namespace name unique within this test process.
+pub fn unique_namespace(label: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    format!("{label}-{n}")
+}
+
+/// One control plane for all the tests of a test binary that do not
+/// disturb it; its watchdog stops it when the binary exits.
+pub fn shared() -> &'static ControlPlane {
+    static SHARED: OnceLock<ControlPlane> = OnceLock::new();
+    SHARED.get_or_init(ControlPlane::start)
+}
+
+/// opstatus installed in a namespace the way a user installs it.
+pub struct Deployed {
+    pub namespace: String,
+    /// The service-account directory "mounted" into the pod.
+    pub sa: ServiceAccountDir,
+    /// The audit log's name for the pod's identity.
+    pub user: String,
+}
+
+impl ControlPlane {
+    /// A fresh namespace with `manifests/base` applied, and a pod-style
+    /// service-account directory holding a TokenRequest token for the
+    /// `opstatus` ServiceAccount the manifests create.
+    pub fn deploy(&self, label: &str) -> Deployed {
+        let namespace = unique_namespace(label);
+        self.create_namespace(&namespace);
+        self.apply_base_manifests(&namespace);
+        let token = self.token(&namespace, "opstatus");
+        let sa = ServiceAccountDir::new(&token, &self.ca_pem(), &namespace);
+        let user = service_account_user(&namespace, "opstatus");
+        Deployed {
+            namespace,
+            sa,
+            user,
+        }
+    }
+
+    /// The environment of opstatus running "as in a pod" for `d`.
+    pub fn pod_env(&self, d: &Deployed) -> Vec<(String, String)> {
+        super::pod_env(self.port(), &d.sa)
+    }
+}
+
+/// The path to `to` relative to the directory `from` (both absolute).
+fn relative_path(from: &Path, to: &Path) -> PathBuf {
+    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
+    let common = from
+        .components()
+        .zip(to.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut rel = PathBuf::new();
+    for _ in from.components().skip(common) {
+        rel.push("..");
+    }
+    for part in to.components().skip(common) {
+        rel.push(part);
+    }
+    rel
+}

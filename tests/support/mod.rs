@@ -1,0 +1,208 @@
+//! Helpers shared by the integration and end-to-end tests.
+//!
+//! Every loop here is bounded in count and time, every server listens on
+//! 127.0.0.1 only, and every process started is stopped by its PID when its
+//! handle drops (also when the test fails).
+
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+pub mod control_plane;
+pub mod fake_apiserver;
+pub mod pki;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// The opstatus binary cargo built for these tests.
+pub fn opstatus_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_opstatus"))
+}
+
+/// A directory removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("opstatus-test-{label}-{}-{n}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A service-account directory as kubelet projects it into a pod.
+pub struct ServiceAccountDir {
+    pub dir: TempDir,
+}
+
+impl ServiceAccountDir {
+    pub fn new(token: &str, ca_pem: &str, namespace: &str) -> ServiceAccountDir {
+        let dir = TempDir::new("sa");
+        fs::write(dir.path().join("ca.crt"), ca_pem).unwrap();
+        fs::write(dir.path().join("namespace"), namespace).unwrap();
+        let sa = ServiceAccountDir { dir };
+        sa.write_token(token);
+        sa
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Replaces the token the way kubelet does: write aside, then rename.
+    pub fn write_token(&self, token: &str) {
+        let tmp = self.path().join(".token.tmp");
+        fs::write(&tmp, token).unwrap();
+        fs::rename(&tmp, self.path().join("token")).unwrap();
+    }
+}
+
+/// The environment of opstatus "as in a pod" talking to 127.0.0.1:`port`.
+pub fn pod_env(port: u16, sa: &ServiceAccountDir) -> Vec<(String, String)> {
+    vec![
+        ("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()),
+        ("KUBERNETES_SERVICE_PORT".into(), port.to_string()),
+        (
+            "OPSTATUS_SERVICE_ACCOUNT_DIR".into(),
+            sa.path().display().to_string(),
+        ),
+    ]
+}
+
+/// Runs opstatus to completion with exactly `env` (nothing inherited, so a
+/// developer's KUBECONFIG cannot leak in), bounded by `timeout`.
+pub fn run_to_end(
+    bin: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Output {
+    let mut child = command(bin, args, env)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + timeout;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("opstatus {args:?} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn command(bin: &Path, args: &[&str], env: &[(String, String)]) -> Command {
+    let mut c = Command::new(bin);
+    c.args(args)
+        .env_clear()
+        .env("HOME", "/nonexistent")
+        .env("RUST_LOG", "info");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdin(Stdio::null());
+    c
+}
+
+/// A running `opstatus run`, killed by PID when dropped. Its stderr goes to
+/// a file so the test can read the log while it runs.
+pub struct RunningAgent {
+    child: Child,
+    log: TempDir,
+}
+
+impl RunningAgent {
+    pub fn start(bin: &Path, args: &[&str], env: &[(String, String)]) -> RunningAgent {
+        let log = TempDir::new("log");
+        let file = fs::File::create(log.path().join("stderr")).unwrap();
+        let child = command(bin, args, env)
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        RunningAgent { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        fs::read_to_string(self.log.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// `None` while running, else the exit status.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
+    /// Sends `signal` (e.g. "TERM") to the process by PID.
+    pub fn signal(&self, signal: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success(), "kill -{signal} {}", self.pid());
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for RunningAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- opstatus stderr ---\n{}", self.stderr());
+        }
+    }
+}
+
+/// Polls `check` every `every` until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(
+    timeout: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(every);
+    }
+}
