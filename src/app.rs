@@ -1,12 +1,15 @@
-//! The commands behind `main`: `run`, `once` and `get`, and the error type
-//! that maps every failure to its exit code.
+//! The commands behind `main`: `run`, `once`, `get` and `probe`, and the
+//! error type that maps every failure to its exit code.
 
 use crate::agent::{Agent, AgentConfig};
 use crate::cluster::{Connection, connect};
 use crate::config::{OutputFormat, Settings};
 use crate::reader;
+use crate::ready_file;
+use crate::serve;
 use crate::shutdown::Shutdown;
 use crate::sinks::configmap::StatusConfigMap;
+use crate::watch::Watches;
 use std::fmt;
 use std::time::SystemTime;
 
@@ -17,13 +20,16 @@ pub enum Failure {
     Config(String),
     /// Something failed at run time: exit code 1.
     Runtime(String),
+    /// `opstatus probe` found the agent not ready: exit code 1, the line on
+    /// stdout (where kubelet records an exec probe's output).
+    NotReady(String),
 }
 
 impl Failure {
     pub fn exit_code(&self) -> i32 {
         match self {
             Failure::Config(_) => 2,
-            Failure::Runtime(_) => 1,
+            Failure::Runtime(_) | Failure::NotReady(_) => 1,
         }
     }
 }
@@ -31,35 +37,44 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Failure::Config(m) | Failure::Runtime(m) => f.write_str(m),
+            Failure::Config(m) | Failure::Runtime(m) | Failure::NotReady(m) => f.write_str(m),
         }
     }
 }
 
 fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
-    let Connection {
-        client,
-        namespace,
-        source,
-    } = connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
+    let Connection { client, namespace, source } =
+        connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let config = AgentConfig {
-        target: StatusConfigMap {
-            namespace,
-            name: settings.configmap.clone(),
-        },
+        target: StatusConfigMap { namespace, name: settings.configmap.clone() },
         interval: settings.interval,
+        check_interval: settings.check_interval,
         operator_version: settings.operator_version.clone(),
+        ready_file: settings.ready_file.clone(),
+        watch_critical: settings.watch_critical,
+        final_status: settings.final_status,
     };
-    Ok(Agent::new(client, config))
+    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
+    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file)))
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.
 pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     // Handlers first: a SIGTERM during start-up must not be lost.
-    let mut shutdown = Shutdown::install()
-        .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
+    let ready = settings.ready_file.clone();
+    let mut shutdown = Shutdown::install(move || {
+        if let Some(path) = ready {
+            let _ = ready_file::remove(&path);
+        }
+    })
+    .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
     let mut agent = agent_for(settings, env)?;
+    if let Some(addr) = settings.listen {
+        let bound = serve::spawn(addr, agent.shared())
+            .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
+        log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
+    }
     agent.run(&mut shutdown);
     Ok(())
 }
@@ -67,46 +82,38 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 /// `opstatus once`: one write; its failure is the command's failure.
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut agent = agent_for(settings, env)?;
-    agent
-        .heartbeat()
-        .map_err(|e| Failure::Runtime(format!("failed to write status ConfigMap: {e}")))
+    agent.check();
+    agent.heartbeat().map_err(|e| Failure::Runtime(format!("failed to write status ConfigMap: {e}")))
 }
 
 /// `opstatus get`: read and interpret the published status; prints it.
-pub fn get(
-    settings: &Settings,
-    output: OutputFormat,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, Failure> {
-    let Connection {
-        mut client,
-        namespace,
-        ..
-    } = connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
-    let target = StatusConfigMap {
-        namespace,
-        name: settings.configmap.clone(),
-    };
-    let body = target.fetch(&mut client).map_err(|e| {
-        Failure::Runtime(format!(
-            "cannot read ConfigMap {}/{}: {e}",
-            target.namespace, target.name
-        ))
-    })?;
+pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Failure> {
+    let Connection { mut client, namespace, .. } =
+        connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
+    let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
+    let body = target
+        .fetch(&mut client)
+        .map_err(|e| Failure::Runtime(format!("cannot read ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
     let status = body.as_deref().map(reader::status_of_configmap).transpose();
     let now = SystemTime::now();
     let reading = status
         .and_then(|s| reader::interpret(s.as_deref(), now))
-        .map_err(|e| {
-            Failure::Runtime(format!(
-                "ConfigMap {}/{}: {e}",
-                target.namespace, target.name
-            ))
-        })?;
+        .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
     Ok(match output {
-        OutputFormat::Json => {
-            serde_json::to_string(&reading).expect("plain data serialises") + "\n"
-        }
+        OutputFormat::Json => serde_json::to_string(&reading).expect("plain data serialises") + "\n",
         OutputFormat::Text => reader::render_text(&reading, &target.name, &target.namespace, now),
     })
+}
+
+/// `opstatus probe`: one line for stdout; `Ok` when ready.
+pub fn probe(settings: &Settings) -> Result<String, Failure> {
+    let path = settings.ready_file.as_deref().expect("config requires --ready-file for probe");
+    let contents = match std::fs::read_to_string(path) {
+        Ok(c) => Some(c),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Failure::NotReady(format!("not ready: cannot read {}: {e}", path.display()))),
+    };
+    ready_file::check(path, contents.as_deref(), SystemTime::now(), settings.max_age)
+        .map(|line| line + "\n")
+        .map_err(Failure::NotReady)
 }

@@ -24,11 +24,7 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 impl Backoff {
     pub fn new(base: Duration, cap: Duration) -> Self {
-        Backoff {
-            base,
-            cap: cap.max(base),
-            failures: 0,
-        }
+        Backoff { base, cap: cap.max(base), failures: 0 }
     }
 
     /// Consecutive failures since the last success.
@@ -81,9 +77,7 @@ pub struct Jitter(u64);
 impl Jitter {
     pub fn from_os() -> Self {
         use std::hash::{BuildHasher, Hasher};
-        let seed = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
+        let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Jitter(seed | 1)
     }
 
@@ -118,10 +112,7 @@ mod tests {
             for n in 0..12 {
                 let ceiling = b.ceiling(n);
                 let d = b.next_delay(random, None);
-                assert!(
-                    d >= S && d <= ceiling,
-                    "attempt {n}: {d:?} not in [1s, {ceiling:?}]"
-                );
+                assert!(d >= S && d <= ceiling, "attempt {n}: {d:?} not in [1s, {ceiling:?}]");
             }
         }
     }
@@ -130,17 +121,10 @@ mod tests {
     fn jitter_spreads_delays_across_the_window() {
         let mut rng = Jitter::from_os();
         let delays: Vec<Duration> = (0..200)
-            .map(|_| {
-                Backoff::new(S, 60 * S)
-                    .tap(|b| b.failures = 6)
-                    .next_delay(rng.next_u64(), None)
-            })
+            .map(|_| Backoff::new(S, 60 * S).tap(|b| b.failures = 6).next_delay(rng.next_u64(), None))
             .collect();
         let (min, max) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
-        assert!(
-            *min < 15 * S && *max > 45 * S,
-            "no spread: {min:?}..{max:?}"
-        );
+        assert!(*min < 15 * S && *max > 45 * S, "no spread: {min:?}..{max:?}");
     }
 
     #[test]
@@ -174,18 +158,9 @@ mod tests {
         let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
         assert_eq!(parse_retry_after("120", now), Some(120 * S));
         assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now),
-            Some(30 * S)
-        );
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now),
-            Some(Duration::ZERO)
-        );
-        assert_eq!(
-            parse_retry_after("99999999999999999999999", now),
-            Some(Duration::from_secs(u64::MAX))
-        );
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(30 * S));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
         for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994"] {
             assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
         }

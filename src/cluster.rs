@@ -17,26 +17,14 @@ pub struct Connection {
 /// Picks credentials the way client-go does: an explicit kubeconfig
 /// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
 /// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`.
-pub fn connect(
-    settings: &Settings,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Connection, CredentialsError> {
+pub fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Connection, CredentialsError> {
     let (creds, source) = load_credentials(settings, env)?;
-    let namespace = settings
-        .namespace
-        .clone()
-        .or_else(|| creds.namespace.clone())
-        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let namespace =
+        settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     if let Err(why) = crate::config::check_dns_label(&namespace) {
-        return Err(CredentialsError(format!(
-            "namespace {namespace:?} from {source} is not valid: {why}"
-        )));
+        return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
-    Ok(Connection {
-        client: Client::new(&creds)?,
-        namespace,
-        source,
-    })
+    Ok(Connection { client: Client::new(&creds)?, namespace, source })
 }
 
 fn load_credentials(
@@ -44,34 +32,18 @@ fn load_credentials(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Credentials, String), CredentialsError> {
     if let Some(path) = &settings.kubeconfig {
-        return Ok((
-            credentials::from_kubeconfig(path)?,
-            format!("kubeconfig {}", path.display()),
-        ));
+        return Ok((credentials::from_kubeconfig(path)?, format!("kubeconfig {}", path.display())));
     }
     let host = env("KUBERNETES_SERVICE_HOST");
     if host.is_some() {
         let port = env("KUBERNETES_SERVICE_PORT");
-        let creds = credentials::in_cluster(
-            host.as_deref(),
-            port.as_deref(),
-            &settings.service_account_dir,
-        )?;
-        return Ok((
-            creds,
-            format!(
-                "service account in {}",
-                settings.service_account_dir.display()
-            ),
-        ));
+        let creds = credentials::in_cluster(host.as_deref(), port.as_deref(), &settings.service_account_dir)?;
+        return Ok((creds, format!("service account in {}", settings.service_account_dir.display())));
     }
     if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
         let path = PathBuf::from(home).join(".kube").join("config");
         if path.exists() {
-            return Ok((
-                credentials::from_kubeconfig(&path)?,
-                format!("kubeconfig {}", path.display()),
-            ));
+            return Ok((credentials::from_kubeconfig(&path)?, format!("kubeconfig {}", path.display())));
         }
     }
     Err(CredentialsError(

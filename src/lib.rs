@@ -5,7 +5,9 @@
 //! (`kube9-operator-status`), written by one server-side apply request per
 //! heartbeat.
 //!
-//! The crate is synchronous and single-threaded: one loop, no async runtime.
+//! The crate is synchronous: one loop, no async runtime. Two helper threads
+//! exist only where blocking calls demand them: the probe endpoint (kubelet
+//! must get answers while an API call blocks) and the shutdown watchdog.
 //! The pieces, one concept each:
 //!
 //! | module | owns |
@@ -16,12 +18,16 @@
 //! | [`status`] | the kube9 status document and the health rules (pure) |
 //! | [`sinks`] | the published resources (the status ConfigMap) |
 //! | [`backoff`] | exponential backoff with jitter, `Retry-After` (pure) |
-//! | [`agent`] | the heartbeat loop |
+//! | [`agent`] | the loop: checks, heartbeats, change-driven writes, shutdown |
+//! | [`watch`] | the operator's own health: watched URLs and heartbeat file |
+//! | [`serve`] | the probe and metrics endpoint (its own thread) |
+//! | [`metrics`] | Prometheus text format |
+//! | [`ready_file`] | the readiness file and `opstatus probe` (pure check) |
 //! | [`reader`] | interpreting a published status as kube9 readers do (pure) |
-//! | [`shutdown`] | SIGTERM / SIGINT as a wake-up of the loop |
+//! | [`shutdown`] | SIGTERM / SIGINT: wake the loop, bound the shutdown |
 //! | [`logging`] | one line per event on stderr, secrets kept out |
 //! | [`time`] | RFC 3339 timestamps |
-//! | [`app`] | the commands: `run`, `once`, `get` |
+//! | [`app`] | the commands: `run`, `once`, `get`, `probe` |
 
 #![forbid(unsafe_code)]
 
@@ -32,8 +38,12 @@ pub mod cluster;
 pub mod config;
 pub mod kube;
 pub mod logging;
+pub mod metrics;
 pub mod reader;
+pub mod ready_file;
+pub mod serve;
 pub mod shutdown;
 pub mod sinks;
 pub mod status;
 pub mod time;
+pub mod watch;

@@ -21,13 +21,7 @@ pub fn init() {
     builder.format(|buf, record| {
         let mut line = OneLine(String::new());
         let _ = write!(line, "{}", record.args());
-        writeln!(
-            buf,
-            "{} {:<5} {}",
-            crate::time::format_rfc3339(std::time::SystemTime::now()),
-            record.level(),
-            line.0
-        )
+        writeln!(buf, "{} {:<5} {}", crate::time::format_rfc3339(std::time::SystemTime::now()), record.level(), line.0)
     });
     builder.target(env_logger::Target::Stderr);
     let _ = builder.try_init();
@@ -61,11 +55,7 @@ mod tests {
         // template and in the arguments are both folded.
         let payload = "[\n      1,\n    ]";
         let mut line = OneLine(String::new());
-        write!(
-            line,
-            "Message {{\r\n    version: 1,\n    payload: {payload}\n}}"
-        )
-        .unwrap();
+        write!(line, "Message {{\r\n    version: 1,\n    payload: {payload}\n}}").unwrap();
         assert_eq!(line.0, "Message { version: 1, payload: [ 1, ] }");
     }
 }

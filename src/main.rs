@@ -26,6 +26,7 @@ fn main() -> ExitCode {
         Command::Run => app::run(settings, &env),
         Command::Once => app::once(settings, &env),
         Command::Get { output } => app::get(settings, output, &env).map(|text| print!("{text}")),
+        Command::Probe => app::probe(settings).map(|line| print!("{line}")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -34,6 +35,9 @@ fn main() -> ExitCode {
 }
 
 fn fail(e: &Failure) -> ExitCode {
-    eprintln!("opstatus: error: {e}");
+    match e {
+        Failure::NotReady(line) => println!("{line}"),
+        _ => eprintln!("opstatus: error: {e}"),
+    }
     ExitCode::from(e.exit_code() as u8)
 }

@@ -86,21 +86,13 @@ pub enum ReaderError {
 impl fmt::Display for ReaderError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ReaderError::NoStatusKey => {
-                f.write_str("invalid status: the ConfigMap has no `status` key")
-            }
+            ReaderError::NoStatusKey => f.write_str("invalid status: the ConfigMap has no `status` key"),
             ReaderError::NotAConfigMap(e) => {
                 write!(f, "the API server's answer is not a ConfigMap: {e}")
             }
-            ReaderError::NotJson(e) => write!(
-                f,
-                "invalid status: the `status` key is not a JSON object ({e})"
-            ),
+            ReaderError::NotJson(e) => write!(f, "invalid status: the `status` key is not a JSON object ({e})"),
             ReaderError::MissingField(name) => {
-                write!(
-                    f,
-                    "invalid status: the required field `{name}` is missing or not a string"
-                )
+                write!(f, "invalid status: the required field `{name}` is missing or not a string")
             }
         }
     }
@@ -110,12 +102,9 @@ impl std::error::Error for ReaderError {}
 
 /// Extracts `data.status` from a ConfigMap's JSON.
 pub fn status_of_configmap(body: &[u8]) -> Result<String, ReaderError> {
-    let cm: Value =
-        serde_json::from_slice(body).map_err(|e| ReaderError::NotAConfigMap(e.to_string()))?;
+    let cm: Value = serde_json::from_slice(body).map_err(|e| ReaderError::NotAConfigMap(e.to_string()))?;
     if cm.get("kind").and_then(Value::as_str) != Some("ConfigMap") {
-        return Err(ReaderError::NotAConfigMap(
-            "its kind is not ConfigMap".into(),
-        ));
+        return Err(ReaderError::NotAConfigMap("its kind is not ConfigMap".into()));
     }
     cm.get("data")
         .and_then(|d| d.get("status"))
@@ -127,40 +116,25 @@ pub fn status_of_configmap(body: &[u8]) -> Result<String, ReaderError> {
 /// Interprets the `status` value; `None` means the ConfigMap does not exist.
 pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, ReaderError> {
     let Some(raw) = status else {
-        return Ok(Reading {
-            mode: ReaderMode::Basic,
-            stale: false,
-            age_seconds: None,
-            status: None,
-        });
+        return Ok(Reading { mode: ReaderMode::Basic, stale: false, age_seconds: None, status: None });
     };
     let v: Value = serde_json::from_str(raw).map_err(|e| ReaderError::NotJson(e.to_string()))?;
     if !v.is_object() {
         return Err(ReaderError::NotJson("it is not an object".into()));
     }
     let required = |name: &'static str| {
-        v.get(name)
-            .and_then(Value::as_str)
-            .map(String::from)
-            .ok_or(ReaderError::MissingField(name))
+        v.get(name).and_then(Value::as_str).map(String::from).ok_or(ReaderError::MissingField(name))
     };
     let optional = |name: &str| v.get(name).and_then(Value::as_str).map(String::from);
     let (mode, tier, version) = (required("mode")?, required("tier")?, required("version")?);
-    let mode = if mode == "enabled" {
-        "enabled"
-    } else {
-        "operated"
-    };
+    let mode = if mode == "enabled" { "enabled" } else { "operated" };
     let tier = if tier == "pro" { "pro" } else { "free" };
     let health = match optional("health").as_deref() {
         Some(h @ ("healthy" | "degraded" | "unhealthy")) => h.to_string(),
         _ => "degraded".to_string(),
     };
     let last_update = optional("lastUpdate");
-    let age = last_update
-        .as_deref()
-        .and_then(parse_rfc3339)
-        .map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
+    let age = last_update.as_deref().and_then(parse_rfc3339).map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
     let stale = age.is_none_or(|a| a > STALE_AFTER);
     let status = PublishedStatus {
         mode: mode.into(),
@@ -168,10 +142,7 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
         version,
         health,
         last_update,
-        registered: v
-            .get("registered")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
+        registered: v.get("registered").and_then(Value::as_bool).unwrap_or(false),
         error: optional("error"),
         namespace: optional("namespace"),
         cluster_id: optional("clusterId"),
@@ -181,12 +152,7 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
         (false, "enabled") => ReaderMode::Enabled,
         _ => ReaderMode::Operated,
     };
-    Ok(Reading {
-        mode: reader_mode,
-        stale,
-        age_seconds: age.map(|a| a.as_secs()),
-        status: Some(status),
-    })
+    Ok(Reading { mode: reader_mode, stale, age_seconds: age.map(|a| a.as_secs()), status: Some(status) })
 }
 
 /// The reading for people, one fact a line.
@@ -201,10 +167,7 @@ pub fn render_text(r: &Reading, configmap: &str, namespace: &str, now: SystemTim
     if let Some(e) = &s.error {
         out += &format!("Error:       {e}\n");
     }
-    out += &format!(
-        "Tier:        {}\nVersion:     {}\nRegistered:  {}\n",
-        s.tier, s.version, s.registered
-    );
+    out += &format!("Tier:        {}\nVersion:     {}\nRegistered:  {}\n", s.tier, s.version, s.registered);
     if let Some(id) = &s.cluster_id {
         out += &format!("Cluster ID:  {id}\n");
     }
@@ -217,9 +180,7 @@ pub fn render_text(r: &Reading, configmap: &str, namespace: &str, now: SystemTim
         (None, _) => out += "Last update: none\n",
     }
     if r.stale {
-        let since = r
-            .age_seconds
-            .map_or("an unknown time".to_string(), human_age);
+        let since = r.age_seconds.map_or("an unknown time".to_string(), human_age);
         out += &format!(
             "Warning:     the operator has not reported for {since}: the status is stale (checked {})\n",
             format_rfc3339(now)
@@ -250,15 +211,7 @@ mod tests {
     #[test]
     fn missing_configmap_is_basic() {
         let r = interpret(None, now()).unwrap();
-        assert_eq!(
-            r,
-            Reading {
-                mode: ReaderMode::Basic,
-                stale: false,
-                age_seconds: None,
-                status: None
-            }
-        );
+        assert_eq!(r, Reading { mode: ReaderMode::Basic, stale: false, age_seconds: None, status: None });
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
             json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null})
@@ -268,10 +221,7 @@ mod tests {
     #[test]
     fn fresh_operated_status() {
         let r = interpret(Some(FRESH), now()).unwrap();
-        assert_eq!(
-            (r.mode, r.stale, r.age_seconds),
-            (ReaderMode::Operated, false, Some(60))
-        );
+        assert_eq!((r.mode, r.stale, r.age_seconds), (ReaderMode::Operated, false, Some(60)));
         assert_eq!(
             serde_json::to_value(&r).unwrap()["status"],
             json!({"mode":"operated","tier":"free","version":"1.0.0","health":"healthy","lastUpdate":"2025-11-10T15:34:00Z","registered":false,"error":null,"namespace":"kube9-system"})
@@ -281,30 +231,18 @@ mod tests {
     #[test]
     fn enabled_mode_when_fresh() {
         let s = FRESH.replace(r#""mode":"operated""#, r#""mode":"enabled""#);
-        assert_eq!(
-            interpret(Some(&s), now()).unwrap().mode,
-            ReaderMode::Enabled
-        );
+        assert_eq!(interpret(Some(&s), now()).unwrap().mode, ReaderMode::Enabled);
     }
 
     #[test]
     fn older_than_five_minutes_is_stale_and_degraded() {
         let at = |t: &str| FRESH.replace("2025-11-10T15:34:00Z", t);
         let exactly_five = interpret(Some(&at("2025-11-10T15:30:00Z")), now()).unwrap();
-        assert_eq!(
-            (exactly_five.mode, exactly_five.stale),
-            (ReaderMode::Operated, false)
-        );
+        assert_eq!((exactly_five.mode, exactly_five.stale), (ReaderMode::Operated, false));
         let r = interpret(Some(&at("2025-11-10T15:29:59Z")), now()).unwrap();
-        assert_eq!(
-            (r.mode, r.stale, r.age_seconds),
-            (ReaderMode::Degraded, true, Some(301))
-        );
+        assert_eq!((r.mode, r.stale, r.age_seconds), (ReaderMode::Degraded, true, Some(301)));
         let text = render_text(&r, "cm", "ns", now());
-        assert!(
-            text.contains("has not reported for 5 min: the status is stale"),
-            "{text}"
-        );
+        assert!(text.contains("has not reported for 5 min: the status is stale"), "{text}");
     }
 
     #[test]
@@ -321,10 +259,7 @@ mod tests {
             FRESH.replace("2025-11-10T15:34:00Z", "yesterday"),
         ] {
             let r = interpret(Some(&s), now()).unwrap();
-            assert_eq!(
-                (r.mode, r.stale, r.age_seconds),
-                (ReaderMode::Degraded, true, None)
-            );
+            assert_eq!((r.mode, r.stale, r.age_seconds), (ReaderMode::Degraded, true, None));
         }
     }
 
@@ -334,12 +269,7 @@ mod tests {
         let r = interpret(Some(s), now()).unwrap();
         let st = r.status.unwrap();
         assert_eq!(
-            (
-                r.mode,
-                st.mode.as_str(),
-                st.tier.as_str(),
-                st.health.as_str()
-            ),
+            (r.mode, st.mode.as_str(), st.tier.as_str(), st.health.as_str()),
             (ReaderMode::Operated, "operated", "free", "degraded")
         );
         assert!(!st.registered);
@@ -357,27 +287,16 @@ mod tests {
                 format!("invalid status: the required field `{field}` is missing or not a string")
             );
         }
-        let e =
-            interpret(Some(r#"{"mode":1,"tier":"free","version":"1.0.0"}"#), now()).unwrap_err();
+        let e = interpret(Some(r#"{"mode":1,"tier":"free","version":"1.0.0"}"#), now()).unwrap_err();
         assert_eq!(e, ReaderError::MissingField("mode"));
     }
 
     #[test]
     fn garbage_is_a_clear_error() {
-        for garbage in [
-            "",
-            "not json",
-            "[1,2]",
-            "\"str\"",
-            "{\"mode\":",
-            "\u{0}\u{1}",
-        ] {
+        for garbage in ["", "not json", "[1,2]", "\"str\"", "{\"mode\":", "\u{0}\u{1}"] {
             let e = interpret(Some(garbage), now()).unwrap_err();
             assert!(matches!(e, ReaderError::NotJson(_)), "{garbage:?}: {e}");
-            assert!(
-                e.to_string()
-                    .starts_with("invalid status: the `status` key is not a JSON object")
-            );
+            assert!(e.to_string().starts_with("invalid status: the `status` key is not a JSON object"));
         }
     }
 
@@ -386,23 +305,11 @@ mod tests {
         let cm = json!({"kind": "ConfigMap", "data": {"status": FRESH, "other": "x"}}).to_string();
         assert_eq!(status_of_configmap(cm.as_bytes()).unwrap(), FRESH);
         let no_key = json!({"kind": "ConfigMap", "data": {"other": "x"}}).to_string();
-        assert_eq!(
-            status_of_configmap(no_key.as_bytes()),
-            Err(ReaderError::NoStatusKey)
-        );
+        assert_eq!(status_of_configmap(no_key.as_bytes()), Err(ReaderError::NoStatusKey));
         let no_data = json!({"kind": "ConfigMap"}).to_string();
-        assert_eq!(
-            status_of_configmap(no_data.as_bytes()),
-            Err(ReaderError::NoStatusKey)
-        );
-        assert!(matches!(
-            status_of_configmap(b"<html>"),
-            Err(ReaderError::NotAConfigMap(_))
-        ));
-        assert!(matches!(
-            status_of_configmap(br#"{"kind":"Secret"}"#),
-            Err(ReaderError::NotAConfigMap(_))
-        ));
+        assert_eq!(status_of_configmap(no_data.as_bytes()), Err(ReaderError::NoStatusKey));
+        assert!(matches!(status_of_configmap(b"<html>"), Err(ReaderError::NotAConfigMap(_))));
+        assert!(matches!(status_of_configmap(br#"{"kind":"Secret"}"#), Err(ReaderError::NotAConfigMap(_))));
     }
 
     #[test]
@@ -413,15 +320,7 @@ mod tests {
             "Mode:        operated\nHealth:      healthy\nTier:        free\nVersion:     1.0.0\nRegistered:  false\n\
              Namespace:   kube9-system\nLast update: 2025-11-10T15:34:00Z (60 s ago)\n"
         );
-        let basic = render_text(
-            &interpret(None, now()).unwrap(),
-            "kube9-operator-status",
-            "ops",
-            now(),
-        );
-        assert!(
-            basic.starts_with("Mode:        basic\n") && basic.contains("namespace ops"),
-            "{basic}"
-        );
+        let basic = render_text(&interpret(None, now()).unwrap(), "kube9-operator-status", "ops", now());
+        assert!(basic.starts_with("Mode:        basic\n") && basic.contains("namespace ops"), "{basic}");
     }
 }

@@ -1,72 +1,94 @@
-//! SIGTERM and SIGINT, turned into a wake-up of the agent's sleep.
+//! SIGTERM and SIGINT: wake the agent at once, and make sure the process
+//! is gone within [`GRACE`] even when the agent is stuck in an API call.
 //!
 //! A process running as PID 1 in a container gets no default signal
 //! handlers, so without this `kubectl delete pod` would wait out the whole
-//! grace period. signal-hook writes a byte to a socket pair from the signal
-//! handler (async-signal-safe); the agent sleeps by reading that socket with
-//! a timeout, so it wakes exactly at its next deadline or at a signal, never
-//! to poll.
+//! grace period. signal-hook writes a byte to a socket from the handler
+//! (async-signal-safe; no `unsafe` here). A small watchdog thread blocks on
+//! that socket: on a signal it marks shutdown as requested, wakes the agent
+//! (which sleeps by reading a second socket with a timeout, so it never
+//! polls), and, if the agent has not finished within [`GRACE`], runs the
+//! last-resort cleanup and exits.
 
 use signal_hook::consts::{SIGINT, SIGTERM};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long the agent has to publish its last status and clean up after a
+/// signal before the watchdog exits for it: the whole shutdown stays under
+/// 2 s whatever the API server does.
+pub const GRACE: Duration = Duration::from_millis(1500);
 
 pub struct Shutdown {
     wake: UnixStream,
-    requested: bool,
+    requested: Arc<AtomicBool>,
 }
 
 impl Shutdown {
-    /// Installs the handlers for SIGTERM and SIGINT.
-    pub fn install() -> io::Result<Shutdown> {
-        let (wake, notify) = UnixStream::pair()?;
-        signal_hook::low_level::pipe::register(SIGTERM, notify.try_clone()?)?;
-        signal_hook::low_level::pipe::register(SIGINT, notify)?;
-        Ok(Shutdown {
-            wake,
-            requested: false,
-        })
+    /// Installs the handlers. `on_overrun` runs (on the watchdog thread)
+    /// when the agent has not exited within [`GRACE`] of a signal, just
+    /// before the process exits with code 0.
+    pub fn install(on_overrun: impl FnOnce() + Send + 'static) -> io::Result<Shutdown> {
+        let (mut signals, from_handler) = UnixStream::pair()?;
+        signal_hook::low_level::pipe::register(SIGTERM, from_handler.try_clone()?)?;
+        signal_hook::low_level::pipe::register(SIGINT, from_handler)?;
+        let (wake, mut waker) = UnixStream::pair()?;
+        let requested = Arc::new(AtomicBool::new(false));
+        let flag = requested.clone();
+        std::thread::Builder::new().name("shutdown".into()).stack_size(64 * 1024).spawn(move || {
+            let mut buf = [0u8; 8];
+            loop {
+                match signals.read(&mut buf) {
+                    Ok(n) if n > 0 => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // The handler side is gone: no signal can come.
+                    _ => return,
+                }
+            }
+            flag.store(true, Ordering::SeqCst);
+            let _ = waker.write_all(&[1]);
+            std::thread::sleep(GRACE);
+            log::warn!("Shutdown did not finish within {}ms (an API call is hanging); exiting", GRACE.as_millis());
+            on_overrun();
+            std::process::exit(0);
+        })?;
+        Ok(Shutdown { wake, requested })
     }
 
-    /// Whether a signal has arrived (without waiting).
-    pub fn requested(&mut self) -> bool {
-        if !self.requested && self.wake.set_nonblocking(true).is_ok() {
-            let mut buf = [0u8; 8];
-            self.requested = matches!(self.wake.read(&mut buf), Ok(n) if n > 0);
-            let _ = self.wake.set_nonblocking(false);
-        }
-        self.requested
+    /// Whether a signal has arrived.
+    pub fn requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
     }
 
     /// Sleeps until `deadline` or a signal; true when a signal arrived.
     pub fn wait_until(&mut self, deadline: Instant) -> bool {
         let mut buf = [0u8; 8];
-        while !self.requested {
+        while !self.requested() {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return self.requested();
+                break;
             }
             if self.wake.set_read_timeout(Some(remaining)).is_err() {
-                // Cannot wait on the socket: fall back to a plain sleep.
+                // Cannot wait on the socket: keep the schedule with a sleep.
                 std::thread::sleep(remaining);
                 continue;
             }
             match self.wake.read(&mut buf) {
-                Ok(n) if n > 0 => self.requested = true,
-                // End of stream: the handler side is gone (cannot happen while
-                // signal-hook holds it); keep the schedule with a plain sleep.
+                Ok(n) if n > 0 => {}
+                // The watchdog is gone (cannot happen while the process
+                // lives); keep the schedule with a plain sleep.
                 Ok(_) => std::thread::sleep(remaining),
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                     ) => {}
                 Err(_) => std::thread::sleep(remaining),
             }
         }
-        true
+        self.requested()
     }
 }

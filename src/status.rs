@@ -105,6 +105,11 @@ pub struct HealthInputs<'a> {
     pub sink_error: Option<&'a str>,
     /// The configuration, as re-read at run time, is invalid (rule 2).
     pub config_error: Option<&'a str>,
+    /// The operator itself is not well: a watched health URL fails or its
+    /// heartbeat file is stale.
+    pub operator_problem: Option<&'a str>,
+    /// Whether that makes the status `unhealthy` (else `degraded`).
+    pub operator_problem_critical: bool,
     /// An API key is configured (rule 3 applies only then).
     pub api_key_configured: bool,
     pub registered: bool,
@@ -127,18 +132,16 @@ pub struct Verdict {
 /// The kube9 health rules, first match wins:
 /// 1. the status cannot be written → `unhealthy`;
 /// 2. the configuration is invalid → `unhealthy`;
+///
+/// then opstatus's own rule: the operator's watched health fails →
+/// `degraded` (`unhealthy` when the watch is critical); then
+///
 /// 3. an API key is set but the operator is not registered → `degraded`;
 /// 4. more than 3 consecutive registration failures → `degraded`;
 /// 5. otherwise `healthy`.
 pub fn evaluate_health(inputs: &HealthInputs<'_>) -> Verdict {
-    let unhealthy = |reason: String| Verdict {
-        health: Health::Unhealthy,
-        error: Some(reason),
-    };
-    let degraded = |reason: String| Verdict {
-        health: Health::Degraded,
-        error: Some(reason),
-    };
+    let unhealthy = |reason: String| Verdict { health: Health::Unhealthy, error: Some(reason) };
+    let degraded = |reason: String| Verdict { health: Health::Degraded, error: Some(reason) };
     if let Some(e) = inputs.status_write_error {
         return unhealthy(format!("Failed to write status ConfigMap: {e}"));
     }
@@ -148,25 +151,21 @@ pub fn evaluate_health(inputs: &HealthInputs<'_>) -> Verdict {
     if let Some(e) = inputs.config_error {
         return unhealthy(format!("Invalid configuration: {e}"));
     }
+    if let Some(problem) = inputs.operator_problem {
+        return match inputs.operator_problem_critical {
+            true => unhealthy(problem.to_string()),
+            false => degraded(problem.to_string()),
+        };
+    }
     if inputs.api_key_configured && !inputs.registered {
-        let reason = inputs
-            .registration_error
-            .unwrap_or("API key configured but the operator is not registered yet");
+        let reason = inputs.registration_error.unwrap_or("API key configured but the operator is not registered yet");
         return degraded(reason.to_string());
     }
     if inputs.registration_failures > REGISTRATION_FAILURES_TOLERATED {
-        let reason = inputs
-            .registration_error
-            .unwrap_or("registration keeps failing");
-        return degraded(format!(
-            "{} consecutive registration failures: {reason}",
-            inputs.registration_failures
-        ));
+        let reason = inputs.registration_error.unwrap_or("registration keeps failing");
+        return degraded(format!("{} consecutive registration failures: {reason}", inputs.registration_failures));
     }
-    Verdict {
-        health: Health::Healthy,
-        error: None,
-    }
+    Verdict { health: Health::Healthy, error: None }
 }
 
 /// Whether a string is a semantic version (`MAJOR.MINOR.PATCH`, optional
@@ -177,11 +176,8 @@ pub fn is_semver(v: &str) -> bool {
         None => (v, ""),
     };
     let numbers: Vec<&str> = core.split('.').collect();
-    let numeric = |n: &&str| {
-        !n.is_empty()
-            && n.bytes().all(|c| c.is_ascii_digit())
-            && (n.len() == 1 || !n.starts_with('0'))
-    };
+    let numeric =
+        |n: &&str| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()) && (n.len() == 1 || !n.starts_with('0'));
     if numbers.len() != 3 || !numbers.iter().all(numeric) {
         return false;
     }
@@ -189,10 +185,8 @@ pub fn is_semver(v: &str) -> bool {
         Some(i) => (&rest[..i], Some(&rest[i + 1..])),
         None => (rest, None),
     };
-    let identifiers_ok = |s: &str| {
-        s.split('.')
-            .all(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'))
-    };
+    let identifiers_ok =
+        |s: &str| s.split('.').all(|id| !id.is_empty() && id.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-'));
     let pre_ok = match pre.strip_prefix('-') {
         Some(p) => identifiers_ok(p),
         None => pre.is_empty(),
@@ -246,13 +240,7 @@ mod tests {
     #[test]
     fn healthy_when_nothing_is_wrong() {
         let v = evaluate_health(&HealthInputs::default());
-        assert_eq!(
-            v,
-            Verdict {
-                health: Health::Healthy,
-                error: None
-            }
-        );
+        assert_eq!(v, Verdict { health: Health::Healthy, error: None });
     }
 
     #[test]
@@ -265,10 +253,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(v.health, Health::Unhealthy);
-        assert_eq!(
-            v.error.as_deref(),
-            Some("Failed to write status ConfigMap: connection refused")
-        );
+        assert_eq!(v.error.as_deref(), Some("Failed to write status ConfigMap: connection refused"));
     }
 
     #[test]
@@ -278,10 +263,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(v.health, Health::Unhealthy);
-        assert_eq!(
-            v.error.as_deref(),
-            Some("Failed to write OperatorCondition: 403 Forbidden")
-        );
+        assert_eq!(v.error.as_deref(), Some("Failed to write OperatorCondition: 403 Forbidden"));
     }
 
     #[test]
@@ -292,10 +274,19 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(v.health, Health::Unhealthy);
-        assert_eq!(
-            v.error.as_deref(),
-            Some("Invalid configuration: API key file is empty")
-        );
+        assert_eq!(v.error.as_deref(), Some("Invalid configuration: API key file is empty"));
+    }
+
+    #[test]
+    fn a_failing_operator_watch_degrades_or_with_critical_makes_unhealthy() {
+        let problem = "Operator health check http://127.0.0.1:8081/healthz failed: connection refused";
+        let inputs = HealthInputs { operator_problem: Some(problem), api_key_configured: true, ..Default::default() };
+        assert_eq!(evaluate_health(&inputs), Verdict { health: Health::Degraded, error: Some(problem.into()) });
+        let critical = HealthInputs { operator_problem_critical: true, ..inputs };
+        assert_eq!(evaluate_health(&critical), Verdict { health: Health::Unhealthy, error: Some(problem.into()) });
+        // A failing write still wins: it is what is wrong with the status itself.
+        let writing = HealthInputs { status_write_error: Some("timed out"), ..critical };
+        assert_eq!(evaluate_health(&writing).error.as_deref(), Some("Failed to write status ConfigMap: timed out"));
     }
 
     #[test]
@@ -307,10 +298,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(v.health, Health::Degraded);
-        assert_eq!(
-            v.error.as_deref(),
-            Some("Failed to connect to kube9-server: connection refused")
-        );
+        assert_eq!(v.error.as_deref(), Some("Failed to connect to kube9-server: connection refused"));
     }
 
     #[test]
@@ -327,46 +315,22 @@ mod tests {
         assert_eq!(registered_but_failing(3).health, Health::Healthy);
         let v = registered_but_failing(4);
         assert_eq!(v.health, Health::Degraded);
-        assert_eq!(
-            v.error.as_deref(),
-            Some("4 consecutive registration failures: HTTP 503")
-        );
+        assert_eq!(v.error.as_deref(), Some("4 consecutive registration failures: HTTP 503"));
     }
 
     #[test]
     fn no_key_means_registration_does_not_matter() {
-        let v = evaluate_health(&HealthInputs {
-            registered: false,
-            ..Default::default()
-        });
+        let v = evaluate_health(&HealthInputs { registered: false, ..Default::default() });
         assert_eq!(v.health, Health::Healthy);
     }
 
     #[test]
     fn semver_accepts_the_spec_and_rejects_lookalikes() {
-        for ok in [
-            "1.0.0",
-            "0.1.0",
-            "10.20.30",
-            "1.0.0-rc.1",
-            "1.0.0+build.5",
-            "1.0.0-alpha-1+x",
-        ] {
+        for ok in ["1.0.0", "0.1.0", "10.20.30", "1.0.0-rc.1", "1.0.0+build.5", "1.0.0-alpha-1+x"] {
             assert!(is_semver(ok), "{ok}");
         }
-        for bad in [
-            "",
-            "1",
-            "1.0",
-            "v1.0.0",
-            "1.0.0.0",
-            "01.0.0",
-            "1.0.0-",
-            "1.0.0+",
-            "1.0.0-a..b",
-            "1.0.x",
-            " 1.0.0",
-        ] {
+        for bad in ["", "1", "1.0", "v1.0.0", "1.0.0.0", "01.0.0", "1.0.0-", "1.0.0+", "1.0.0-a..b", "1.0.x", " 1.0.0"]
+        {
             assert!(!is_semver(bad), "{bad}");
         }
     }

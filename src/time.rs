@@ -15,12 +15,7 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Parses an RFC 3339 date-time: `2025-11-10T15:30:00Z`, with optional
@@ -51,12 +46,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
             return None;
         }
         // Nanosecond precision; digits beyond the ninth are dropped.
-        for (i, d) in frac
-            .bytes()
-            .take(9)
-            .take_while(u8::is_ascii_digit)
-            .enumerate()
-        {
+        for (i, d) in frac.bytes().take(9).take_while(u8::is_ascii_digit).enumerate() {
             nanos += u32::from(d - b'0') * 10u32.pow(8 - i as u32);
         }
         rest = &frac[count..];
@@ -76,22 +66,14 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
             sign * (oh * 3600 + om * 60)
         }
     };
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second.min(59)
-            - offset_secs;
-    u64::try_from(secs)
-        .ok()
-        .map(|s| UNIX_EPOCH + Duration::new(s, nanos))
+    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second.min(59) - offset_secs;
+    u64::try_from(secs).ok().map(|s| UNIX_EPOCH + Duration::new(s, nanos))
 }
 
 /// The ASCII decimal number at `r`, or `None` (also for signs and non-ASCII).
 fn digits(s: &str, r: std::ops::Range<usize>) -> Option<i64> {
     let part = s.get(r)?;
-    if part.bytes().all(|c| c.is_ascii_digit()) {
-        part.parse().ok()
-    } else {
-        None
-    }
+    if part.bytes().all(|c| c.is_ascii_digit()) { part.parse().ok() } else { None }
 }
 
 fn is_leap(y: i64) -> bool {
@@ -126,15 +108,7 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
+    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
 }
 
 #[cfg(test)]
@@ -157,19 +131,8 @@ mod tests {
 
     #[test]
     fn parse_round_trips_format_across_centuries() {
-        for secs in [
-            0,
-            86_399,
-            951_782_400,
-            1_762_788_600,
-            4_102_444_800,
-            253_402_300_799,
-        ] {
-            assert_eq!(
-                parse_rfc3339(&format_rfc3339(at(secs))),
-                Some(at(secs)),
-                "{secs}"
-            );
+        for secs in [0, 86_399, 951_782_400, 1_762_788_600, 4_102_444_800, 253_402_300_799] {
+            assert_eq!(parse_rfc3339(&format_rfc3339(at(secs))), Some(at(secs)), "{secs}");
         }
     }
 

@@ -19,54 +19,24 @@ struct Case {
 }
 
 const CASES: &[Case] = &[
-    Case {
-        args: &["--bogus"],
-        env: &[],
-        sa_files: &[],
-        expect: "unknown flag --bogus (see opstatus --help)",
-    },
-    Case {
-        args: &["frobnicate"],
-        env: &[],
-        sa_files: &[],
-        expect: "unknown command \"frobnicate\"",
-    },
-    Case {
-        args: &["--interval", "soon"],
-        env: &[],
-        sa_files: &[],
-        expect: "--interval: \"soon\" is not a duration",
-    },
-    Case {
-        args: &["--interval=0"],
-        env: &[],
-        sa_files: &[],
-        expect: "--interval: \"0\" must be between 1s and 4m",
-    },
+    Case { args: &["--bogus"], env: &[], sa_files: &[], expect: "unknown flag --bogus (see opstatus --help)" },
+    Case { args: &["frobnicate"], env: &[], sa_files: &[], expect: "unknown command \"frobnicate\"" },
+    Case { args: &["--interval", "soon"], env: &[], sa_files: &[], expect: "--interval: \"soon\" is not a duration" },
+    Case { args: &["--interval=0"], env: &[], sa_files: &[], expect: "--interval: \"0\" must be between 1s and 4m" },
     Case {
         args: &[],
         env: &[("OPSTATUS_INTERVAL", "1h")],
         sa_files: &[],
         expect: "OPSTATUS_INTERVAL: \"1h\" must be between 1s and 4m",
     },
-    Case {
-        args: &[],
-        env: &[("OPSTATUS_INTERVAL", "")],
-        sa_files: &[],
-        expect: "OPSTATUS_INTERVAL is set but empty",
-    },
+    Case { args: &[], env: &[("OPSTATUS_INTERVAL", "")], sa_files: &[], expect: "OPSTATUS_INTERVAL is set but empty" },
     Case {
         args: &["--namespace", "Bad_NS"],
         env: &[],
         sa_files: &[],
         expect: "--namespace: \"Bad_NS\" is not a valid namespace name",
     },
-    Case {
-        args: &[],
-        env: &[("POD_NAMESPACE", "")],
-        sa_files: &[],
-        expect: "POD_NAMESPACE is set but empty",
-    },
+    Case { args: &[], env: &[("POD_NAMESPACE", "")], sa_files: &[], expect: "POD_NAMESPACE is set but empty" },
     Case {
         args: &["--configmap", "UPPER"],
         env: &[],
@@ -79,30 +49,10 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "--operator-version: \"latest\" is not a semantic version",
     },
-    Case {
-        args: &["--interval"],
-        env: &[],
-        sa_files: &[],
-        expect: "--interval needs a value",
-    },
-    Case {
-        args: &["once"],
-        env: &[],
-        sa_files: &[("token", None)],
-        expect: "cannot read token file",
-    },
-    Case {
-        args: &["once"],
-        env: &[],
-        sa_files: &[("token", Some("  \n"))],
-        expect: "is empty",
-    },
-    Case {
-        args: &["once"],
-        env: &[],
-        sa_files: &[("ca.crt", None)],
-        expect: "cannot read CA file",
-    },
+    Case { args: &["--interval"], env: &[], sa_files: &[], expect: "--interval needs a value" },
+    Case { args: &["once"], env: &[], sa_files: &[("token", None)], expect: "cannot read token file" },
+    Case { args: &["once"], env: &[], sa_files: &[("token", Some("  \n"))], expect: "is empty" },
+    Case { args: &["once"], env: &[], sa_files: &[("ca.crt", None)], expect: "cannot read CA file" },
     Case {
         args: &["once"],
         env: &[],
@@ -154,32 +104,17 @@ fn every_bad_input_exits_2_with_one_line_and_no_request() {
         let out = run_to_end(&opstatus_bin(), case.args, &env, Duration::from_secs(10));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{:?}: {stderr}", case.args);
-        assert_eq!(
-            stderr.lines().count(),
-            1,
-            "{:?}: one line expected:\n{stderr}",
-            case.args
-        );
-        assert!(
-            stderr.starts_with("opstatus: error: ") && stderr.contains(case.expect),
-            "{:?}: {stderr}",
-            case.args
-        );
+        assert_eq!(stderr.lines().count(), 1, "{:?}: one line expected:\n{stderr}", case.args);
+        assert!(stderr.starts_with("opstatus: error: ") && stderr.contains(case.expect), "{:?}: {stderr}", case.args);
     }
-    assert!(
-        server.requests().is_empty(),
-        "configuration errors must stop before any request"
-    );
+    assert!(server.requests().is_empty(), "configuration errors must stop before any request");
 }
 
 #[test]
 fn kubeconfig_errors_name_the_file_and_the_problem() {
     let dir = TempDir::new("kubeconfig-errors");
     let cases = [
-        (
-            "current-context: ghost\ncontexts: []\n",
-            "context \"ghost\" is not defined in contexts",
-        ),
+        ("current-context: ghost\ncontexts: []\n", "context \"ghost\" is not defined in contexts"),
         (
             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: x}\n",
             "always verifies TLS",
@@ -189,18 +124,11 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
     for (i, (text, expect)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("kubeconfig-{i}"));
         std::fs::write(&path, text).unwrap();
-        let out = run_to_end(
-            &opstatus_bin(),
-            &["get", "--kubeconfig", path.to_str().unwrap()],
-            &[],
-            Duration::from_secs(10),
-        );
+        let out =
+            run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(10));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(
-            stderr.contains(&format!("kubeconfig {}: ", path.display())) && stderr.contains(expect),
-            "{stderr}"
-        );
+        assert!(stderr.contains(&format!("kubeconfig {}: ", path.display())) && stderr.contains(expect), "{stderr}");
     }
 }
 
@@ -216,25 +144,11 @@ fn help_and_version_exit_0() {
     let out = run_to_end(&opstatus_bin(), &["--help"], &[], Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8_lossy(&out.stdout);
-    for needle in [
-        "--namespace",
-        "POD_NAMESPACE",
-        "--interval",
-        "OPSTATUS_INTERVAL",
-        "--kubeconfig",
-        "KUBECONFIG",
-        "Exit codes",
-    ] {
+    for needle in
+        ["--namespace", "POD_NAMESPACE", "--interval", "OPSTATUS_INTERVAL", "--kubeconfig", "KUBECONFIG", "Exit codes"]
+    {
         assert!(help.contains(needle), "--help lacks {needle}");
     }
-    let out = run_to_end(
-        &opstatus_bin(),
-        &["--version"],
-        &[],
-        Duration::from_secs(10),
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("opstatus {}", env!("CARGO_PKG_VERSION"))
-    );
+    let out = run_to_end(&opstatus_bin(), &["--version"], &[], Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("opstatus {}", env!("CARGO_PKG_VERSION")));
 }

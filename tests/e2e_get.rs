@@ -14,11 +14,7 @@ fn get(ns: &str, output_json: bool) -> (Option<i32>, String, String) {
         args.extend(["-o", "json"]);
     }
     let out = run_to_end(&release_bin(), &args, &[], Duration::from_secs(30));
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
 fn create_status(ns: &str, status: &str) {
@@ -51,31 +47,18 @@ fn e2e_get_missing_configmap_is_basic() {
 fn e2e_get_fresh_status_written_by_opstatus_is_operated() {
     let cp = shared();
     let pod = cp.deploy("get-fresh");
-    let out = run_to_end(
-        &release_bin(),
-        &["once"],
-        &cp.pod_env(&pod),
-        Duration::from_secs(30),
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_to_end(&release_bin(), &["once"], &cp.pod_env(&pod), Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (code, out, err) = get(&pod.namespace, false);
     assert_eq!(code, Some(0), "{err}");
-    assert!(
-        out.starts_with("Mode:        operated\nHealth:      healthy\n"),
-        "{out}"
-    );
+    assert!(out.starts_with("Mode:        operated\nHealth:      healthy\n"), "{out}");
     assert!(!out.contains("stale"), "{out}");
 }
 
 #[test]
 fn e2e_get_old_last_update_is_degraded() {
     let ns = support::control_plane::unique_namespace("get-stale");
-    let ten_minutes_ago =
-        opstatus::time::format_rfc3339(SystemTime::now() - Duration::from_secs(600));
+    let ten_minutes_ago = opstatus::time::format_rfc3339(SystemTime::now() - Duration::from_secs(600));
     create_status(
         &ns,
         &format!(
@@ -85,10 +68,7 @@ fn e2e_get_old_last_update_is_degraded() {
     let (code, out, err) = get(&ns, true);
     assert_eq!(code, Some(0), "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        (v["mode"].as_str(), v["stale"].as_bool()),
-        (Some("degraded"), Some(true))
-    );
+    assert_eq!((v["mode"].as_str(), v["stale"].as_bool()), (Some("degraded"), Some(true)));
     assert!(v["ageSeconds"].as_u64().unwrap() >= 600);
 }
 
@@ -99,5 +79,10 @@ fn e2e_get_garbage_is_a_clear_error_with_exit_1() {
     let (code, out, err) = get(&ns, false);
     assert_eq!(code, Some(1));
     assert!(out.is_empty());
-    assert!(err.contains(&format!("ConfigMap {ns}/kube9-operator-status: invalid status: the `status` key is not a JSON object")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "ConfigMap {ns}/kube9-operator-status: invalid status: the `status` key is not a JSON object"
+        )),
+        "{err}"
+    );
 }

@@ -15,29 +15,17 @@ const CM: &str = "kube9-operator-status";
 fn e2e_first_heartbeat_creates_the_spec_exact_status_with_name_restricted_rbac() {
     let cp = shared();
     let pod = cp.deploy("first");
-    assert!(
-        cp.configmap(&pod.namespace, CM).is_none(),
-        "fresh namespace has no status yet"
-    );
+    assert!(cp.configmap(&pod.namespace, CM).is_none(), "fresh namespace has no status yet");
     let out = run_to_end(
         &release_bin(),
         &["once", "--operator-version", "2.3.4"],
         &cp.pod_env(&pod),
         Duration::from_secs(30),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
-    let cm = cp
-        .configmap(&pod.namespace, CM)
-        .expect("created by the first heartbeat");
-    assert_eq!(
-        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "opstatus"
-    );
+    let cm = cp.configmap(&pod.namespace, CM).expect("created by the first heartbeat");
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "opstatus");
     let raw = cm["data"]["status"].as_str().unwrap();
     let doc: Value = serde_json::from_str(raw).unwrap();
     let ns = &pod.namespace;
@@ -50,26 +38,16 @@ fn e2e_first_heartbeat_creates_the_spec_exact_status_with_name_restricted_rbac()
     );
     let events = cp.audit_events(&pod.user);
     assert_eq!(events.len(), 1, "one request: {events:?}");
-    assert_eq!(
-        (events[0].verb.as_str(), events[0].code),
-        ("patch", 201),
-        "server-side apply created it"
-    );
+    assert_eq!((events[0].verb.as_str(), events[0].code), ("patch", 201), "server-side apply created it");
 
     // The manifests grant get, patch and (apply's) create on the one name,
     // and nothing else: no unnamed create (POST), no other name, no list.
     let can = |verb: &str, what: &str| {
-        let out = cp.kubectl(
-            &["auth", "can-i", verb, what, "-n", ns, "--as", &pod.user],
-            None,
-        );
+        let out = cp.kubectl(&["auth", "can-i", verb, what, "-n", ns, "--as", &pod.user], None);
         String::from_utf8_lossy(&out.stdout).trim() == "yes"
     };
     for verb in ["get", "patch", "create"] {
-        assert!(
-            can(verb, "configmaps/kube9-operator-status"),
-            "the Role must grant {verb} on the status ConfigMap"
-        );
+        assert!(can(verb, "configmaps/kube9-operator-status"), "the Role must grant {verb} on the status ConfigMap");
     }
     for (verb, what) in [
         ("create", "configmaps"),
@@ -89,11 +67,7 @@ fn e2e_heartbeats_move_last_update_and_cost_one_request_each() {
     let cp = shared();
     let pod = cp.deploy("heartbeat");
     let started = SystemTime::now();
-    let mut agent = RunningAgent::start(
-        &release_bin(),
-        &["run", "--interval", "1s"],
-        &cp.pod_env(&pod),
-    );
+    let mut agent = RunningAgent::start(&release_bin(), &["run", "--interval", "1s"], &cp.pod_env(&pod));
     let mut seen = Vec::new();
     let enough = wait_for(Duration::from_secs(20), Duration::from_millis(300), || {
         if let Some(doc) = cp.status_document(&pod.namespace, CM) {
@@ -106,12 +80,7 @@ fn e2e_heartbeats_move_last_update_and_cost_one_request_each() {
     });
     assert!(enough.is_some(), "lastUpdate moved only through {seen:?}");
     agent.signal("TERM");
-    assert_eq!(
-        agent
-            .wait_exit(Duration::from_secs(5))
-            .and_then(|s| s.code()),
-        Some(0)
-    );
+    assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0));
 
     let mut sorted = seen.clone();
     sorted.sort();
@@ -119,30 +88,11 @@ fn e2e_heartbeats_move_last_update_and_cost_one_request_each() {
     let events = cp.audit_events(&pod.user);
     let heartbeats = agent.stderr().matches("Status updated:").count();
     assert!(heartbeats >= 5, "{heartbeats} heartbeats");
-    assert_eq!(
-        events.len(),
-        heartbeats,
-        "exactly one request per heartbeat: {events:?}"
-    );
-    assert!(
-        events
-            .iter()
-            .all(|e| e.verb == "patch" && (e.code == 200 || e.code == 201)),
-        "{events:?}"
-    );
-    let first = events[0]
-        .received
-        .duration_since(started)
-        .unwrap_or_default();
-    assert!(
-        first < Duration::from_secs(1),
-        "first write {first:?} after start"
-    );
-    println!(
-        "e2e heartbeat: {heartbeats} heartbeats, {} requests, first write {:?} after start",
-        events.len(),
-        first
-    );
+    assert_eq!(events.len(), heartbeats, "exactly one request per heartbeat: {events:?}");
+    assert!(events.iter().all(|e| e.verb == "patch" && (e.code == 200 || e.code == 201)), "{events:?}");
+    let first = events[0].received.duration_since(started).unwrap_or_default();
+    assert!(first < Duration::from_secs(1), "first write {first:?} after start");
+    println!("e2e heartbeat: {heartbeats} heartbeats, {} requests, first write {:?} after start", events.len(), first);
 }
 
 #[test]
@@ -151,41 +101,16 @@ fn e2e_labels_annotations_and_data_of_other_managers_survive() {
     let pod = cp.deploy("foreign");
     let ns = pod.namespace.as_str();
     let once = || {
-        let out = run_to_end(
-            &release_bin(),
-            &["once"],
-            &cp.pod_env(&pod),
-            Duration::from_secs(30),
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = run_to_end(&release_bin(), &["once"], &cp.pod_env(&pod), Duration::from_secs(30));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     once();
     cp.kubectl_ok(&["-n", ns, "label", "configmap", CM, "team=payments"]);
-    cp.kubectl_ok(&[
-        "-n",
-        ns,
-        "annotate",
-        "configmap",
-        CM,
-        "example.com/note=keep me",
-    ]);
+    cp.kubectl_ok(&["-n", ns, "annotate", "configmap", CM, "example.com/note=keep me"]);
     let other_manager = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {CM}\n  namespace: {ns}\n  labels:\n    owner: someone-else\ndata:\n  extra: from-another-manager\n"
     );
-    cp.kubectl_stdin_ok(
-        &[
-            "apply",
-            "--server-side",
-            "--field-manager=someone-else",
-            "-f",
-            "-",
-        ],
-        Some(&other_manager),
-    );
+    cp.kubectl_stdin_ok(&["apply", "--server-side", "--field-manager=someone-else", "-f", "-"], Some(&other_manager));
     cp.kubectl_ok(&[
         "-n",
         ns,
@@ -203,10 +128,7 @@ fn e2e_labels_annotations_and_data_of_other_managers_survive() {
     let cm = cp.configmap(ns, CM).unwrap();
     assert_eq!(cm["metadata"]["labels"]["team"], "payments");
     assert_eq!(cm["metadata"]["labels"]["owner"], "someone-else");
-    assert_eq!(
-        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "opstatus"
-    );
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "opstatus");
     assert_eq!(cm["metadata"]["annotations"]["example.com/note"], "keep me");
     assert_eq!(cm["data"]["extra"], "from-another-manager");
     assert_eq!(cm["data"]["merged"], "by-kubectl-patch");

@@ -27,11 +27,7 @@ fn e2e_token_rotation_to_a_second_service_account() {
     let next_user = service_account_user(ns, "opstatus-next");
     let next_token = cp.token(ns, "opstatus-next");
 
-    let agent = RunningAgent::start(
-        &release_bin(),
-        &["run", "--interval", "2s"],
-        &cp.pod_env(&pod),
-    );
+    let agent = RunningAgent::start(&release_bin(), &["run", "--interval", "2s"], &cp.pod_env(&pod));
     wait_for(Duration::from_secs(15), Duration::from_millis(100), || {
         (cp.audit_events(&pod.user).len() >= 2).then_some(())
     })
@@ -53,11 +49,7 @@ fn e2e_token_rotation_to_a_second_service_account() {
         .map(|e| e.received)
         .collect();
     writes.sort();
-    let longest = writes
-        .windows(2)
-        .map(|w| w[1].duration_since(w[0]).unwrap_or_default())
-        .max()
-        .unwrap();
+    let longest = writes.windows(2).map(|w| w[1].duration_since(w[0]).unwrap_or_default()).max().unwrap();
     assert!(
         longest <= Duration::from_millis(4500),
         "a gap of {longest:?} between writes: more than one heartbeat (2 s) lost"
@@ -65,26 +57,9 @@ fn e2e_token_rotation_to_a_second_service_account() {
     // kube-apiserver caches successful token authentications for ~10 s, so
     // the deleted ServiceAccount's token may work a little longer; once
     // opstatus has switched it must never go back to the old token.
-    let last_old = cp
-        .audit_events(&pod.user)
-        .into_iter()
-        .filter(|e| e.received > rotated)
-        .map(|e| e.received)
-        .max();
-    let first_new = cp
-        .audit_events(&next_user)
-        .into_iter()
-        .map(|e| e.received)
-        .min()
-        .unwrap();
-    assert!(
-        last_old.is_none_or(|t| t <= first_new),
-        "the old token was used after the switch"
-    );
-    assert!(
-        agent.stderr().contains("Reloaded the changed token from"),
-        "{}",
-        agent.stderr()
-    );
+    let last_old = cp.audit_events(&pod.user).into_iter().filter(|e| e.received > rotated).map(|e| e.received).max();
+    let first_new = cp.audit_events(&next_user).into_iter().map(|e| e.received).min().unwrap();
+    assert!(last_old.is_none_or(|t| t <= first_new), "the old token was used after the switch");
+    assert!(agent.stderr().contains("Reloaded the changed token from"), "{}", agent.stderr());
     println!("e2e token rotation: longest gap between writes {longest:?} (interval 2 s)");
 }

@@ -9,29 +9,20 @@ use support::{ServiceAccountDir, opstatus_bin, pod_env, run_to_end};
 
 const TOKEN: &str = "sa-token-for-get-tests";
 
-fn get(
-    server: &FakeApiServer,
-    sa: &ServiceAccountDir,
-    args: &[&str],
-) -> (Option<i32>, String, String) {
+fn get(server: &FakeApiServer, sa: &ServiceAccountDir, args: &[&str]) -> (Option<i32>, String, String) {
     let mut all = vec!["get"];
     all.extend_from_slice(args);
-    let out = run_to_end(
-        &opstatus_bin(),
-        &all,
-        &pod_env(server.port(), sa),
-        Duration::from_secs(20),
-    );
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    let out = run_to_end(&opstatus_bin(), &all, &pod_env(server.port(), sa), Duration::from_secs(20));
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
 fn put_status(server: &FakeApiServer, status: &str) {
-    server.put_object("ops", "kube9-operator-status", json!({"kind": "ConfigMap", "apiVersion": "v1",
-        "metadata": {"name": "kube9-operator-status", "namespace": "ops"}, "data": {"status": status}}));
+    server.put_object(
+        "ops",
+        "kube9-operator-status",
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": "kube9-operator-status", "namespace": "ops"}, "data": {"status": status}}),
+    );
 }
 
 fn status_at(t: SystemTime) -> String {
@@ -64,23 +55,14 @@ fn fresh_status_is_enabled_and_stale_status_is_degraded() {
     let (code, out, _) = get(&server, &sa, &["-o", "json"]);
     assert_eq!(code, Some(0));
     let v: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        (v["mode"].as_str(), v["stale"].as_bool()),
-        (Some("enabled"), Some(false))
-    );
+    assert_eq!((v["mode"].as_str(), v["stale"].as_bool()), (Some("enabled"), Some(false)));
     assert_eq!(v["status"]["clusterId"], "cls_123");
 
-    put_status(
-        &server,
-        &status_at(SystemTime::now() - Duration::from_secs(600)),
-    );
+    put_status(&server, &status_at(SystemTime::now() - Duration::from_secs(600)));
     let (code, out, _) = get(&server, &sa, &[]);
     assert_eq!(code, Some(0));
     assert!(out.starts_with("Mode:        degraded\n"), "{out}");
-    assert!(
-        out.contains("the operator has not reported for 10 min: the status is stale"),
-        "{out}"
-    );
+    assert!(out.contains("the operator has not reported for 10 min: the status is stale"), "{out}");
 }
 
 #[test]
@@ -91,15 +73,15 @@ fn garbage_and_missing_fields_exit_1_with_a_clear_error() {
     let (code, out, err) = get(&server, &sa, &[]);
     assert_eq!(code, Some(1));
     assert!(out.is_empty());
-    assert!(err.contains("ConfigMap ops/kube9-operator-status: invalid status: the `status` key is not a JSON object"), "{err}");
+    assert!(
+        err.contains("ConfigMap ops/kube9-operator-status: invalid status: the `status` key is not a JSON object"),
+        "{err}"
+    );
 
     put_status(&server, r#"{"tier":"free","version":"1.0.0"}"#);
     let (code, _, err) = get(&server, &sa, &[]);
     assert_eq!(code, Some(1));
-    assert!(
-        err.contains("the required field `mode` is missing"),
-        "{err}"
-    );
+    assert!(err.contains("the required field `mode` is missing"), "{err}");
 }
 
 #[test]
@@ -108,8 +90,5 @@ fn forbidden_read_is_a_runtime_error_naming_the_permission() {
     let sa = ServiceAccountDir::new("not-the-token", &server.pki.ca_pem, "ops");
     let (code, _, err) = get(&server, &sa, &[]);
     assert_eq!(code, Some(1));
-    assert!(
-        err.contains("cannot read ConfigMap ops/kube9-operator-status: 401 Unauthorized"),
-        "{err}"
-    );
+    assert!(err.contains("cannot read ConfigMap ops/kube9-operator-status: 401 Unauthorized"), "{err}");
 }

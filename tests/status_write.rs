@@ -20,39 +20,20 @@ fn once_creates_the_configmap_with_one_apply_request() {
         &pod_env(server.port(), &sa),
         Duration::from_secs(20),
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     let requests = server.requests();
     assert_eq!(requests.len(), 1, "exactly one request: {requests:?}");
     let r = &requests[0];
     assert_eq!(r.method, "PATCH");
-    assert_eq!(
-        r.path,
-        "/api/v1/namespaces/ops/configmaps/kube9-operator-status"
-    );
+    assert_eq!(r.path, "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
     assert_eq!(r.query, "fieldManager=opstatus&force=true");
-    assert_eq!(
-        r.content_type.as_deref(),
-        Some("application/apply-patch+yaml")
-    );
-    assert_eq!(
-        r.authorization.as_deref(),
-        Some(format!("Bearer {TOKEN}").as_str())
-    );
+    assert_eq!(r.content_type.as_deref(), Some("application/apply-patch+yaml"));
+    assert_eq!(r.authorization.as_deref(), Some(format!("Bearer {TOKEN}").as_str()));
 
     let cm = server.object("ops", CM).expect("the ConfigMap was created");
-    assert_eq!(
-        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "opstatus"
-    );
-    assert_eq!(
-        cm["metadata"]["labels"]["app.kubernetes.io/name"],
-        "opstatus"
-    );
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "opstatus");
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/name"], "opstatus");
     let raw = cm["data"]["status"].as_str().unwrap();
     let doc: Value = serde_json::from_str(raw).unwrap();
     let last_update = doc["lastUpdate"].as_str().unwrap();
@@ -63,18 +44,11 @@ fn once_creates_the_configmap_with_one_apply_request() {
         )
     );
     let written = opstatus::time::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
-    let age = SystemTime::now()
-        .duration_since(written)
-        .unwrap_or_default();
-    assert!(
-        age < Duration::from_secs(5),
-        "lastUpdate {last_update} is not now"
-    );
+    let age = SystemTime::now().duration_since(written).unwrap_or_default();
+    assert!(age < Duration::from_secs(5), "lastUpdate {last_update} is not now");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(
-            "INFO  Status updated: mode=operated, tier=free, health=healthy, registered=false"
-        ),
+        stderr.contains("INFO  Status updated: mode=operated, tier=free, health=healthy, registered=false"),
         "{stderr}"
     );
 }
@@ -84,11 +58,7 @@ fn run_writes_within_a_second_and_then_every_interval() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let started = std::time::Instant::now();
-    let _agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", "1s"],
-        &pod_env(server.port(), &sa),
-    );
+    let _agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
     let requests = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
         let r = server.requests();
         (r.len() >= 5).then_some(r)
@@ -101,10 +71,7 @@ fn run_writes_within_a_second_and_then_every_interval() {
     );
     for pair in requests.windows(2) {
         let gap = pair[1].at - pair[0].at;
-        assert!(
-            gap > Duration::from_millis(800) && gap < Duration::from_millis(1500),
-            "heartbeat gap {gap:?}"
-        );
+        assert!(gap > Duration::from_millis(800) && gap < Duration::from_millis(1500), "heartbeat gap {gap:?}");
         assert_eq!(pair[1].method, "PATCH");
     }
 }
@@ -116,25 +83,12 @@ fn namespace_comes_from_the_flag_then_pod_namespace_then_the_service_account() {
     let mut env = pod_env(server.port(), &sa);
     let once = |args: &[&str], env: &[(String, String)]| {
         let out = run_to_end(&opstatus_bin(), args, env, Duration::from_secs(20));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     once(&["once"], &env);
     env.push(("POD_NAMESPACE".into(), "from-env".into()));
     once(&["once"], &env);
-    once(
-        &[
-            "once",
-            "--namespace",
-            "from-flag",
-            "--configmap",
-            "custom-name",
-        ],
-        &env,
-    );
+    once(&["once", "--namespace", "from-flag", "--configmap", "custom-name"], &env);
     let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
     assert_eq!(
         paths,
@@ -144,8 +98,5 @@ fn namespace_comes_from_the_flag_then_pod_namespace_then_the_service_account() {
             "/api/v1/namespaces/from-flag/configmaps/custom-name",
         ]
     );
-    assert_eq!(
-        server.status_document("from-flag", "custom-name").unwrap()["namespace"],
-        "from-flag"
-    );
+    assert_eq!(server.status_document("from-flag", "custom-name").unwrap()["namespace"], "from-flag");
 }

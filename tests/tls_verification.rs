@@ -11,24 +11,13 @@ const TOKEN: &str = "sa-token-for-tls-tests";
 
 fn once_fails_with_tls_error(server: &FakeApiServer, ca_pem: &str) {
     let sa = ServiceAccountDir::new(TOKEN, ca_pem, "ops");
-    let out = run_to_end(
-        &opstatus_bin(),
-        &["once"],
-        &pod_env(server.port(), &sa),
-        Duration::from_secs(20),
-    );
+    let out = run_to_end(&opstatus_bin(), &["once"], &pod_env(server.port(), &sa), Duration::from_secs(20));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     let ca_file = sa.path().join("ca.crt");
     assert!(stderr.contains("TLS with https://127.0.0.1:"), "{stderr}");
-    assert!(
-        stderr.contains(&format!("the CA in {}", ca_file.display())),
-        "{stderr}"
-    );
-    assert!(
-        server.requests().is_empty(),
-        "no request may pass an unverified connection"
-    );
+    assert!(stderr.contains(&format!("the CA in {}", ca_file.display())), "{stderr}");
+    assert!(server.requests().is_empty(), "no request may pass an unverified connection");
 }
 
 #[test]
@@ -40,10 +29,8 @@ fn a_certificate_from_an_unknown_ca_is_refused() {
 
 #[test]
 fn a_certificate_for_another_name_is_refused() {
-    let server = FakeApiServer::start_with_pki(
-        TOKEN,
-        pki::generate("right-ca", &["10.96.0.1", "kubernetes.default.svc"]),
-    );
+    let server =
+        FakeApiServer::start_with_pki(TOKEN, pki::generate("right-ca", &["10.96.0.1", "kubernetes.default.svc"]));
     let ca = server.pki.ca_pem.clone();
     once_fails_with_tls_error(&server, &ca);
 }

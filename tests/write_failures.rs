@@ -10,21 +10,14 @@ use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 const TOKEN: &str = "sa-token-for-write-failure-tests";
 
 fn agent(server: &FakeApiServer, sa: &ServiceAccountDir, interval: &str) -> RunningAgent {
-    RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", interval],
-        &pod_env(server.port(), sa),
-    )
+    RunningAgent::start(&opstatus_bin(), &["run", "--interval", interval], &pod_env(server.port(), sa))
 }
 
 #[test]
 fn server_errors_back_off_exponentially_and_recover_within_one_step() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.set_sticky_fault(Fault::Status {
-        code: 500,
-        retry_after: None,
-    });
+    server.set_sticky_fault(Fault::Status { code: 500, retry_after: None });
     let mut agent = agent(&server, &sa, "8s");
     let outage = Duration::from_secs(12);
     std::thread::sleep(outage);
@@ -34,32 +27,16 @@ fn server_errors_back_off_exponentially_and_recover_within_one_step() {
 
     // Backoff with base 1 s and cap 8 s: each retry waits in [1 s, 2ⁿ s].
     // Over 12 s that is at most 1 + 12 attempts, and in practice ~5.
-    assert!(
-        during.len() >= 3,
-        "it keeps retrying: {} attempts",
-        during.len()
-    );
-    assert!(
-        during.len() <= 13,
-        "no more than one attempt per second: {} attempts",
-        during.len()
-    );
+    assert!(during.len() >= 3, "it keeps retrying: {} attempts", during.len());
+    assert!(during.len() <= 13, "no more than one attempt per second: {} attempts", during.len());
     for (n, pair) in during.windows(2).enumerate() {
         let gap = pair[1].at - pair[0].at;
         let ceiling = Duration::from_secs(1 << n.min(3));
-        assert!(
-            gap >= Duration::from_millis(950),
-            "retry {n} after {gap:?}: below the 1 s floor"
-        );
-        assert!(
-            gap <= ceiling + Duration::from_millis(500),
-            "retry {n} after {gap:?}: above its ceiling {ceiling:?}"
-        );
+        assert!(gap >= Duration::from_millis(950), "retry {n} after {gap:?}: below the 1 s floor");
+        assert!(gap <= ceiling + Duration::from_millis(500), "retry {n} after {gap:?}: above its ceiling {ceiling:?}");
     }
     let recovered = wait_for(Duration::from_secs(12), Duration::from_millis(50), || {
-        server
-            .object("ops", "kube9-operator-status")
-            .map(|_| Instant::now())
+        server.object("ops", "kube9-operator-status").map(|_| Instant::now())
     })
     .expect("writes again after the outage");
     assert!(
@@ -67,10 +44,7 @@ fn server_errors_back_off_exponentially_and_recover_within_one_step() {
         "recovered {:?} after the fault cleared",
         recovered - cleared
     );
-    assert!(
-        agent.exited().is_none(),
-        "opstatus must not exit on API errors"
-    );
+    assert!(agent.exited().is_none(), "opstatus must not exit on API errors");
     let log = agent.stderr();
     assert!(
         log.contains("WARN  Failed to write status ConfigMap ops/kube9-operator-status: 500 InternalError: injected fault; health=unhealthy; retrying in"),
@@ -83,10 +57,7 @@ fn server_errors_back_off_exponentially_and_recover_within_one_step() {
 fn retry_after_in_seconds_is_honoured() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.push_faults([Fault::Status {
-        code: 429,
-        retry_after: Some("3".into()),
-    }]);
+    server.push_faults([Fault::Status { code: 429, retry_after: Some("3".into()) }]);
     let _agent = agent(&server, &sa, "30s");
     let requests = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
         let r = server.requests();
@@ -94,10 +65,7 @@ fn retry_after_in_seconds_is_honoured() {
     })
     .expect("a retry after the 429");
     let gap = requests[1].at - requests[0].at;
-    assert!(
-        gap >= Duration::from_millis(2950) && gap < Duration::from_secs(4),
-        "retried after {gap:?}, asked for 3 s"
-    );
+    assert!(gap >= Duration::from_millis(2950) && gap < Duration::from_secs(4), "retried after {gap:?}, asked for 3 s");
 }
 
 #[test]
@@ -106,20 +74,13 @@ fn a_hung_server_times_out_and_the_next_attempt_succeeds() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Hang(Duration::from_secs(30))]);
     let agent = agent(&server, &sa, "30s");
-    let written = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
-        server.object("ops", "kube9-operator-status")
-    });
-    assert!(
-        written.is_some(),
-        "the retry after the timeout wrote the status"
-    );
+    let written =
+        wait_for(Duration::from_secs(15), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
+    assert!(written.is_some(), "the retry after the timeout wrote the status");
     let requests = server.requests();
     let gap = requests[1].at - requests[0].at;
     // The response timeout is 5 s, then a backoff of 1 s (the first step).
-    assert!(
-        gap >= Duration::from_secs(5) && gap < Duration::from_millis(7500),
-        "retried after {gap:?}"
-    );
+    assert!(gap >= Duration::from_secs(5) && gap < Duration::from_millis(7500), "retried after {gap:?}");
     assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
 }
 
@@ -127,24 +88,15 @@ fn a_hung_server_times_out_and_the_next_attempt_succeeds() {
 fn a_closed_connection_is_a_failure_not_a_crash() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.push_faults([
-        Fault::Close,
-        Fault::Raw {
-            code: 503,
-            body: b"<html>upstream down</html>".to_vec(),
-        },
-    ]);
+    server.push_faults([Fault::Close, Fault::Raw { code: 503, body: b"<html>upstream down</html>".to_vec() }]);
     let mut agent = agent(&server, &sa, "30s");
-    let written = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
-        server.object("ops", "kube9-operator-status")
-    });
+    let written =
+        wait_for(Duration::from_secs(15), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
     assert!(written.is_some(), "third attempt wrote the status");
     assert!(agent.exited().is_none());
     let log = agent.stderr();
     assert!(
-        log.contains(
-            "503 ServiceUnavailable: unexpected non-Status body: \"<html>upstream down</html>\""
-        ),
+        log.contains("503 ServiceUnavailable: unexpected non-Status body: \"<html>upstream down</html>\""),
         "{log}"
     );
 }

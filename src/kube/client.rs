@@ -39,10 +39,7 @@ pub struct ObjectRef<'a> {
 impl ObjectRef<'_> {
     pub fn path(&self) -> String {
         match self.namespace {
-            Some(ns) => format!(
-                "{}/namespaces/{ns}/{}/{}",
-                self.api, self.resource, self.name
-            ),
+            Some(ns) => format!("{}/namespaces/{ns}/{}/{}", self.api, self.resource, self.name),
             None => format!("{}/{}/{}", self.api, self.resource, self.name),
         }
     }
@@ -50,10 +47,7 @@ impl ObjectRef<'_> {
     /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
     fn action(&self, verb: &str) -> String {
         match self.namespace {
-            Some(ns) => format!(
-                "{verb} {} {:?} in namespace {ns:?}",
-                self.resource, self.name
-            ),
+            Some(ns) => format!("{verb} {} {:?} in namespace {ns:?}", self.resource, self.name),
             None => format!("{verb} {} {:?}", self.resource, self.name),
         }
     }
@@ -62,11 +56,7 @@ impl ObjectRef<'_> {
 enum Token {
     None,
     Static(Secret),
-    File {
-        path: PathBuf,
-        current: Secret,
-        read_at: Instant,
-    },
+    File { path: PathBuf, current: Secret, read_at: Instant },
 }
 
 /// A client for one API server. Not `Clone`: it owns the token state.
@@ -88,10 +78,7 @@ impl Client {
             })
             .collect();
         if roots.is_empty() {
-            return Err(CredentialsError(format!(
-                "CA {} holds no PEM certificate",
-                creds.ca_source
-            )));
+            return Err(CredentialsError(format!("CA {} holds no PEM certificate", creds.ca_source)));
         }
         let mut tls = TlsConfig::builder()
             .root_certs(RootCerts::new_with_certs(&roots))
@@ -100,15 +87,9 @@ impl Client {
         match &creds.auth {
             Auth::Token(t) => token = Token::Static(t.clone()),
             Auth::TokenFile { path, initial } => {
-                token = Token::File {
-                    path: path.clone(),
-                    current: initial.clone(),
-                    read_at: Instant::now(),
-                };
+                token = Token::File { path: path.clone(), current: initial.clone(), read_at: Instant::now() };
             }
-            Auth::ClientCert { cert_pem, key_pem } => {
-                tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?))
-            }
+            Auth::ClientCert { cert_pem, key_pem } => tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?)),
             Auth::Anonymous => {}
         }
         let agent = ureq::Agent::config_builder()
@@ -129,12 +110,7 @@ impl Client {
             .timeout_recv_body(Some(RECV_BODY_TIMEOUT))
             .build()
             .new_agent();
-        Ok(Client {
-            agent,
-            server: creds.server.clone(),
-            ca_source: creds.ca_source.clone(),
-            token,
-        })
+        Ok(Client { agent, server: creds.server.clone(), ca_source: creds.ca_source.clone(), token })
     }
 
     /// The API server URL, e.g. `https://10.96.0.1:443`.
@@ -144,42 +120,24 @@ impl Client {
 
     /// Server-side apply: creates the object or updates the fields this
     /// field manager owns, in one request, keeping everyone else's fields.
-    pub fn apply(
-        &mut self,
-        object: &ObjectRef<'_>,
-        field_manager: &str,
-        body: &[u8],
-    ) -> Result<(), KubeError> {
-        let url = format!(
-            "{}{}?fieldManager={field_manager}&force=true",
-            self.server,
-            object.path()
-        );
-        let request = Request {
-            method: Method::Apply(body),
-            url: &url,
-            action: &object.action("patch"),
-        };
+    pub fn apply(&mut self, object: &ObjectRef<'_>, field_manager: &str, body: &[u8]) -> Result<(), KubeError> {
+        let url = format!("{}{}?fieldManager={field_manager}&force=true", self.server, object.path());
+        let request = Request { method: Method::Apply(body), url: &url, action: &object.action("patch") };
         self.send(request, false).map(drop).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
             // carries an empty reason ("... is forbidden: ").
-            KubeError::Api {
-                code: 403,
-                reason,
-                message,
-                retry_after,
-                ..
-            } if message.trim_end().ends_with("is forbidden:") => KubeError::Api {
-                code: 403,
-                reason,
-                message: format!(
-                    "{} server-side apply must create the missing object",
-                    message.trim_end()
-                ),
-                action: object.action("create"),
-                retry_after,
-            },
+            KubeError::Api { code: 403, reason, message, retry_after, .. }
+                if message.trim_end().ends_with("is forbidden:") =>
+            {
+                KubeError::Api {
+                    code: 403,
+                    reason,
+                    message: format!("{} server-side apply must create the missing object", message.trim_end()),
+                    action: object.action("create"),
+                    retry_after,
+                }
+            }
             other => other,
         })
     }
@@ -187,11 +145,7 @@ impl Client {
     /// GET an object's JSON; `None` when it does not exist (404).
     pub fn get(&mut self, object: &ObjectRef<'_>) -> Result<Option<Vec<u8>>, KubeError> {
         let url = format!("{}{}", self.server, object.path());
-        let request = Request {
-            method: Method::Get,
-            url: &url,
-            action: &object.action("get"),
-        };
+        let request = Request { method: Method::Get, url: &url, action: &object.action("get") };
         match self.send(request, true) {
             Ok(body) => Ok(Some(body)),
             Err(e) if e.code() == Some(404) => Ok(None),
@@ -205,9 +159,7 @@ impl Client {
         match first {
             // A rotated token answers 401 until we read the new one: read it
             // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.reload_token() => {
-                self.send_once(&request, want_body)
-            }
+            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request, want_body),
             other => other,
         }
     }
@@ -215,16 +167,11 @@ impl Client {
     fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         let authorization = match &self.token {
             Token::None => None,
-            Token::Static(t) | Token::File { current: t, .. } => {
-                Some(format!("Bearer {}", t.expose()))
-            }
+            Token::Static(t) | Token::File { current: t, .. } => Some(format!("Bearer {}", t.expose())),
         };
         let result = match request.method {
             Method::Get => {
-                let mut r = self
-                    .agent
-                    .get(request.url)
-                    .header("Accept", "application/json");
+                let mut r = self.agent.get(request.url).header("Accept", "application/json");
                 if let Some(a) = &authorization {
                     r = r.header("Authorization", a);
                 }
@@ -253,15 +200,10 @@ impl Client {
         if (200..300).contains(&code) && !want_body {
             // Drain (bounded) so the connection can be reused, keeping nothing.
             let mut reader = body.with_config().limit(MAX_BODY).reader();
-            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink())
-                .map_err(|e| self.body_error(e))?;
+            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink()).map_err(|e| self.body_error(e))?;
             return Ok(Vec::new());
         }
-        let bytes = body
-            .with_config()
-            .limit(MAX_BODY)
-            .read_to_vec()
-            .map_err(|e| self.transport_error(e))?;
+        let bytes = body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e))?;
         if (200..300).contains(&code) {
             Ok(bytes)
         } else {
@@ -280,12 +222,7 @@ impl Client {
     /// Re-reads the token file; true when the token changed. A failed read
     /// keeps the old token: kubelet may be mid-rewrite.
     fn reload_token(&mut self) -> bool {
-        let Token::File {
-            path,
-            current,
-            read_at,
-        } = &mut self.token
-        else {
+        let Token::File { path, current, read_at } = &mut self.token else {
             return false;
         };
         *read_at = Instant::now();
@@ -304,9 +241,7 @@ impl Client {
     }
 
     fn body_error(&self, e: std::io::Error) -> KubeError {
-        KubeError::Transport {
-            message: format!("reading the response from {} failed: {e}", self.server),
-        }
+        KubeError::Transport { message: format!("reading the response from {} failed: {e}", self.server) }
     }
 
     fn transport_error(&self, e: ureq::Error) -> KubeError {
@@ -316,20 +251,13 @@ impl Client {
             ureq::Error::Timeout(phase) => format!("timed out ({phase}) talking to {server}"),
             ureq::Error::Io(io) => match io.kind() {
                 ErrorKind::ConnectionRefused => format!("connection refused by {server}"),
-                ErrorKind::ConnectionReset
-                | ErrorKind::ConnectionAborted
-                | ErrorKind::UnexpectedEof => {
+                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::UnexpectedEof => {
                     format!("connection to {server} closed unexpectedly ({io})")
                 }
                 ErrorKind::TimedOut | ErrorKind::WouldBlock => {
                     format!("timed out talking to {server}")
                 }
-                _ if io
-                    .get_ref()
-                    .is_some_and(|inner| inner.is::<rustls::Error>()) =>
-                {
-                    self.tls_message(&io.to_string())
-                }
+                _ if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => self.tls_message(&io.to_string()),
                 _ => format!("I/O error talking to {server}: {io}"),
             },
             ureq::Error::Rustls(tls) => self.tls_message(&tls.to_string()),
@@ -372,9 +300,7 @@ fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, Credenti
         })
         .collect();
     if chain.is_empty() {
-        return Err(CredentialsError(
-            "the client certificate holds no PEM certificate".into(),
-        ));
+        return Err(CredentialsError("the client certificate holds no PEM certificate".into()));
     }
     let key = ureq::tls::PrivateKey::from_pem(key_pem.expose().as_bytes())
         .map_err(|_| CredentialsError("the client key is not a PEM private key".into()))?;

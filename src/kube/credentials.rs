@@ -83,8 +83,7 @@ fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, CredentialsError> {
 /// Reads a token file: surrounding white space is not part of the token.
 pub fn read_token(path: &Path) -> Result<Secret, CredentialsError> {
     let raw = read_file(path, "token file")?;
-    let token = String::from_utf8(raw)
-        .or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
+    let token = String::from_utf8(raw).or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
     let token = token.trim();
     if token.is_empty() {
         return fail(format!("token file {} is empty", path.display()));
@@ -110,11 +109,7 @@ fn check_ca(pem: &[u8], source: &str) -> Result<(), CredentialsError> {
 /// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
 /// finds them: `KUBERNETES_SERVICE_HOST` and `_PORT` (both required; an IPv6
 /// host is bracketed), and `token`, `ca.crt`, `namespace` in `sa_dir`.
-pub fn in_cluster(
-    host: Option<&str>,
-    port: Option<&str>,
-    sa_dir: &Path,
-) -> Result<Credentials, CredentialsError> {
+pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Result<Credentials, CredentialsError> {
     let (host, port) = match (host, port) {
         (Some(h), Some(p)) if !h.is_empty() && !p.is_empty() => (h, p),
         _ => {
@@ -125,15 +120,9 @@ pub fn in_cluster(
         }
     };
     if port.parse::<u16>().map_or(true, |p| p == 0) {
-        return fail(format!(
-            "KUBERNETES_SERVICE_PORT={port:?} is not a port number"
-        ));
+        return fail(format!("KUBERNETES_SERVICE_PORT={port:?} is not a port number"));
     }
-    let host = if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_string()
-    };
+    let host = if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_string() };
     let token_path = sa_dir.join("token");
     let initial = read_token(&token_path)?;
     let ca_path = sa_dir.join("ca.crt");
@@ -141,18 +130,13 @@ pub fn in_cluster(
     let ca_source = ca_path.display().to_string();
     check_ca(&ca_pem, &ca_source)?;
     // client-go treats the namespace file as optional; so do we.
-    let namespace = std::fs::read_to_string(sa_dir.join("namespace"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty());
+    let namespace =
+        std::fs::read_to_string(sa_dir.join("namespace")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     Ok(Credentials {
         server: format!("https://{host}:{port}"),
         ca_pem,
         ca_source,
-        auth: Auth::TokenFile {
-            path: token_path,
-            initial,
-        },
+        auth: Auth::TokenFile { path: token_path, initial },
         namespace,
     })
 }
@@ -160,10 +144,8 @@ pub fn in_cluster(
 /// Credentials from a kubeconfig file's current context.
 pub fn from_kubeconfig(path: &Path) -> Result<Credentials, CredentialsError> {
     let text = read_file(path, "kubeconfig")?;
-    let text = String::from_utf8(text)
-        .or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
-    let doc =
-        yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
+    let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
+    let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
     kubeconfig_credentials(&doc, base)
         .or_else(|CredentialsError(e)| fail(format!("kubeconfig {}: {e}", path.display())))
@@ -177,37 +159,29 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         _ => return fail("no current-context is set"),
     };
     let context = named(doc, "contexts", context_name, "context")?;
-    let cluster_name = str_field(context, "cluster")
-        .ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
+    let cluster_name =
+        str_field(context, "cluster").ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
     let cluster = named(doc, "clusters", cluster_name, "cluster")?;
     let user = match str_field(context, "user") {
         Some(u) if !u.is_empty() => Some(named(doc, "users", u, "user")?),
         _ => None,
     };
 
-    let server = str_field(cluster, "server")
-        .ok_or_else(|| err(format!("cluster {cluster_name:?} has no server")))?;
+    let server = str_field(cluster, "server").ok_or_else(|| err(format!("cluster {cluster_name:?} has no server")))?;
     let server = server.trim_end_matches('/');
     if !server.starts_with("https://") {
         return fail(format!(
             "cluster {cluster_name:?} server {server:?} is not https://: opstatus only talks to API servers over verified TLS"
         ));
     }
-    if cluster
-        .get("insecure-skip-tls-verify")
-        .and_then(Value::as_bool)
-        == Some(true)
-    {
+    if cluster.get("insecure-skip-tls-verify").and_then(Value::as_bool) == Some(true) {
         return fail(format!(
             "cluster {cluster_name:?} sets insecure-skip-tls-verify: opstatus always verifies TLS; give certificate-authority instead"
         ));
     }
     let (ca_pem, ca_source) = if let Some(data) = str_field(cluster, "certificate-authority-data") {
         let source = format!("certificate-authority-data of cluster {cluster_name:?}");
-        (
-            decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?,
-            source,
-        )
+        (decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?, source)
     } else if let Some(file) = str_field(cluster, "certificate-authority") {
         let path = base.join(file);
         (read_file(&path, "CA file")?, path.display().to_string())
@@ -228,9 +202,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         ca_pem,
         ca_source,
         auth,
-        namespace: str_field(context, "namespace")
-            .filter(|s| !s.is_empty())
-            .map(String::from),
+        namespace: str_field(context, "namespace").filter(|s| !s.is_empty()).map(String::from),
     })
 }
 
@@ -247,10 +219,7 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
     let key = pem_field(user, "client-key", base)?;
     match (cert, key) {
         (Some(cert_pem), Some(key_pem)) => {
-            return Ok(Auth::ClientCert {
-                cert_pem,
-                key_pem: Secret::new(String::from_utf8_lossy(&key_pem)),
-            });
+            return Ok(Auth::ClientCert { cert_pem, key_pem: Secret::new(String::from_utf8_lossy(&key_pem)) });
         }
         (Some(_), None) | (None, Some(_)) => {
             return fail("the user has only one of client-certificate and client-key");
@@ -269,9 +238,7 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
 
 fn pem_field(user: &Value, key: &str, base: &Path) -> Result<Option<Vec<u8>>, CredentialsError> {
     if let Some(data) = str_field(user, &format!("{key}-data")) {
-        return decode_base64(data)
-            .map(Some)
-            .ok_or_else(|| err(format!("{key}-data is not valid base64")));
+        return decode_base64(data).map(Some).ok_or_else(|| err(format!("{key}-data is not valid base64")));
     }
     match str_field(user, key) {
         Some(file) => read_file(&base.join(file), key).map(Some),
@@ -288,12 +255,7 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Finds `{name: NAME, FIELD: {...}}` in the list `list` and returns FIELD.
-fn named<'a>(
-    doc: &'a Value,
-    list: &str,
-    name: &str,
-    field: &str,
-) -> Result<&'a Value, CredentialsError> {
+fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a Value, CredentialsError> {
     doc.get(list)
         .and_then(Value::as_array)
         .into_iter()
@@ -348,8 +310,7 @@ mod tests {
         const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut s = String::new();
         for chunk in data.chunks(3) {
-            let n =
-                chunk.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b)) << (8 * (3 - chunk.len()));
+            let n = chunk.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b)) << (8 * (3 - chunk.len()));
             for i in 0..=chunk.len() {
                 s.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
             }
@@ -370,16 +331,7 @@ mod tests {
 
     #[test]
     fn base64_round_trips_and_rejects_garbage() {
-        for data in [
-            &b""[..],
-            b"f",
-            b"fo",
-            b"foo",
-            b"foob",
-            b"fooba",
-            b"foobar",
-            &[0, 255, 128, 7],
-        ] {
+        for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar", &[0, 255, 128, 7]] {
             assert_eq!(decode_base64(&encode_base64(data)).as_deref(), Some(data));
         }
         assert_eq!(decode_base64("Zm9v\nYmFy").as_deref(), Some(&b"foobar"[..]));
@@ -391,20 +343,13 @@ mod tests {
 
     #[test]
     fn kubeconfig_current_context_with_token() {
-        let c = kubeconfig_credentials(&kubeconfig(json!({"token": "s3cr3t"})), Path::new("/"))
-            .unwrap();
+        let c = kubeconfig_credentials(&kubeconfig(json!({"token": "s3cr3t"})), Path::new("/")).unwrap();
         assert_eq!(c.server, "https://10.0.0.1:6443");
         assert_eq!(c.namespace.as_deref(), Some("team-a"));
         assert_eq!(c.ca_pem, CA.as_bytes());
-        assert!(
-            c.ca_source
-                .contains("certificate-authority-data of cluster \"c1\"")
-        );
+        assert!(c.ca_source.contains("certificate-authority-data of cluster \"c1\""));
         assert!(matches!(&c.auth, Auth::Token(t) if t.expose() == "s3cr3t"));
-        assert!(
-            !format!("{c:?}").contains("s3cr3t"),
-            "Debug must redact the token"
-        );
+        assert!(!format!("{c:?}").contains("s3cr3t"), "Debug must redact the token");
     }
 
     #[test]
@@ -418,7 +363,11 @@ mod tests {
         assert!(
             matches!(&c.auth, Auth::TokenFile { initial, path } if initial.expose() == "tok-from-file" && path == &dir.join("tok"))
         );
-        let c = kubeconfig_credentials(&kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(b"KEY")})), &dir).unwrap();
+        let c = kubeconfig_credentials(
+            &kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(b"KEY")})),
+            &dir,
+        )
+        .unwrap();
         assert!(
             matches!(&c.auth, Auth::ClientCert { cert_pem, key_pem } if cert_pem == b"CERT" && key_pem.expose() == "KEY")
         );
@@ -429,10 +378,7 @@ mod tests {
     fn kubeconfig_errors_name_what_is_wrong() {
         let cases: Vec<(Value, &str)> = vec![
             (json!({}), "no current-context"),
-            (
-                json!({"current-context": "gone", "contexts": []}),
-                "context \"gone\" is not defined",
-            ),
+            (json!({"current-context": "gone", "contexts": []}), "context \"gone\" is not defined"),
             (
                 {
                     let mut k = kubeconfig(json!({}));
@@ -460,10 +406,7 @@ mod tests {
             (
                 {
                     let mut k = kubeconfig(json!({}));
-                    k["clusters"][0]["cluster"]
-                        .as_object_mut()
-                        .unwrap()
-                        .remove("certificate-authority-data");
+                    k["clusters"][0]["cluster"].as_object_mut().unwrap().remove("certificate-authority-data");
                     k
                 },
                 "no certificate-authority",
@@ -479,24 +422,14 @@ mod tests {
             (
                 {
                     let mut k = kubeconfig(json!({}));
-                    k["clusters"][0]["cluster"]["certificate-authority-data"] =
-                        json!(encode_base64(b"hello"));
+                    k["clusters"][0]["cluster"]["certificate-authority-data"] = json!(encode_base64(b"hello"));
                     k
                 },
                 "holds no PEM certificate",
             ),
-            (
-                kubeconfig(json!({"exec": {"command": "aws"}})),
-                "`exec` authentication is not supported",
-            ),
-            (
-                kubeconfig(json!({"client-certificate-data": encode_base64(b"C")})),
-                "only one of client-certificate",
-            ),
-            (
-                kubeconfig(json!({"tokenFile": "/nonexistent/tok"})),
-                "cannot read token file /nonexistent/tok",
-            ),
+            (kubeconfig(json!({"exec": {"command": "aws"}})), "`exec` authentication is not supported"),
+            (kubeconfig(json!({"client-certificate-data": encode_base64(b"C")})), "only one of client-certificate"),
+            (kubeconfig(json!({"tokenFile": "/nonexistent/tok"})), "cannot read token file /nonexistent/tok"),
         ];
         for (doc, needle) in cases {
             let e = kubeconfig_credentials(&doc, Path::new("/")).unwrap_err();
@@ -514,40 +447,14 @@ mod tests {
         let c = in_cluster(Some("fd00::1"), Some("443"), &dir).unwrap();
         assert_eq!(c.server, "https://[fd00::1]:443");
         assert_eq!(c.namespace.as_deref(), Some("ops"));
-        assert_eq!(
-            in_cluster(Some("10.96.0.1"), Some("443"), &dir)
-                .unwrap()
-                .server,
-            "https://10.96.0.1:443"
-        );
-        assert!(
-            in_cluster(Some("10.96.0.1"), None, &dir)
-                .unwrap_err()
-                .0
-                .contains("must both be set")
-        );
-        assert!(
-            in_cluster(Some("h"), Some("http"), &dir)
-                .unwrap_err()
-                .0
-                .contains("not a port number")
-        );
+        assert_eq!(in_cluster(Some("10.96.0.1"), Some("443"), &dir).unwrap().server, "https://10.96.0.1:443");
+        assert!(in_cluster(Some("10.96.0.1"), None, &dir).unwrap_err().0.contains("must both be set"));
+        assert!(in_cluster(Some("h"), Some("http"), &dir).unwrap_err().0.contains("not a port number"));
         std::fs::write(dir.join("token"), " \n").unwrap();
-        assert!(
-            in_cluster(Some("h"), Some("1"), &dir)
-                .unwrap_err()
-                .0
-                .contains("is empty")
-        );
+        assert!(in_cluster(Some("h"), Some("1"), &dir).unwrap_err().0.contains("is empty"));
         std::fs::remove_file(dir.join("token")).unwrap();
         let e = in_cluster(Some("h"), Some("1"), &dir).unwrap_err();
-        assert!(
-            e.0.starts_with(&format!(
-                "cannot read token file {}",
-                dir.join("token").display()
-            )),
-            "{e}"
-        );
+        assert!(e.0.starts_with(&format!("cannot read token file {}", dir.join("token").display())), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

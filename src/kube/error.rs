@@ -68,16 +68,8 @@ impl KubeError {
 impl fmt::Display for KubeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KubeError::Transport { message } | KubeError::Response { message } => {
-                f.write_str(message)
-            }
-            KubeError::Api {
-                code,
-                reason,
-                message,
-                action,
-                ..
-            } => {
+            KubeError::Transport { message } | KubeError::Response { message } => f.write_str(message),
+            KubeError::Api { code, reason, message, action, .. } => {
                 write!(f, "{code} {reason}")?;
                 if !message.is_empty() {
                     write!(f, ": {message}")?;
@@ -110,22 +102,12 @@ struct StatusBody {
 const EXCERPT: usize = 200;
 
 /// Builds the error for a non-2xx answer from its body.
-pub(crate) fn from_response(
-    code: u16,
-    body: &[u8],
-    action: &str,
-    retry_after: Option<Duration>,
-) -> KubeError {
+pub(crate) fn from_response(code: u16, body: &[u8], action: &str, retry_after: Option<Duration>) -> KubeError {
     let status: Option<StatusBody> = serde_json::from_slice(body).ok();
     let (reason, message) = match status {
-        Some(StatusBody {
-            kind: Some(kind),
-            reason,
-            message,
-        }) if kind == "Status" => (
-            reason.unwrap_or_else(|| reason_phrase(code).into()),
-            message.unwrap_or_default(),
-        ),
+        Some(StatusBody { kind: Some(kind), reason, message }) if kind == "Status" => {
+            (reason.unwrap_or_else(|| reason_phrase(code).into()), message.unwrap_or_default())
+        }
         _ => {
             // Not a Status (a proxy's HTML page, a truncated body): keep a
             // short, printable excerpt so the log line stays one line.
@@ -135,21 +117,11 @@ pub(crate) fn from_response(
                 .take(EXCERPT)
                 .collect();
             let text = text.trim();
-            let message = if text.is_empty() {
-                String::new()
-            } else {
-                format!("unexpected non-Status body: {text:?}")
-            };
+            let message = if text.is_empty() { String::new() } else { format!("unexpected non-Status body: {text:?}") };
             (reason_phrase(code).into(), message)
         }
     };
-    KubeError::Api {
-        code,
-        reason,
-        message,
-        action: action.to_string(),
-        retry_after,
-    }
+    KubeError::Api { code, reason, message, action: action.to_string(), retry_after }
 }
 
 fn reason_phrase(code: u16) -> &'static str {
@@ -197,9 +169,7 @@ mod tests {
         let body = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
         let e = from_response(401, body, ACTION, None);
         assert_eq!(e.kind(), "unauthorized");
-        assert!(e.to_string().starts_with(
-            "401 Unauthorized: Unauthorized (the API server rejected the credentials"
-        ));
+        assert!(e.to_string().starts_with("401 Unauthorized: Unauthorized (the API server rejected the credentials"));
     }
 
     #[test]
@@ -207,10 +177,7 @@ mod tests {
         let body = format!("<html>\n<body>{}</body></html>", "x".repeat(5000));
         let e = from_response(502, body.as_bytes(), ACTION, None);
         let text = e.to_string();
-        assert!(
-            text.starts_with("502 BadGateway: unexpected non-Status body: \"<html> <body>xxx"),
-            "{text}"
-        );
+        assert!(text.starts_with("502 BadGateway: unexpected non-Status body: \"<html> <body>xxx"), "{text}");
         assert!(!text.contains('\n') && text.len() < 300, "{text}");
         let e = from_response(503, b"", ACTION, Some(Duration::from_secs(5)));
         assert_eq!(e.to_string(), "503 ServiceUnavailable");
@@ -220,21 +187,11 @@ mod tests {
 
     #[test]
     fn kinds_are_a_small_fixed_set() {
-        for (code, kind) in [
-            (404, "not_found"),
-            (409, "conflict"),
-            (422, "invalid"),
-            (429, "throttled"),
-            (418, "client_error"),
-        ] {
+        for (code, kind) in
+            [(404, "not_found"), (409, "conflict"), (422, "invalid"), (429, "throttled"), (418, "client_error")]
+        {
             assert_eq!(from_response(code, b"{}", ACTION, None).kind(), kind);
         }
-        assert_eq!(
-            KubeError::Transport {
-                message: "x".into()
-            }
-            .kind(),
-            "transport"
-        );
+        assert_eq!(KubeError::Transport { message: "x".into() }.kind(), "transport");
     }
 }

@@ -68,11 +68,7 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
         if indent == 0 && trimmed.starts_with('%') {
             return Err(err(number, "YAML directives are not supported"));
         }
-        lines.push(Line {
-            number,
-            indent,
-            text: trimmed,
-        });
+        lines.push(Line { number, indent, text: trimmed });
     }
     if lines.is_empty() {
         return Ok(Value::Null);
@@ -87,10 +83,7 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
 }
 
 fn err(line: usize, message: impl Into<String>) -> YamlError {
-    YamlError {
-        line,
-        message: message.into(),
-    }
+    YamlError { line, message: message.into() }
 }
 
 struct Parser<'a> {
@@ -121,23 +114,14 @@ impl<'a> Parser<'a> {
 
     /// The value of a key or item whose inline part was empty: a nested
     /// block on the following lines, or null.
-    fn nested(
-        &mut self,
-        parent_indent: usize,
-        allow_same_indent_seq: bool,
-        depth: usize,
-    ) -> Result<Value, YamlError> {
+    fn nested(&mut self, parent_indent: usize, allow_same_indent_seq: bool, depth: usize) -> Result<Value, YamlError> {
         match self.lines.get(self.pos) {
             Some(next) if next.indent > parent_indent => {
                 let indent = next.indent;
                 self.block(indent, depth + 1)
             }
             // `key:\n- item` at the key's own indentation is a sequence value.
-            Some(next)
-                if allow_same_indent_seq
-                    && next.indent == parent_indent
-                    && is_sequence_item(next.text) =>
-            {
+            Some(next) if allow_same_indent_seq && next.indent == parent_indent && is_sequence_item(next.text) => {
                 self.sequence(parent_indent, depth + 1)
             }
             _ => Ok(Value::Null),
@@ -153,15 +137,11 @@ impl<'a> Parser<'a> {
             if line.indent > indent {
                 return Err(err(line.number, "unexpected indentation"));
             }
-            let (key, rest) =
-                split_key(line.text).ok_or_else(|| err(line.number, "expected `key: value`"))?;
+            let (key, rest) = split_key(line.text).ok_or_else(|| err(line.number, "expected `key: value`"))?;
             let key = key_text(key, line.number)?;
             self.pos += 1;
-            let value = if rest.is_empty() {
-                self.nested(indent, true, depth)?
-            } else {
-                scalar_or_flow(rest, line.number)?
-            };
+            let value =
+                if rest.is_empty() { self.nested(indent, true, depth)? } else { scalar_or_flow(rest, line.number)? };
             if map.insert(key.clone(), value).is_some() {
                 return Err(err(line.number, format!("duplicate key `{key}`")));
             }
@@ -186,11 +166,7 @@ impl<'a> Parser<'a> {
                 // `- key: v` / `- - v`: a compact block that starts on this
                 // line; its column is where `rest` starts.
                 let column = indent + (line.text.len() - rest.len());
-                self.lines[self.pos] = Line {
-                    number: line.number,
-                    indent: column,
-                    text: rest,
-                };
+                self.lines[self.pos] = Line { number: line.number, indent: column, text: rest };
                 items.push(self.block(column, depth + 1)?);
             } else {
                 self.pos += 1;
@@ -216,8 +192,7 @@ fn split_key(text: &str) -> Option<(&str, &str)> {
         close + 1
     } else {
         let bytes = text.as_bytes();
-        (0..bytes.len())
-            .find(|&i| bytes[i] == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' '))?
+        (0..bytes.len()).find(|&i| bytes[i] == b':' && (i + 1 == bytes.len() || bytes[i + 1] == b' '))?
     };
     let rest = text[key_end + 1..].trim_start();
     let rest = if rest.starts_with('#') { "" } else { rest };
@@ -264,10 +239,7 @@ fn scalar_or_flow(text: &str, line: usize) -> Result<Value, YamlError> {
 }
 
 fn unclosed(line: usize, close: char) -> YamlError {
-    err(
-        line,
-        format!("unclosed flow collection: expected `{close}` on the same line"),
-    )
+    err(line, format!("unclosed flow collection: expected `{close}` on the same line"))
 }
 
 struct Flow<'a> {
@@ -296,10 +268,7 @@ impl<'a> Flow<'a> {
             Some('[') => self.collection(']', depth),
             Some(q @ ('"' | '\'')) => self.quoted(q).map(Value::String),
             Some('|' | '>') => Err(err(self.line, "block scalars (| and >) are not supported")),
-            Some('&' | '*' | '!') => Err(err(
-                self.line,
-                "anchors, aliases and tags are not supported",
-            )),
+            Some('&' | '*' | '!') => Err(err(self.line, "anchors, aliases and tags are not supported")),
             _ => Ok(self.plain(in_flow)),
         }
     }
@@ -340,23 +309,15 @@ impl<'a> Flow<'a> {
             } else if self.rest().is_empty() {
                 return Err(unclosed(self.line, close));
             } else if !self.rest().starts_with(close) {
-                return Err(err(
-                    self.line,
-                    format!("expected `,` or `{close}` in a flow collection"),
-                ));
+                return Err(err(self.line, format!("expected `,` or `{close}` in a flow collection")));
             }
         }
-        Ok(if close == '}' {
-            Value::Object(map)
-        } else {
-            Value::Array(items)
-        })
+        Ok(if close == '}' { Value::Object(map) } else { Value::Array(items) })
     }
 
     fn quoted(&mut self, quote: char) -> Result<String, YamlError> {
         let rest = self.rest();
-        let close = closing_quote(rest, quote)
-            .ok_or_else(|| err(self.line, "unterminated quoted string"))?;
+        let close = closing_quote(rest, quote).ok_or_else(|| err(self.line, "unterminated quoted string"))?;
         let body = &rest[1..close];
         self.pos += close + 1;
         if quote == '\'' {
@@ -384,10 +345,7 @@ impl<'a> Flow<'a> {
                         .ok_or_else(|| err(self.line, format!("bad escape `\\u{hex}`")))?
                 }
                 other => {
-                    return Err(err(
-                        self.line,
-                        format!("unsupported escape `\\{}`", other.unwrap_or(' ')),
-                    ));
+                    return Err(err(self.line, format!("unsupported escape `\\{}`", other.unwrap_or(' '))));
                 }
             };
             out.push(escaped);
@@ -403,8 +361,7 @@ impl<'a> Flow<'a> {
             let at_comment = bytes[i] == b'#' && i > 0 && bytes[i - 1] == b' ';
             let at_flow_end = in_flow
                 && (matches!(bytes[i], b',' | b'}' | b']')
-                    || (bytes[i] == b':'
-                        && bytes.get(i + 1).is_none_or(|&b| b == b' ' || b == b',')));
+                    || (bytes[i] == b':' && bytes.get(i + 1).is_none_or(|&b| b == b' ' || b == b',')));
             if at_comment || at_flow_end {
                 end = i;
                 break;
@@ -475,10 +432,7 @@ users:
     #[test]
     fn reads_json_kubeconfigs() {
         let doc = "{\n \"current-context\": \"x\",\n \"contexts\": []\n}";
-        assert_eq!(
-            parse(doc).unwrap(),
-            json!({"current-context": "x", "contexts": []})
-        );
+        assert_eq!(parse(doc).unwrap(), json!({"current-context": "x", "contexts": []}));
     }
 
     #[test]
@@ -511,12 +465,7 @@ users:
     #[test]
     fn deep_nesting_is_refused_not_a_stack_overflow() {
         let doc = "[".repeat(10_000);
-        assert!(
-            parse(&format!("a: {doc}"))
-                .unwrap_err()
-                .message
-                .contains("too deep")
-        );
+        assert!(parse(&format!("a: {doc}")).unwrap_err().message.contains("too deep"));
         let mut block = String::new();
         for i in 0..200 {
             block.push_str(&format!("{}k{i}:\n", " ".repeat(i)));

@@ -26,12 +26,7 @@ pub struct StatusConfigMap {
 
 impl StatusConfigMap {
     pub fn object(&self) -> ObjectRef<'_> {
-        ObjectRef {
-            api: "/api/v1",
-            resource: "configmaps",
-            namespace: Some(&self.namespace),
-            name: &self.name,
-        }
+        ObjectRef { api: "/api/v1", resource: "configmaps", namespace: Some(&self.namespace), name: &self.name }
     }
 
     /// The apply body: the whole intent of this field manager.
@@ -72,10 +67,7 @@ mod tests {
 
     #[test]
     fn apply_body_carries_labels_and_only_the_status_key() {
-        let cm = StatusConfigMap {
-            namespace: "ops".into(),
-            name: "kube9-operator-status".into(),
-        };
+        let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
         let doc = StatusDocument {
             mode: Mode::Operated,
             tier: Tier::Free,
@@ -98,9 +90,6 @@ mod tests {
                 "data": {"status": doc.to_json()}
             })
         );
-        assert_eq!(
-            cm.object().path(),
-            "/api/v1/namespaces/ops/configmaps/kube9-operator-status"
-        );
+        assert_eq!(cm.object().path(), "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
     }
 }

@@ -43,22 +43,15 @@ impl ControlPlane {
             "could not start the real API server (run scripts/test.sh, which builds it):\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let mut cp = ControlPlane {
-            dir,
-            env: HashMap::new(),
-        };
+        let mut cp = ControlPlane { dir, env: HashMap::new() };
         cp.reload_env();
         cp
     }
 
     fn reload_env(&mut self) {
-        let text =
-            std::fs::read_to_string(self.dir.path().join("env")).expect("control plane env file");
-        self.env = text
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let text = std::fs::read_to_string(self.dir.path().join("env")).expect("control plane env file");
+        self.env =
+            text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
     }
 
     fn var(&self, key: &str) -> &str {
@@ -85,21 +78,12 @@ impl ControlPlane {
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut c = Command::new("kubectl");
         c.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
-        c.stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
+        c.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
         c.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = c.spawn().expect("kubectl");
         if let Some(input) = stdin {
             use std::io::Write;
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(input.as_bytes())
-                .unwrap();
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
         }
         child.wait_with_output().unwrap()
     }
@@ -111,11 +95,7 @@ impl ControlPlane {
 
     pub fn kubectl_stdin_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.kubectl(args, stdin);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "kubectl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -142,28 +122,17 @@ impl ControlPlane {
     pub fn token(&self, ns: &str, sa: &str) -> String {
         let body = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"audiences":["https://kubernetes.default.svc"],"expirationSeconds":600}}"#;
         let out = self.kubectl_stdin_ok(
-            &[
-                "create",
-                "--raw",
-                &format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"),
-                "-f",
-                "-",
-            ],
+            &["create", "--raw", &format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"), "-f", "-"],
             Some(body),
         );
         let v: Value = serde_json::from_str(&out).unwrap();
-        v["status"]["token"]
-            .as_str()
-            .expect("TokenRequest answer has a token")
-            .to_string()
+        v["status"]["token"].as_str().expect("TokenRequest answer has a token").to_string()
     }
 
     /// The ConfigMap's JSON, or `None` when it does not exist.
     pub fn configmap(&self, ns: &str, name: &str) -> Option<Value> {
         let out = self.kubectl(&["-n", ns, "get", "configmap", name, "-o", "json"], None);
-        out.status
-            .success()
-            .then(|| serde_json::from_slice(&out.stdout).unwrap())
+        out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
     }
 
     /// The parsed `status` document of a ConfigMap.
@@ -200,27 +169,14 @@ impl ControlPlane {
     }
 
     fn script_ok(&self, verb: &str) {
-        let out = Command::new(script())
-            .arg(verb)
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "control-plane.sh {verb}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = Command::new(script()).arg(verb).arg(self.dir.path()).stdin(Stdio::null()).output().unwrap();
+        assert!(out.status.success(), "control-plane.sh {verb}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
 impl Drop for ControlPlane {
     fn drop(&mut self) {
-        let _ = Command::new(script())
-            .arg("stop")
-            .arg(self.dir.path())
-            .stdin(Stdio::null())
-            .status();
+        let _ = Command::new(script()).arg("stop").arg(self.dir.path()).stdin(Stdio::null()).status();
     }
 }
 
@@ -244,14 +200,9 @@ pub fn release_bin() -> PathBuf {
     let bin = std::env::var_os("OPSTATUS_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(ROOT).join("target/release/opstatus"));
-    let built = std::fs::metadata(&bin)
-        .and_then(|m| m.modified())
-        .unwrap_or_else(|_| {
-            panic!(
-                "no release binary at {}: run `cargo build --release` (scripts/test.sh does)",
-                bin.display()
-            )
-        });
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).unwrap_or_else(|_| {
+        panic!("no release binary at {}: run `cargo build --release` (scripts/test.sh does)", bin.display())
+    });
     if std::env::var_os("OPSTATUS_BIN").is_none() {
         for source in newest_sources(&Path::new(ROOT).join("src")) {
             let changed = std::fs::metadata(&source).unwrap().modified().unwrap();
@@ -313,11 +264,7 @@ impl ControlPlane {
         let token = self.token(&namespace, "opstatus");
         let sa = ServiceAccountDir::new(&token, &self.ca_pem(), &namespace);
         let user = service_account_user(&namespace, "opstatus");
-        Deployed {
-            namespace,
-            sa,
-            user,
-        }
+        Deployed { namespace, sa, user }
     }
 
     /// The environment of opstatus running "as in a pod" for `d`.
@@ -329,11 +276,7 @@ impl ControlPlane {
 /// The path to `to` relative to the directory `from` (both absolute).
 fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
-    let common = from
-        .components()
-        .zip(to.components())
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = from.components().zip(to.components()).take_while(|(a, b)| a == b).count();
     let mut rel = PathBuf::new();
     for _ in from.components().skip(common) {
         rel.push("..");

@@ -25,10 +25,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub enum Fault {
     /// Answer with this status code and a `Status` body (and `Retry-After`).
-    Status {
-        code: u16,
-        retry_after: Option<String>,
-    },
+    Status { code: u16, retry_after: Option<String> },
     /// Answer with this status code and this raw body.
     Raw { code: u16, body: Vec<u8> },
     /// Read the request, then say nothing for this long and close.
@@ -78,14 +75,12 @@ impl FakeApiServer {
     pub fn start_with_pki(token: &str, pki: TestPki) -> FakeApiServer {
         let certs = vec![CertificateDer::from_pem_slice(pki.server_cert_pem.as_bytes()).unwrap()];
         let key = PrivateKeyDer::from_pem_slice(pki.server_key_pem.as_bytes()).unwrap();
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
         let tls = Arc::new(tls);
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let addr = listener.local_addr().unwrap();
@@ -103,13 +98,7 @@ impl FakeApiServer {
                 std::thread::spawn(move || serve_connection(conn, tls, st, sp));
             }
         });
-        FakeApiServer {
-            addr,
-            pki,
-            state,
-            stop,
-            accept_thread: Some(accept_thread),
-        }
+        FakeApiServer { addr, pki, state, stop, accept_thread: Some(accept_thread) }
     }
 
     pub fn port(&self) -> u16 {
@@ -146,20 +135,11 @@ impl FakeApiServer {
     }
 
     pub fn object(&self, namespace: &str, name: &str) -> Option<Value> {
-        self.state
-            .lock()
-            .unwrap()
-            .objects
-            .get(&(namespace.into(), name.into()))
-            .cloned()
+        self.state.lock().unwrap().objects.get(&(namespace.into(), name.into())).cloned()
     }
 
     pub fn put_object(&self, namespace: &str, name: &str, object: Value) {
-        self.state
-            .lock()
-            .unwrap()
-            .objects
-            .insert((namespace.into(), name.into()), object);
+        self.state.lock().unwrap().objects.insert((namespace.into(), name.into()), object);
     }
 
     /// The parsed `status` document of a ConfigMap.
@@ -180,12 +160,7 @@ impl Drop for FakeApiServer {
     }
 }
 
-fn serve_connection(
-    tcp: TcpStream,
-    tls: Arc<rustls::ServerConfig>,
-    state: Arc<Mutex<State>>,
-    stop: Arc<AtomicBool>,
-) {
+fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
     let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
     let Ok(conn) = rustls::ServerConnection::new(tls) else {
         return;
@@ -214,11 +189,7 @@ fn serve_connection(
                 r.retry_after = retry_after;
                 r
             }
-            Some(Fault::Raw { code, body }) => Response {
-                code,
-                body,
-                retry_after: None,
-            },
+            Some(Fault::Raw { code, body }) => Response { code, body, retry_after: None },
             None => handle(&request, &mut state.lock().unwrap()),
         };
         if write_response(stream.get_mut(), &response).is_err() {
@@ -259,15 +230,7 @@ fn read_request(stream: &mut impl BufRead) -> Option<Recorded> {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (target, String::new()),
     };
-    Some(Recorded {
-        method,
-        path,
-        query,
-        content_type,
-        authorization,
-        body,
-        at: Instant::now(),
-    })
+    Some(Recorded { method, path, query, content_type, authorization, body, at: Instant::now() })
 }
 
 struct Response {
@@ -277,11 +240,8 @@ struct Response {
 }
 
 fn write_response(stream: &mut impl Write, r: &Response) -> std::io::Result<()> {
-    let mut head = format!(
-        "HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-        r.code,
-        r.body.len()
-    );
+    let mut head =
+        format!("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", r.code, r.body.len());
     if let Some(ra) = &r.retry_after {
         head += &format!("Retry-After: {ra}\r\n");
     }
@@ -308,26 +268,15 @@ fn reason(code: u16) -> &'static str {
 fn status_response(code: u16, message: &str) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                       "message": message, "reason": reason(code), "code": code});
-    Response {
-        code,
-        body: body.to_string().into_bytes(),
-        retry_after: None,
-    }
+    Response { code, body: body.to_string().into_bytes(), retry_after: None }
 }
 
 fn json_response(code: u16, v: &Value) -> Response {
-    Response {
-        code,
-        body: v.to_string().into_bytes(),
-        retry_after: None,
-    }
+    Response { code, body: v.to_string().into_bytes(), retry_after: None }
 }
 
 fn handle(r: &Recorded, s: &mut State) -> Response {
-    let token = r
-        .authorization
-        .as_deref()
-        .and_then(|a| a.strip_prefix("Bearer "));
+    let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
     if !token.is_some_and(|t| s.tokens.contains(t)) {
         return status_response(401, "Unauthorized");
     }
@@ -349,17 +298,14 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
                 return status_response(400, "error decoding YAML/JSON");
             };
             if intent["metadata"]["name"] != json!(name) || intent["kind"] != json!("ConfigMap") {
-                return status_response(
-                    400,
-                    "the name or kind of the object does not match the request",
-                );
+                return status_response(400, "the name or kind of the object does not match the request");
             }
             s.resource_version += 1;
             let rv = s.resource_version.to_string();
             let created = !s.objects.contains_key(&key);
-            let obj = s.objects.entry(key).or_insert_with(|| {
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}})
-            });
+            let obj = s.objects.entry(key).or_insert_with(
+                || json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}}),
+            );
             // Apply merges this manager's fields into the object, keeping
             // fields other managers own.
             for section in ["labels", "annotations"] {

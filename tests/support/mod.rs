@@ -28,8 +28,7 @@ impl TempDir {
     pub fn new(label: &str) -> TempDir {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("opstatus-test-{label}-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("opstatus-test-{label}-{}-{n}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
@@ -78,26 +77,14 @@ pub fn pod_env(port: u16, sa: &ServiceAccountDir) -> Vec<(String, String)> {
     vec![
         ("KUBERNETES_SERVICE_HOST".into(), "127.0.0.1".into()),
         ("KUBERNETES_SERVICE_PORT".into(), port.to_string()),
-        (
-            "OPSTATUS_SERVICE_ACCOUNT_DIR".into(),
-            sa.path().display().to_string(),
-        ),
+        ("OPSTATUS_SERVICE_ACCOUNT_DIR".into(), sa.path().display().to_string()),
     ]
 }
 
 /// Runs opstatus to completion with exactly `env` (nothing inherited, so a
 /// developer's KUBECONFIG cannot leak in), bounded by `timeout`.
-pub fn run_to_end(
-    bin: &Path,
-    args: &[&str],
-    env: &[(String, String)],
-    timeout: Duration,
-) -> Output {
-    let mut child = command(bin, args, env)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+pub fn run_to_end(bin: &Path, args: &[&str], env: &[(String, String)], timeout: Duration) -> Output {
+    let mut child = command(bin, args, env).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let deadline = Instant::now() + timeout;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
@@ -111,10 +98,7 @@ pub fn run_to_end(
 
 fn command(bin: &Path, args: &[&str], env: &[(String, String)]) -> Command {
     let mut c = Command::new(bin);
-    c.args(args)
-        .env_clear()
-        .env("HOME", "/nonexistent")
-        .env("RUST_LOG", "info");
+    c.args(args).env_clear().env("HOME", "/nonexistent").env("RUST_LOG", "info");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -133,11 +117,7 @@ impl RunningAgent {
     pub fn start(bin: &Path, args: &[&str], env: &[(String, String)]) -> RunningAgent {
         let log = TempDir::new("log");
         let file = fs::File::create(log.path().join("stderr")).unwrap();
-        let child = command(bin, args, env)
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .unwrap();
+        let child = command(bin, args, env).stdout(Stdio::null()).stderr(file).spawn().unwrap();
         RunningAgent { child, log }
     }
 
@@ -156,11 +136,7 @@ impl RunningAgent {
 
     /// Sends `signal` (e.g. "TERM") to the process by PID.
     pub fn signal(&self, signal: &str) {
-        let ok = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .status()
-            .unwrap();
+        let ok = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status().unwrap();
         assert!(ok.success(), "kill -{signal} {}", self.pid());
     }
 
@@ -190,11 +166,7 @@ impl Drop for RunningAgent {
 }
 
 /// Polls `check` every `every` until it returns `Some` or `timeout` passes.
-pub fn wait_for<T>(
-    timeout: Duration,
-    every: Duration,
-    mut check: impl FnMut() -> Option<T>,
-) -> Option<T> {
+pub fn wait_for<T>(timeout: Duration, every: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = check() {
