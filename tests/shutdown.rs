@@ -4,7 +4,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::fake_apiserver::FakeApiServer;
+use support::fake_apiserver::{FakeApiServer, Fault};
 use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-shutdown-tests";
@@ -25,4 +25,41 @@ fn sigterm_and_sigint_exit_0_within_two_seconds() {
         assert_eq!(status.code(), Some(0), "SIG{signal}");
         assert!(agent.stderr().contains("Shutting down"), "{}", agent.stderr());
     }
+}
+
+#[test]
+fn the_final_status_says_shutting_down_unless_disabled() {
+    for (flag, published) in [(None, true), (Some("--no-final-status"), false)] {
+        let server = FakeApiServer::start(TOKEN);
+        let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+        let mut args = vec!["run", "--interval", "60s"];
+        args.extend(flag);
+        let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
+        wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"))
+            .expect("first write");
+        agent.signal("TERM");
+        assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0));
+        let doc = server.status_document("ops", "kube9-operator-status").unwrap();
+        let last = (doc["health"].as_str().unwrap(), doc["error"].as_str());
+        match published {
+            true => assert_eq!(last, ("unhealthy", Some("Shutting down"))),
+            false => assert_eq!(last, ("healthy", None)),
+        }
+    }
+}
+
+#[test]
+fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));
+    let mut agent = RunningAgent::start(&opstatus_bin(), &["run"], &pod_env(server.port(), &sa));
+    wait_for(Duration::from_secs(10), Duration::from_millis(20), || (!server.requests().is_empty()).then_some(()))
+        .expect("the first write is in flight");
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    agent.signal("TERM");
+    let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
+    assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
+    assert_eq!(status.code(), Some(0));
 }

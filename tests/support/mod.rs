@@ -8,6 +8,7 @@
 
 pub mod control_plane;
 pub mod fake_apiserver;
+pub mod http;
 pub mod pki;
 
 use std::fs;
