@@ -25,6 +25,10 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(3);
 const RECV_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 const RECV_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// ureq's read and write buffers, and the response-header cap (Kubernetes
+/// answers carry a few hundred bytes of headers).
+const IO_BUFFER: usize = 16 * 1024;
+
 /// A namespaced (or cluster-scoped) object addressed by resource and name.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectRef<'a> {
@@ -108,6 +112,12 @@ impl Client {
             .timeout_send_body(Some(SEND_TIMEOUT))
             .timeout_recv_response(Some(RECV_RESPONSE_TIMEOUT))
             .timeout_recv_body(Some(RECV_BODY_TIMEOUT))
+            // ureq zero-fills its buffers for every request; at the default
+            // 128 KiB that was half of opstatus's CPU per heartbeat. A
+            // request is ~1.5 KB and bodies stream through the buffer.
+            .input_buffer_size(IO_BUFFER)
+            .output_buffer_size(IO_BUFFER)
+            .max_response_header_size(IO_BUFFER)
             .build()
             .new_agent();
         Ok(Client { agent, server: creds.server.clone(), ca_source: creds.ca_source.clone(), token })
