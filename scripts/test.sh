@@ -3,13 +3,15 @@
 # installs what it needs (Debian packages; the kube-apiserver build, cached
 # outside the repository), then runs formatting and lint checks, the unit
 # and integration tests, and the end-to-end tests against the real API
-# server. The end-to-end tests drive the release binary, so it is built
-# first. A missing API server fails the end-to-end tests; nothing is skipped.
+# server. The end-to-end tests drive the release binary and the static one
+# (the scratch check), so both are built first. A missing API server fails
+# the end-to-end tests; nothing is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/control-plane.sh build >/dev/null
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
+scripts/static-build.sh >/dev/null
 
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings

@@ -194,25 +194,37 @@ pub fn service_account_user(ns: &str, sa: &str) -> String {
 }
 
 /// The release binary the end-to-end tests drive, as users run it
-/// (`OPSTATUS_BIN` overrides). Fails when it is missing or older than the
-/// sources: a stale binary would test yesterday's code.
+/// (`OPSTATUS_BIN` overrides).
 pub fn release_bin() -> PathBuf {
-    let bin = std::env::var_os("OPSTATUS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(ROOT).join("target/release/opstatus"));
-    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).unwrap_or_else(|_| {
-        panic!("no release binary at {}: run `cargo build --release` (scripts/test.sh does)", bin.display())
-    });
-    if std::env::var_os("OPSTATUS_BIN").is_none() {
-        for source in newest_sources(&Path::new(ROOT).join("src")) {
-            let changed = std::fs::metadata(&source).unwrap().modified().unwrap();
-            assert!(
-                changed <= built,
-                "{} is older than {}: run `cargo build --release` (scripts/test.sh does)",
-                bin.display(),
-                source.display()
-            );
-        }
+    match std::env::var_os("OPSTATUS_BIN") {
+        Some(bin) => PathBuf::from(bin),
+        None => fresh_build("target/release/opstatus", "cargo build --release"),
+    }
+}
+
+/// The static (musl) release binary, as the scratch image holds it.
+pub fn static_bin() -> PathBuf {
+    fresh_build(
+        "target/x86_64-unknown-linux-musl/release/opstatus",
+        "cargo build --release --target x86_64-unknown-linux-musl",
+    )
+}
+
+/// A built binary under the project; fails when it is missing or older than
+/// the sources: a stale binary would test yesterday's code.
+fn fresh_build(relative: &str, how: &str) -> PathBuf {
+    let bin = Path::new(ROOT).join(relative);
+    let built = std::fs::metadata(&bin)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|_| panic!("no binary at {}: run `{how}` (scripts/test.sh does)", bin.display()));
+    for source in newest_sources(&Path::new(ROOT).join("src")) {
+        let changed = std::fs::metadata(&source).unwrap().modified().unwrap();
+        assert!(
+            changed <= built,
+            "{} is older than {}: run `{how}` (scripts/test.sh does)",
+            bin.display(),
+            source.display()
+        );
     }
     bin
 }
