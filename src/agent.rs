@@ -15,8 +15,10 @@
 //! then, not the outage that just ended: the document describes the present.
 
 use crate::backoff::{Backoff, Jitter};
+use crate::config::{MAX_INTERVAL, MIN_INTERVAL};
 use crate::kube::{Client, KubeError};
 use crate::metrics::Metrics;
+use crate::pro_tier::{ProTier, ProView};
 use crate::ready_file;
 use crate::serve::{Shared, Snapshot};
 use crate::shutdown::Shutdown;
@@ -52,14 +54,16 @@ pub struct Agent {
     client: Client,
     config: AgentConfig,
     watches: Watches,
+    /// The API key and registration; `None` when no key source is set.
+    pro: Option<ProTier>,
     backoff: Backoff,
     jitter: Jitter,
     /// Why the last status write failed; `None` after a success.
     write_error: Option<String>,
     /// Why the operator itself is not well (a watch failed).
     operator_problem: Option<String>,
-    /// The health and reason of the last status written.
-    published: Option<Verdict>,
+    /// The last status written, without its timestamp.
+    published: Option<StatusDocument>,
     /// The last readiness-file error logged, so a broken mount is reported
     /// once, not every tick.
     ready_file_error: Option<String>,
@@ -67,7 +71,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(client: Client, config: AgentConfig, watches: Watches) -> Agent {
+    pub fn new(client: Client, config: AgentConfig, watches: Watches, pro: Option<ProTier>) -> Agent {
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
@@ -82,6 +86,7 @@ impl Agent {
             backoff: Backoff::new(BACKOFF_BASE, config.interval),
             config,
             watches,
+            pro,
             jitter: Jitter::from_os(),
             write_error: None,
             operator_problem: None,
@@ -97,12 +102,41 @@ impl Agent {
     }
 
     fn health_inputs(&self, status_write_error: Option<&str>) -> Verdict {
+        let pro = self.pro_view();
         evaluate_health(&HealthInputs {
             status_write_error,
+            config_error: pro.config_error,
             operator_problem: self.operator_problem.as_deref(),
             operator_problem_critical: self.config.watch_critical,
+            api_key_configured: pro.key_configured,
+            registered: pro.registered,
+            registration_failures: pro.registration_failures,
+            registration_error: pro.registration_error,
             ..HealthInputs::default()
         })
+    }
+
+    fn pro_view(&self) -> ProView<'_> {
+        match &self.pro {
+            Some(pro) => pro.view(),
+            None => ProView {
+                mode: Mode::Operated,
+                tier: Tier::Free,
+                registered: false,
+                cluster_id: None,
+                key_configured: false,
+                config_error: None,
+                registration_failures: 0,
+                registration_error: None,
+            },
+        }
+    }
+
+    /// The heartbeat: kube9-server's `statusUpdateIntervalSeconds` while
+    /// registered (within the allowed range), else `--interval`.
+    fn interval(&self) -> Duration {
+        let asked = self.pro.as_ref().and_then(ProTier::status_interval);
+        asked.map_or(self.config.interval, |d| d.clamp(MIN_INTERVAL, MAX_INTERVAL))
     }
 
     /// The health as the agent sees it now, write failures included.
@@ -117,21 +151,32 @@ impl Agent {
     }
 
     fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
+        let pro = self.pro_view();
         StatusDocument {
-            mode: Mode::Operated,
-            tier: Tier::Free,
+            mode: pro.mode,
+            tier: pro.tier,
             version: self.config.operator_version.clone(),
             health: verdict.health,
             last_update: format_rfc3339(now),
-            registered: false,
+            registered: pro.registered,
             error: verdict.error,
             namespace: self.config.target.namespace.clone(),
-            cluster_id: None,
+            cluster_id: pro.cluster_id.map(String::from),
         }
     }
 
-    /// Checks the watched signals.
+    /// The status as it would be written now, without its timestamp: what
+    /// a change is measured against (health, reason, mode, tier,
+    /// registration, clusterId).
+    fn content(&self) -> StatusDocument {
+        StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
+    }
+
+    /// Checks the watched signals, the API key, and registers when due.
     pub fn check(&mut self) {
+        if let Some(pro) = &mut self.pro {
+            pro.check(&mut self.client, Instant::now());
+        }
         if self.watches.is_empty() {
             return;
         }
@@ -170,7 +215,7 @@ impl Agent {
                     );
                 }
                 self.backoff.reset();
-                self.published = Some(verdict);
+                self.published = Some(StatusDocument { last_update: String::new(), ..doc.clone() });
                 log::info!(
                     "Status updated: mode={}, tier={}, health={}, registered={}",
                     doc.mode.as_str(),
@@ -227,16 +272,17 @@ impl Agent {
             let now = Instant::now();
             if now >= next_check {
                 self.check();
-                next_check = now + self.config.check_interval;
+                next_check = now + self.config.check_interval.min(self.interval());
             }
-            // A change is published at once, unless writes are failing: then
-            // it goes out with the next retry, on the backoff schedule.
-            let changed = self.published.as_ref() != Some(&self.publishable());
+            // A change (anything but the timestamp) is published at once,
+            // unless writes are failing: then it goes out with the next
+            // retry, on the backoff schedule.
+            let changed = self.published.as_ref() != Some(&self.content());
             if now >= next_write || (changed && self.write_error.is_none()) {
                 next_write = match self.heartbeat() {
                     // Scheduled from the attempt's start, so the cadence does
                     // not drift by the request's duration.
-                    Ok(()) => now + self.config.interval,
+                    Ok(()) => now + self.interval(),
                     Err(e) => {
                         let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
                         log::warn!(

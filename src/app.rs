@@ -4,6 +4,7 @@
 use crate::agent::{Agent, AgentConfig};
 use crate::cluster::{Connection, connect};
 use crate::config::{OutputFormat, Settings};
+use crate::pro_tier;
 use crate::reader;
 use crate::ready_file;
 use crate::serve;
@@ -43,9 +44,17 @@ impl fmt::Display for Failure {
 }
 
 fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
-    let Connection { client, namespace, source } =
+    let Connection { client, namespace, source, cluster_identifier } =
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
+    let pro = pro_tier::from_settings(
+        settings.api_key.clone(),
+        &settings.server_url,
+        settings.server_ca_file.as_deref(),
+        cluster_identifier,
+        settings.operator_version.clone(),
+    )
+    .map_err(Failure::Config)?;
     let config = AgentConfig {
         target: StatusConfigMap { namespace, name: settings.configmap.clone() },
         interval: settings.interval,
@@ -56,7 +65,7 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         final_status: settings.final_status,
     };
     let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
-    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file)))
+    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro))
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.

@@ -12,6 +12,8 @@ pub struct Connection {
     pub namespace: String,
     /// Where the credentials came from, for the start-up log line.
     pub source: String,
+    /// The kube9 cluster identifier (from the cluster CA).
+    pub cluster_identifier: String,
 }
 
 /// Picks credentials the way client-go does: an explicit kubeconfig
@@ -24,7 +26,8 @@ pub fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Res
     if let Err(why) = crate::config::check_dns_label(&namespace) {
         return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
-    Ok(Connection { client: Client::new(&creds)?, namespace, source })
+    let cluster_identifier = crate::kube9::cluster_identifier(&creds.ca_pem, &creds.server);
+    Ok(Connection { client: Client::new(&creds)?, namespace, source, cluster_identifier })
 }
 
 fn load_credentials(

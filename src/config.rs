@@ -6,6 +6,8 @@
 //! touches the network or the file system: files are checked when the
 //! credentials are loaded, still before any request.
 
+use crate::kube::Secret;
+use crate::kube9::ApiKeySource;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,6 +72,10 @@ pub struct Settings {
     pub watch_max_age: Duration,
     /// Publish `unhealthy` / "Shutting down" on SIGTERM.
     pub final_status: bool,
+    /// Where the kube9 API key comes from (file first, then variable).
+    pub api_key: ApiKeySource,
+    pub server_url: String,
+    pub server_ca_file: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,7 +223,32 @@ const FLAGS: &[Flag] = &[
         default: "false",
         help: "On SIGTERM, do not publish the final unhealthy \"Shutting down\" status.",
     },
+    Flag {
+        name: "--api-key-file",
+        env: "OPSTATUS_API_KEY_FILE",
+        kind: Kind::Value,
+        default: "none (then KUBE9_API_KEY)",
+        help: "The kube9 API key, e.g. a mounted Secret; re-read on every check, so adding or removing it needs no restart.",
+    },
+    Flag {
+        name: "--server-url",
+        env: "KUBE9_SERVER_URL",
+        kind: Kind::Value,
+        default: crate::kube9::DEFAULT_SERVER_URL,
+        help: "kube9-server, for registration (pro tier); http:// only when you mean it.",
+    },
+    Flag {
+        name: "--server-ca-file",
+        env: "OPSTATUS_SERVER_CA_FILE",
+        kind: Kind::Value,
+        default: "the system CA bundle",
+        help: "CA bundle that kube9-server's certificate must chain to.",
+    },
 ];
+
+/// The API key's variable. Never a flag: command lines are visible to
+/// every process on the node.
+pub const API_KEY_ENV: &str = "KUBE9_API_KEY";
 
 /// The `--help` text: every flag with its variable and default.
 pub fn help_text() -> String {
@@ -243,6 +274,8 @@ pub fn help_text() -> String {
     }
     s.push_str(
         "  -h, --help       Print this help\n  -V, --version    Print the version\n\n\
+         KUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
+         The kube9 API key when --api-key-file gives none; it is never logged or published.\n\n\
          Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n\
          Logs go to stderr; RUST_LOG sets the level (default info).\n",
     );
@@ -347,6 +380,9 @@ fn defaults() -> Settings {
         watch_file: None,
         watch_max_age: DEFAULT_WATCH_MAX_AGE,
         final_status: true,
+        api_key: ApiKeySource { file: None, env: None },
+        server_url: crate::kube9::DEFAULT_SERVER_URL.into(),
+        server_ca_file: None,
     }
 }
 
@@ -482,6 +518,20 @@ fn settings_from(
         s.watch_max_age = d;
     }
     s.final_status = !raw.switch("--no-final-status")?;
+    if let Some((v, _)) = raw.one("--api-key-file")? {
+        s.api_key.file = Some(v.into());
+    }
+    // An empty variable means no key, as an unset one does.
+    s.api_key.env = env(API_KEY_ENV).filter(|k| !k.trim().is_empty()).map(Secret::new);
+    if let Some((v, source)) = raw.one("--server-url")? {
+        if !v.starts_with("https://") && !v.starts_with("http://") {
+            return Err(UsageError(format!("{source}: {v:?} must start with https:// (or http:// to mean it)")));
+        }
+        s.server_url = v;
+    }
+    if let Some((v, _)) = raw.one("--server-ca-file")? {
+        s.server_ca_file = Some(v.into());
+    }
     Ok(s)
 }
 

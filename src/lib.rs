@@ -22,6 +22,9 @@
 //! | [`watch`] | the operator's own health: watched URLs and heartbeat file |
 //! | [`serve`] | the probe and metrics endpoint (its own thread) |
 //! | [`metrics`] | Prometheus text format |
+//! | [`registration`] | the kube9-server registration state machine (pure) |
+//! | [`kube9`] | the kube9-server client, the API key, the cluster identifier |
+//! | [`pro_tier`] | the pro tier at run time: key watching and registration |
 //! | [`ready_file`] | the readiness file and `opstatus probe` (pure check) |
 //! | [`reader`] | interpreting a published status as kube9 readers do (pure) |
 //! | [`shutdown`] | SIGTERM / SIGINT: wake the loop, bound the shutdown |
@@ -37,10 +40,13 @@ pub mod backoff;
 pub mod cluster;
 pub mod config;
 pub mod kube;
+pub mod kube9;
 pub mod logging;
 pub mod metrics;
+pub mod pro_tier;
 pub mod reader;
 pub mod ready_file;
+pub mod registration;
 pub mod serve;
 pub mod shutdown;
 pub mod sinks;

@@ -83,6 +83,43 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "-o: \"yaml\" is not an output format (text or json)",
     },
+    Case {
+        args: &["--server-url", "api.kube9.dev"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-url: \"api.kube9.dev\" must start with https://",
+    },
+    Case {
+        args: &["once", "--api-key-file", "/run/key", "--server-ca-file", "/nonexistent/ca.pem"],
+        env: &[],
+        sa_files: &[],
+        expect: "cannot read --server-ca-file /nonexistent/ca.pem",
+    },
+    Case {
+        args: &["once", "--server-ca-file", "/etc/hostname"],
+        env: &[("KUBE9_API_KEY", "kdy_x_y")],
+        sa_files: &[],
+        expect: "CA bundle /etc/hostname holds no PEM certificate",
+    },
+    Case { args: &["probe"], env: &[], sa_files: &[], expect: "probe needs --ready-file (or OPSTATUS_READY_FILE)" },
+    Case {
+        args: &["--listen", "localhost:8090"],
+        env: &[],
+        sa_files: &[],
+        expect: "--listen: \"localhost:8090\" is not IP:PORT or :PORT",
+    },
+    Case {
+        args: &["--watch-url", "https://127.0.0.1:8443/healthz"],
+        env: &[],
+        sa_files: &[],
+        expect: "must start with http://",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_WATCH_CRITICAL", "sometimes")],
+        sa_files: &[],
+        expect: "OPSTATUS_WATCH_CRITICAL: \"sometimes\" is not true or false",
+    },
 ];
 
 #[test]

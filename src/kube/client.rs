@@ -7,6 +7,8 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use ureq::http::HeaderValue;
+use ureq::http::header::AUTHORIZATION;
 use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
@@ -57,10 +59,28 @@ impl ObjectRef<'_> {
     }
 }
 
+/// A bearer token with its `Authorization` header, built once. A bound
+/// service-account token is ~1 KB, and validating it into a header on every
+/// request was a measurable share of a heartbeat's CPU. The header is marked
+/// sensitive, so the HTTP stack never prints it.
+struct Bearer {
+    token: Secret,
+    header: HeaderValue,
+}
+
+impl Bearer {
+    fn new(token: Secret) -> Result<Bearer, String> {
+        let mut header = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+            .map_err(|_| "the token holds characters that cannot be sent in an HTTP header".to_string())?;
+        header.set_sensitive(true);
+        Ok(Bearer { token, header })
+    }
+}
+
 enum Token {
     None,
-    Static(Secret),
-    File { path: PathBuf, current: Secret, read_at: Instant },
+    Static(Bearer),
+    File { path: PathBuf, current: Bearer, read_at: Instant },
 }
 
 /// A client for one API server. Not `Clone`: it owns the token state.
@@ -89,9 +109,11 @@ impl Client {
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
         let mut token = Token::None;
         match &creds.auth {
-            Auth::Token(t) => token = Token::Static(t.clone()),
+            Auth::Token(t) => token = Token::Static(Bearer::new(t.clone()).map_err(CredentialsError)?),
             Auth::TokenFile { path, initial } => {
-                token = Token::File { path: path.clone(), current: initial.clone(), read_at: Instant::now() };
+                let current = Bearer::new(initial.clone())
+                    .map_err(|why| CredentialsError(format!("token file {}: {why}", path.display())))?;
+                token = Token::File { path: path.clone(), current, read_at: Instant::now() };
             }
             Auth::ClientCert { cert_pem, key_pem } => tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?)),
             Auth::Anonymous => {}
@@ -154,8 +176,14 @@ impl Client {
 
     /// GET an object's JSON; `None` when it does not exist (404).
     pub fn get(&mut self, object: &ObjectRef<'_>) -> Result<Option<Vec<u8>>, KubeError> {
-        let url = format!("{}{}", self.server, object.path());
-        let request = Request { method: Method::Get, url: &url, action: &object.action("get") };
+        self.get_path(&object.path(), &object.action("get"))
+    }
+
+    /// GET any API path (`/version`, a list with a query); `None` on 404.
+    /// `action` says what it is for error messages (`list nodes`).
+    pub fn get_path(&mut self, path: &str, action: &str) -> Result<Option<Vec<u8>>, KubeError> {
+        let url = format!("{}{path}", self.server);
+        let request = Request { method: Method::Get, url: &url, action };
         match self.send(request, true) {
             Ok(body) => Ok(Some(body)),
             Err(e) if e.code() == Some(404) => Ok(None),
@@ -177,13 +205,13 @@ impl Client {
     fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         let authorization = match &self.token {
             Token::None => None,
-            Token::Static(t) | Token::File { current: t, .. } => Some(format!("Bearer {}", t.expose())),
+            Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
         };
         let result = match request.method {
             Method::Get => {
                 let mut r = self.agent.get(request.url).header("Accept", "application/json");
                 if let Some(a) = &authorization {
-                    r = r.header("Authorization", a);
+                    r = r.header(AUTHORIZATION, a.clone());
                 }
                 r.call()
             }
@@ -194,7 +222,7 @@ impl Client {
                     .header("Accept", "application/json")
                     .header("Content-Type", "application/apply-patch+yaml");
                 if let Some(a) = &authorization {
-                    r = r.header("Authorization", a);
+                    r = r.header(AUTHORIZATION, a.clone());
                 }
                 r.send(body)
             }
@@ -236,13 +264,16 @@ impl Client {
             return false;
         };
         *read_at = Instant::now();
-        match read_token(path) {
-            Ok(fresh) if &fresh != current => {
+        match read_token(path)
+            .map_err(|e| e.to_string())
+            .and_then(|fresh| if fresh == current.token { Ok(None) } else { Bearer::new(fresh).map(Some) })
+        {
+            Ok(Some(fresh)) => {
                 *current = fresh;
                 log::info!("Reloaded the changed token from {}", path.display());
                 true
             }
-            Ok(_) => false,
+            Ok(None) => false,
             Err(e) => {
                 log::warn!("Keeping the previous token: {e}");
                 false

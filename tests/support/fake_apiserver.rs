@@ -9,17 +9,13 @@
 //! token is 401; errors are `kind: Status` bodies. It listens on 127.0.0.1
 //! only and stops when dropped.
 
+use super::https::{HttpsServer, Recorded, Reply, Response};
 use super::pki::{self, TestPki};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What to do with the next request instead of serving it.
 #[derive(Clone, Debug)]
@@ -32,18 +28,6 @@ pub enum Fault {
     Hang(Duration),
     /// Read the request, then close the connection without an answer.
     Close,
-}
-
-/// A request as the server saw it.
-#[derive(Clone, Debug)]
-pub struct Recorded {
-    pub method: String,
-    pub path: String,
-    pub query: String,
-    pub content_type: Option<String>,
-    pub authorization: Option<String>,
-    pub body: Vec<u8>,
-    pub at: Instant,
 }
 
 #[derive(Default)]
@@ -61,8 +45,7 @@ pub struct FakeApiServer {
     pub addr: SocketAddr,
     pub pki: TestPki,
     state: Arc<Mutex<State>>,
-    stop: Arc<AtomicBool>,
-    accept_thread: Option<JoinHandle<()>>,
+    _server: HttpsServer,
 }
 
 impl FakeApiServer {
@@ -73,32 +56,29 @@ impl FakeApiServer {
     }
 
     pub fn start_with_pki(token: &str, pki: TestPki) -> FakeApiServer {
-        let certs = vec![CertificateDer::from_pem_slice(pki.server_cert_pem.as_bytes()).unwrap()];
-        let key = PrivateKeyDer::from_pem_slice(pki.server_key_pem.as_bytes()).unwrap();
-        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .unwrap();
-        let tls = Arc::new(tls);
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-        let addr = listener.local_addr().unwrap();
         let state = Arc::new(Mutex::new(State::default()));
         state.lock().unwrap().tokens.insert(token.to_string());
-        let stop = Arc::new(AtomicBool::new(false));
-        let (st, sp) = (state.clone(), stop.clone());
-        let accept_thread = std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if sp.load(Ordering::SeqCst) {
-                    break;
+        let st = state.clone();
+        let server = HttpsServer::start(
+            &pki,
+            Arc::new(move |request: &Recorded| {
+                let fault = {
+                    let mut s = st.lock().unwrap();
+                    s.requests.push(request.clone());
+                    s.faults.pop_front().or_else(|| s.sticky.clone())
+                };
+                match fault {
+                    Some(Fault::Hang(d)) => Reply::Hang(d),
+                    Some(Fault::Close) => Reply::Close,
+                    Some(Fault::Status { code, retry_after }) => {
+                        Reply::Answer(Response { retry_after, ..status_response(code, "injected fault") })
+                    }
+                    Some(Fault::Raw { code, body }) => Reply::Answer(Response { code, body, retry_after: None }),
+                    None => Reply::Answer(handle(request, &mut st.lock().unwrap())),
                 }
-                let Ok(conn) = conn else { continue };
-                let (st, tls, sp) = (st.clone(), tls.clone(), sp.clone());
-                std::thread::spawn(move || serve_connection(conn, tls, st, sp));
-            }
-        });
-        FakeApiServer { addr, pki, state, stop, accept_thread: Some(accept_thread) }
+            }),
+        );
+        FakeApiServer { addr: server.addr, pki, state, _server: server }
     }
 
     pub fn port(&self) -> u16 {
@@ -147,108 +127,6 @@ impl FakeApiServer {
         let cm = self.object(namespace, name)?;
         serde_json::from_str(cm["data"]["status"].as_str()?).ok()
     }
-}
-
-impl Drop for FakeApiServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept so the thread sees the flag.
-        let _ = TcpStream::connect(self.addr);
-        if let Some(t) = self.accept_thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, state: Arc<Mutex<State>>, stop: Arc<AtomicBool>) {
-    let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
-    let Ok(conn) = rustls::ServerConnection::new(tls) else {
-        return;
-    };
-    let mut stream = BufReader::new(rustls::StreamOwned::new(conn, tcp));
-    while !stop.load(Ordering::SeqCst) {
-        let Some(request) = read_request(&mut stream) else {
-            return;
-        };
-        let fault = {
-            let mut s = state.lock().unwrap();
-            s.requests.push(request.clone());
-            s.faults.pop_front().or_else(|| s.sticky.clone())
-        };
-        let response = match fault {
-            Some(Fault::Hang(d)) => {
-                std::thread::sleep(d);
-                return;
-            }
-            Some(Fault::Close) => {
-                let _ = stream.get_mut().sock.shutdown(Shutdown::Both);
-                return;
-            }
-            Some(Fault::Status { code, retry_after }) => {
-                let mut r = status_response(code, "injected fault");
-                r.retry_after = retry_after;
-                r
-            }
-            Some(Fault::Raw { code, body }) => Response { code, body, retry_after: None },
-            None => handle(&request, &mut state.lock().unwrap()),
-        };
-        if write_response(stream.get_mut(), &response).is_err() {
-            return;
-        }
-    }
-}
-
-fn read_request(stream: &mut impl BufRead) -> Option<Recorded> {
-    let mut line = String::new();
-    if stream.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let mut parts = line.split_whitespace();
-    let (method, target) = (parts.next()?.to_string(), parts.next()?.to_string());
-    let (mut content_type, mut authorization, mut length) = (None, None, 0usize);
-    loop {
-        let mut header = String::new();
-        if stream.read_line(&mut header).ok()? == 0 {
-            return None;
-        }
-        let header = header.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let (name, value) = header.split_once(':')?;
-        let value = value.trim().to_string();
-        match name.to_ascii_lowercase().as_str() {
-            "content-type" => content_type = Some(value),
-            "authorization" => authorization = Some(value),
-            "content-length" => length = value.parse().ok()?,
-            _ => {}
-        }
-    }
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).ok()?;
-    let (path, query) = match target.split_once('?') {
-        Some((p, q)) => (p.to_string(), q.to_string()),
-        None => (target, String::new()),
-    };
-    Some(Recorded { method, path, query, content_type, authorization, body, at: Instant::now() })
-}
-
-struct Response {
-    code: u16,
-    body: Vec<u8>,
-    retry_after: Option<String>,
-}
-
-fn write_response(stream: &mut impl Write, r: &Response) -> std::io::Result<()> {
-    let mut head =
-        format!("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", r.code, r.body.len());
-    if let Some(ra) = &r.retry_after {
-        head += &format!("Retry-After: {ra}\r\n");
-    }
-    head += "\r\n";
-    stream.write_all(head.as_bytes())?;
-    stream.write_all(&r.body)?;
-    stream.flush()
 }
 
 fn reason(code: u16) -> &'static str {

@@ -8,7 +8,9 @@
 
 pub mod control_plane;
 pub mod fake_apiserver;
+pub mod fake_kube9;
 pub mod http;
+pub mod https;
 pub mod pki;
 
 use std::fs;

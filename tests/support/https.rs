@@ -1,0 +1,161 @@
+//! The HTTPS plumbing the in-process fakes share: a TLS listener on
+//! 127.0.0.1 that reads each request, asks a handler what to do, and does
+//! it (answer, hang, or close). Stops when dropped.
+
+use super::pki::TestPki;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    pub content_type: Option<String>,
+    pub authorization: Option<String>,
+    pub body: Vec<u8>,
+    pub at: Instant,
+}
+
+/// An answer with a JSON (or raw) body.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub code: u16,
+    pub body: Vec<u8>,
+    pub retry_after: Option<String>,
+}
+
+/// What to do with a request.
+pub enum Reply {
+    Answer(Response),
+    /// Say nothing for this long, then close.
+    Hang(Duration),
+    /// Close the connection without an answer.
+    Close,
+}
+
+pub type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
+
+pub struct HttpsServer {
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    accept_thread: Option<JoinHandle<()>>,
+}
+
+impl HttpsServer {
+    pub fn start(pki: &TestPki, handler: Arc<Handler>) -> HttpsServer {
+        let certs = vec![CertificateDer::from_pem_slice(pki.server_cert_pem.as_bytes()).unwrap()];
+        let key = PrivateKeyDer::from_pem_slice(pki.server_key_pem.as_bytes()).unwrap();
+        let tls = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
+        let tls = Arc::new(tls);
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let sp = stop.clone();
+        let accept_thread = std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if sp.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(conn) = conn else { continue };
+                let (tls, handler, sp) = (tls.clone(), handler.clone(), sp.clone());
+                std::thread::spawn(move || serve_connection(conn, tls, &*handler, &sp));
+            }
+        });
+        HttpsServer { addr, stop, accept_thread: Some(accept_thread) }
+    }
+}
+
+impl Drop for HttpsServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the blocking accept so the thread sees the flag.
+        let _ = TcpStream::connect(self.addr);
+        if let Some(t) = self.accept_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, handler: &Handler, stop: &AtomicBool) {
+    let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
+    let Ok(conn) = rustls::ServerConnection::new(tls) else { return };
+    let mut stream = BufReader::new(rustls::StreamOwned::new(conn, tcp));
+    while !stop.load(Ordering::SeqCst) {
+        let Some(request) = read_request(&mut stream) else { return };
+        match handler(&request) {
+            Reply::Hang(d) => {
+                std::thread::sleep(d);
+                return;
+            }
+            Reply::Close => {
+                let _ = stream.get_mut().sock.shutdown(Shutdown::Both);
+                return;
+            }
+            Reply::Answer(response) => {
+                if write_response(stream.get_mut(), &response).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+pub fn read_request(stream: &mut impl BufRead) -> Option<Recorded> {
+    let mut line = String::new();
+    if stream.read_line(&mut line).ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let (method, target) = (parts.next()?.to_string(), parts.next()?.to_string());
+    let (mut content_type, mut authorization, mut length) = (None, None, 0usize);
+    loop {
+        let mut header = String::new();
+        if stream.read_line(&mut header).ok()? == 0 {
+            return None;
+        }
+        let header = header.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        let (name, value) = header.split_once(':')?;
+        let value = value.trim().to_string();
+        match name.to_ascii_lowercase().as_str() {
+            "content-type" => content_type = Some(value),
+            "authorization" => authorization = Some(value),
+            "content-length" => length = value.parse().ok()?,
+            _ => {}
+        }
+    }
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).ok()?;
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p.to_string(), q.to_string()),
+        None => (target, String::new()),
+    };
+    Some(Recorded { method, path, query, content_type, authorization, body, at: Instant::now() })
+}
+
+pub fn write_response(stream: &mut impl Write, r: &Response) -> std::io::Result<()> {
+    let mut head =
+        format!("HTTP/1.1 {} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n", r.code, r.body.len());
+    if let Some(ra) = &r.retry_after {
+        head += &format!("Retry-After: {ra}\r\n");
+    }
+    head += "\r\n";
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(&r.body)?;
+    stream.flush()
+}
