@@ -7,11 +7,12 @@
 //! - [`Kube9Client`]: verified HTTPS (the given CA bundle, else the
 //!   system's), plain HTTP only when the URL says `http://`; every phase of
 //!   a call is bounded so a hung server delays a heartbeat by at most
-//!   [`CALL_BOUND`].
+//!   [`call_bound`].
 //! - [`classify`]: the server's answer as a registration [`Outcome`] (pure).
 //! - [`cluster_identifier`]: `sha256:` + hex SHA-256 of the cluster CA
 //!   certificate (else of the API server URL): stable, not reversible.
 
+use crate::http::{self, Timeouts};
 use crate::kube::Secret;
 use crate::registration::Outcome;
 use serde::Serialize;
@@ -25,13 +26,20 @@ use ureq::tls::{PemItem, RootCerts, TlsConfig};
 
 pub const DEFAULT_SERVER_URL: &str = "https://api.kube9.dev";
 
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-const SEND_TIMEOUT: Duration = Duration::from_secs(1);
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-const BODY_TIMEOUT: Duration = Duration::from_secs(1);
+/// Each phase of a registration call is bounded: the spec's 30 s would
+/// stall a loop that also keeps the heartbeat.
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(2),
+    send: Duration::from_secs(1),
+    response: Duration::from_secs(2),
+    body: Duration::from_secs(1),
+};
+
 /// The longest one registration call can take, whatever the server does
-/// (the spec's 30 s would stall a loop that also keeps the heartbeat).
-pub const CALL_BOUND: Duration = Duration::from_secs(6);
+/// (7 s; 2 s for a server that accepts and never answers).
+pub fn call_bound() -> Duration {
+    TIMEOUTS.bound()
+}
 /// Registration answers are small; a larger body is a broken server.
 const MAX_BODY: u64 = 64 * 1024;
 
@@ -115,16 +123,7 @@ impl Kube9Client {
         if !https && !server.starts_with("http://") {
             return Err(format!("--server-url {server_url:?} must start with https:// (or http:// to mean it)"));
         }
-        let mut config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .max_redirects(0)
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_send_request(Some(SEND_TIMEOUT))
-            .timeout_send_body(Some(SEND_TIMEOUT))
-            .timeout_recv_response(Some(RESPONSE_TIMEOUT))
-            .timeout_recv_body(Some(BODY_TIMEOUT))
-            .user_agent(concat!("opstatus/", env!("CARGO_PKG_VERSION")));
+        let mut config = http::agent_config(TIMEOUTS);
         if https && need_tls_roots {
             let (pem, source) = match ca_file {
                 Some(path) => (
@@ -155,7 +154,7 @@ impl Kube9Client {
         })
     }
 
-    /// One registration attempt, bounded by [`CALL_BOUND`].
+    /// One registration attempt, bounded by [`call_bound`].
     pub fn register(&self, key: &Secret, request: &RegisterRequest) -> Outcome {
         let mut authorization = match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
             Ok(h) => h,
@@ -209,9 +208,9 @@ fn system_bundle() -> Result<(Vec<u8>, String), String> {
 fn describe(e: &ureq::Error) -> String {
     match e {
         ureq::Error::Timeout(ureq::Timeout::Connect) => {
-            format!("connection timeout after {}s", CONNECT_TIMEOUT.as_secs())
+            format!("connection timeout after {}s", TIMEOUTS.connect.as_secs())
         }
-        ureq::Error::Timeout(_) => format!("no answer within {}s", RESPONSE_TIMEOUT.as_secs()),
+        ureq::Error::Timeout(_) => format!("no answer within {}s", TIMEOUTS.response.as_secs()),
         ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
         ureq::Error::Io(io) => io.kind().to_string(),
         ureq::Error::BodyExceedsLimit(limit) => format!("answer larger than {limit} bytes"),
@@ -354,6 +353,11 @@ mod tests {
         assert!(!format!("{invalid:?}").contains("secret-looking-value"));
         assert_eq!(ApiKeySource { file: None, env: None }.read(), ApiKey::Absent);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_call_is_bounded_by_seven_seconds() {
+        assert_eq!(call_bound(), Duration::from_secs(7));
     }
 
     #[test]

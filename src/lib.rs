@@ -15,6 +15,7 @@
 //! | [`config`] | flags and environment variables, validated with clear messages |
 //! | [`cluster`] | choosing credentials (in-cluster or kubeconfig) and the namespace |
 //! | [`kube`] | the minimal Kubernetes REST client |
+//! | [`http`] | what every outgoing HTTP client shares (no env proxy, no redirects, bounded phases) |
 //! | [`status`] | the kube9 status document and the health rules (pure) |
 //! | [`sinks`] | the published resources (the status ConfigMap) |
 //! | [`backoff`] | exponential backoff with jitter, `Retry-After` (pure) |
@@ -39,6 +40,7 @@ pub mod app;
 pub mod backoff;
 pub mod cluster;
 pub mod config;
+pub mod http;
 pub mod kube;
 pub mod kube9;
 pub mod logging;

@@ -3,7 +3,7 @@
 //! says so, and tells the agent what to publish.
 //!
 //! Everything runs on the agent's check tick. A registration call is
-//! bounded by [`crate::kube9::CALL_BOUND`], the only delay it can add to a
+//! bounded by [`crate::kube9::call_bound`], the only delay it can add to a
 //! heartbeat; the probe endpoint is on its own thread and never waits.
 
 use crate::backoff::Jitter;

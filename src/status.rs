@@ -92,6 +92,22 @@ impl StatusDocument {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a struct of strings and enums always serialises")
     }
+
+    /// The kube9 spec's own example (free tier), for tests.
+    #[cfg(test)]
+    pub fn example() -> StatusDocument {
+        StatusDocument {
+            mode: Mode::Operated,
+            tier: Tier::Free,
+            version: "1.0.0".into(),
+            health: Health::Healthy,
+            last_update: "2025-11-10T15:30:00Z".into(),
+            registered: false,
+            error: None,
+            namespace: "kube9-system".into(),
+            cluster_id: None,
+        }
+    }
 }
 
 /// Everything the health rules look at. Each `Option<&str>` is the reason
@@ -198,24 +214,10 @@ pub fn is_semver(v: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn doc() -> StatusDocument {
-        StatusDocument {
-            mode: Mode::Operated,
-            tier: Tier::Free,
-            version: "1.0.0".into(),
-            health: Health::Healthy,
-            last_update: "2025-11-10T15:30:00Z".into(),
-            registered: false,
-            error: None,
-            namespace: "kube9-system".into(),
-            cluster_id: None,
-        }
-    }
-
     #[test]
     fn renders_the_spec_example_exactly() {
         assert_eq!(
-            doc().to_json(),
+            StatusDocument::example().to_json(),
             r#"{"mode":"operated","tier":"free","version":"1.0.0","health":"healthy","lastUpdate":"2025-11-10T15:30:00Z","registered":false,"error":null,"namespace":"kube9-system"}"#
         );
     }
@@ -229,7 +231,7 @@ mod tests {
             registered: true,
             error: Some("x \"quoted\"".into()),
             cluster_id: Some("cls_abc".into()),
-            ..doc()
+            ..StatusDocument::example()
         };
         assert_eq!(
             d.to_json(),

@@ -4,6 +4,7 @@
 //! Checked on every check tick. The first failing watch is the reason;
 //! [`file_problem`] is the pure part of the file rule.
 
+use crate::http::{self, Timeouts};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -22,20 +23,17 @@ pub struct Watches {
 
 impl Watches {
     pub fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>) -> Watches {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .proxy(None)
-            .max_redirects(0)
-            .timeout_connect(Some(URL_TIMEOUT))
-            .timeout_send_request(Some(URL_TIMEOUT))
-            .timeout_recv_response(Some(URL_TIMEOUT))
-            .timeout_recv_body(Some(URL_TIMEOUT))
-            // Probed every few seconds: keeping the connection saves a
-            // handshake per check and costs the operator nothing.
-            .max_idle_connections(urls.len().max(1))
-            .user_agent(concat!("opstatus/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .new_agent();
+        let agent = http::agent_config(Timeouts {
+            connect: URL_TIMEOUT,
+            send: URL_TIMEOUT,
+            response: URL_TIMEOUT,
+            body: URL_TIMEOUT,
+        })
+        // Probed every few seconds: keeping the connection saves a
+        // handshake per check and costs the operator nothing.
+        .max_idle_connections(urls.len().max(1))
+        .build()
+        .new_agent();
         Watches { urls, file, agent }
     }
 

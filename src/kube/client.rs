@@ -3,6 +3,7 @@
 use super::credentials::{Auth, Credentials, CredentialsError, Secret, read_token};
 use super::error::{KubeError, from_response};
 use crate::backoff::parse_retry_after;
+use crate::http::{self, Timeouts};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -19,17 +20,15 @@ pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 /// anything much larger is not an answer we asked for.
 const MAX_BODY: u64 = 4 * 1024 * 1024;
 
-/// Each phase of a request is bounded, so the single-threaded loop is never
-/// stuck on one call for longer than their sum (well under kubelet's default
-/// probe failure window of 30 s).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
-const SEND_TIMEOUT: Duration = Duration::from_secs(3);
-const RECV_RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-const RECV_BODY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// ureq's read and write buffers, and the response-header cap (Kubernetes
-/// answers carry a few hundred bytes of headers).
-const IO_BUFFER: usize = 16 * 1024;
+/// Each phase of a request is bounded, so the agent's thread is never
+/// stuck on one call for longer than their sum (16 s, well under kubelet's
+/// default probe failure window of 30 s; the probes are served elsewhere).
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(3),
+    send: Duration::from_secs(3),
+    response: Duration::from_secs(5),
+    body: Duration::from_secs(5),
+};
 
 /// A namespaced (or cluster-scoped) object addressed by resource and name.
 #[derive(Clone, Copy, Debug)]
@@ -118,30 +117,7 @@ impl Client {
             Auth::ClientCert { cert_pem, key_pem } => tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?)),
             Auth::Anonymous => {}
         }
-        let agent = ureq::Agent::config_builder()
-            .tls_config(tls.build())
-            .https_only(true)
-            .http_status_as_error(false)
-            // A proxy configured for the operator (HTTPS_PROXY) must not
-            // capture the sidecar's API traffic by surprise.
-            .proxy(None)
-            .max_redirects(0)
-            .user_agent(concat!("opstatus/", env!("CARGO_PKG_VERSION")))
-            // Per-phase timeouts only: a global or per-call timeout makes
-            // ureq spawn a thread per request.
-            .timeout_connect(Some(CONNECT_TIMEOUT))
-            .timeout_send_request(Some(SEND_TIMEOUT))
-            .timeout_send_body(Some(SEND_TIMEOUT))
-            .timeout_recv_response(Some(RECV_RESPONSE_TIMEOUT))
-            .timeout_recv_body(Some(RECV_BODY_TIMEOUT))
-            // ureq zero-fills its buffers for every request; at the default
-            // 128 KiB that was half of opstatus's CPU per heartbeat. A
-            // request is ~1.5 KB and bodies stream through the buffer.
-            .input_buffer_size(IO_BUFFER)
-            .output_buffer_size(IO_BUFFER)
-            .max_response_header_size(IO_BUFFER)
-            .build()
-            .new_agent();
+        let agent = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true).build().new_agent();
         Ok(Client { agent, server: creds.server.clone(), ca_source: creds.ca_source.clone(), token })
     }
 

@@ -63,22 +63,11 @@ impl StatusConfigMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Health, Mode, Tier};
 
     #[test]
     fn apply_body_carries_labels_and_only_the_status_key() {
         let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
-        let doc = StatusDocument {
-            mode: Mode::Operated,
-            tier: Tier::Free,
-            version: "1.0.0".into(),
-            health: Health::Healthy,
-            last_update: "2025-11-10T15:30:00Z".into(),
-            registered: false,
-            error: None,
-            namespace: "ops".into(),
-            cluster_id: None,
-        };
+        let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc)).unwrap();
         assert_eq!(
             body,
