@@ -12,6 +12,12 @@ cd "$(dirname "$0")/.."
 scripts/control-plane.sh build >/dev/null
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
 scripts/static-build.sh >/dev/null
+# The image check builds the Containerfile's offline path with buildah.
+if ! command -v buildah >/dev/null; then
+  sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+  sudo_if_needed apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq buildah >/dev/null
+fi
 
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
