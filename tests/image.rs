@@ -28,8 +28,12 @@ fn buildah(storage: &std::path::Path, args: &[&str]) -> String {
 fn the_scratch_image_holds_only_the_static_binary_and_runs_as_65532() {
     static_bin(); // Fails with a clear message when it is missing or stale.
     let storage = TempDir::new("image");
-    buildah(storage.path(), &["build", "--quiet", "--target", "prebuilt", "-f", "Containerfile", "-t", "opstatus:test", "."]);
-    let inspect: Value = serde_json::from_str(&buildah(storage.path(), &["inspect", "--type", "image", "opstatus:test"])).unwrap();
+    buildah(
+        storage.path(),
+        &["build", "--quiet", "--target", "prebuilt", "-f", "Containerfile", "-t", "opstatus:test", "."],
+    );
+    let inspect: Value =
+        serde_json::from_str(&buildah(storage.path(), &["inspect", "--type", "image", "opstatus:test"])).unwrap();
     let config = &inspect["OCIv1"]["config"];
     assert_eq!(config["User"], "65532:65532");
     assert_eq!(config["Entrypoint"], serde_json::json!(["/opstatus"]));
@@ -47,7 +51,8 @@ fn the_scratch_image_holds_only_the_static_binary_and_runs_as_65532() {
     let index: Value = serde_json::from_slice(&std::fs::read(unpacked.join("index.json")).unwrap()).unwrap();
     let blob = |digest: &str| unpacked.join("blobs/sha256").join(digest.trim_start_matches("sha256:"));
     let manifest: Value =
-        serde_json::from_slice(&std::fs::read(blob(index["manifests"][0]["digest"].as_str().unwrap())).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(blob(index["manifests"][0]["digest"].as_str().unwrap())).unwrap())
+            .unwrap();
     let layer = blob(manifest["layers"][0]["digest"].as_str().unwrap());
     let listing = Command::new("tar").arg("-tvf").arg(&layer).output().unwrap();
     let listing = String::from_utf8_lossy(&listing.stdout);
