@@ -123,6 +123,7 @@ pub fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: Instant) -> Respon
             Health::Degraded => text(200, format!("degraded: {reason}\n")),
             Health::Healthy => text(200, "healthy\n"),
         },
+        "/status" if snapshot.status_json.is_empty() => text(503, "no status yet: the agent is starting\n"),
         "/status" => {
             Response { code: 200, content_type: "application/json", body: snapshot.status_json.clone() + "\n" }
         }
@@ -371,6 +372,8 @@ mod tests {
         assert_eq!(r, text(503, "unhealthy: Failed to write status ConfigMap: 403 Forbidden\n"));
         let healthy = respond(&parse_request(get("/readyz").as_bytes()), &snapshot(Health::Healthy, None), now);
         assert_eq!(healthy, text(200, "healthy\n"));
+        let starting = Snapshot { status_json: String::new(), ..s.clone() };
+        assert_eq!(respond(&parse_request(get("/status").as_bytes()), &starting, now).code, 503);
         let stalled = respond(&parse_request(get("/healthz").as_bytes()), &s, now + Duration::from_secs(181));
         assert_eq!(stalled, text(503, "the agent loop has not completed a tick for 181s\n"));
     }

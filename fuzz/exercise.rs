@@ -1,0 +1,74 @@
+//! What each fuzz target feeds its input to. Shared by the libFuzzer targets
+//! (fuzz/fuzz_targets) and by `tests/fuzz_corpus.rs`, which replays every
+//! committed corpus file in a normal `cargo test`. Each function also checks
+//! properties that must hold for any input, beyond "does not panic".
+
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_762_788_600)
+}
+
+/// The reader: a ConfigMap body, then its `status` value.
+pub fn reader(data: &[u8]) {
+    if let Ok(status) = opstatus::reader::status_of_configmap(data) {
+        let _ = opstatus::reader::interpret(Some(&status), now());
+    }
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(reading) = opstatus::reader::interpret(Some(text), now())
+    {
+        // Whatever was read, what is shown is one of the known values.
+        let status = reading.status.as_ref().expect("a parsed status");
+        assert!(matches!(status.mode.as_str(), "operated" | "enabled"));
+        assert!(matches!(status.tier.as_str(), "free" | "pro"));
+        assert!(matches!(status.health.as_str(), "healthy" | "degraded" | "unhealthy"));
+        let _ = opstatus::reader::render_text(&reading, "cm", "ns", now());
+        serde_json::to_string(&reading).expect("a reading serialises");
+    }
+}
+
+/// The kubeconfig YAML subset and its interpretation.
+pub fn kubeconfig(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(doc) = opstatus::kube::yaml::parse(text) {
+        let _ = opstatus::kube::credentials::kubeconfig_credentials(&doc, Path::new("/nonexistent"));
+    }
+}
+
+/// The probe endpoint's request parser and router.
+pub fn http_request(data: &[u8]) {
+    use opstatus::serve::{Parsed, parse_request};
+    let parsed = parse_request(data);
+    if let Parsed::Request { method, path } = &parsed {
+        assert!(path.starts_with('/') && !path.contains('?'));
+        assert!(!method.is_empty());
+    }
+    if data.len() >= opstatus::serve::MAX_HEAD
+        && !data.windows(2).any(|w| w == b"\n\n")
+        && !data.windows(4).any(|w| w == b"\r\n\r\n")
+    {
+        assert_eq!(parsed, Parsed::TooLarge);
+    }
+}
+
+/// `Retry-After` values and RFC 3339 timestamps.
+pub fn retry_after(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let _ = opstatus::backoff::parse_retry_after(text, now());
+    if let Some(t) = opstatus::time::parse_rfc3339(text) {
+        // Anything parsed formats back to a time that parses to the same second.
+        let again = opstatus::time::parse_rfc3339(&opstatus::time::format_rfc3339(t)).expect("formatted time parses");
+        let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
+        assert_eq!(secs(again), secs(t));
+    }
+}
+
+/// kube9-server's answers to registration.
+pub fn registration_answer(data: &[u8]) {
+    let (code, body) = match data.split_first() {
+        Some((c, rest)) => (100 + u16::from(*c) * 2, rest),
+        None => (200, data),
+    };
+    let _ = opstatus::kube9::classify(code, body, None);
+}
