@@ -14,6 +14,7 @@
 
 use crate::http::{self, Timeouts};
 use crate::kube::Secret;
+use crate::kube::credentials::pem_certificates;
 use crate::registration::Outcome;
 use serde::Serialize;
 use serde_json::Value;
@@ -132,15 +133,7 @@ impl Kube9Client {
                 ),
                 None => system_bundle()?,
             };
-            let roots: Vec<_> = ureq::tls::parse_pem(&pem)
-                .filter_map(|item| match item {
-                    Ok(PemItem::Certificate(c)) => Some(c),
-                    _ => None,
-                })
-                .collect();
-            if roots.is_empty() {
-                return Err(format!("CA bundle {source} holds no PEM certificate"));
-            }
+            let roots = pem_certificates(&pem, &format!("CA bundle {source}"))?;
             let tls = TlsConfig::builder()
                 .root_certs(RootCerts::new_with_certs(&roots))
                 .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))

@@ -1,6 +1,6 @@
 //! [`Client`]: requests to one API server over verified TLS.
 
-use super::credentials::{Auth, Credentials, CredentialsError, Secret, read_token};
+use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
 use crate::backoff::parse_retry_after;
 use crate::http::{self, Timeouts};
@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
-use ureq::tls::{ClientCert, PemItem, RootCerts, TlsConfig};
+use ureq::tls::{ClientCert, RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
@@ -94,15 +94,7 @@ impl Client {
     /// Builds the client; fails (exit code 2) when the CA or client
     /// certificate cannot be loaded. Makes no request.
     pub fn new(creds: &Credentials) -> Result<Client, CredentialsError> {
-        let roots: Vec<_> = ureq::tls::parse_pem(&creds.ca_pem)
-            .filter_map(|item| match item {
-                Ok(PemItem::Certificate(c)) => Some(c),
-                _ => None,
-            })
-            .collect();
-        if roots.is_empty() {
-            return Err(CredentialsError(format!("CA {} holds no PEM certificate", creds.ca_source)));
-        }
+        let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(CredentialsError)?;
         let mut tls = TlsConfig::builder()
             .root_certs(RootCerts::new_with_certs(&roots))
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
@@ -310,15 +302,7 @@ enum Method<'a> {
 }
 
 fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, CredentialsError> {
-    let chain: Vec<_> = ureq::tls::parse_pem(cert_pem)
-        .filter_map(|item| match item {
-            Ok(PemItem::Certificate(c)) => Some(c),
-            _ => None,
-        })
-        .collect();
-    if chain.is_empty() {
-        return Err(CredentialsError("the client certificate holds no PEM certificate".into()));
-    }
+    let chain = pem_certificates(cert_pem, "the client certificate").map_err(CredentialsError)?;
     let key = ureq::tls::PrivateKey::from_pem(key_pem.expose().as_bytes())
         .map_err(|_| CredentialsError("the client key is not a PEM private key".into()))?;
     Ok(ClientCert::new_with_certs(&chain, key))

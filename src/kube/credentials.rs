@@ -9,6 +9,7 @@ use super::yaml;
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use ureq::tls::{Certificate, PemItem};
 
 /// A credential string that never prints itself.
 #[derive(Clone, PartialEq, Eq)]
@@ -91,19 +92,25 @@ pub fn read_token(path: &Path) -> Result<Secret, CredentialsError> {
     Ok(Secret::new(token))
 }
 
-fn check_ca(pem: &[u8], source: &str) -> Result<(), CredentialsError> {
-    let mut certificates = 0;
+/// The certificates of a PEM bundle (keys and other sections skipped);
+/// an error naming `what` when the PEM is malformed or holds none.
+pub fn pem_certificates(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, String> {
+    let mut certificates = Vec::new();
     for item in ureq::tls::parse_pem(pem) {
         match item {
-            Ok(ureq::tls::PemItem::Certificate(_)) => certificates += 1,
+            Ok(PemItem::Certificate(c)) => certificates.push(c),
             Ok(_) => {}
-            Err(e) => return fail(format!("CA {source} is not valid PEM: {e}")),
+            Err(e) => return Err(format!("{what} is not valid PEM: {e}")),
         }
     }
-    if certificates == 0 {
-        return fail(format!("CA {source} holds no PEM certificate"));
+    if certificates.is_empty() {
+        return Err(format!("{what} holds no PEM certificate"));
     }
-    Ok(())
+    Ok(certificates)
+}
+
+fn check_ca(pem: &[u8], source: &str) -> Result<(), CredentialsError> {
+    pem_certificates(pem, &format!("CA {source}")).map(drop).map_err(CredentialsError)
 }
 
 /// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
