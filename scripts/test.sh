@@ -22,4 +22,6 @@ fi
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo build --locked --release
+# A short soak (60 heartbeats, six injected faults); the full one is 10,000.
+scripts/soak.sh --heartbeats 60 --fault-every 10
 cargo test --locked --no-fail-fast
