@@ -100,3 +100,49 @@ fn a_closed_connection_is_a_failure_not_a_crash() {
         "{log}"
     );
 }
+
+#[test]
+fn a_conflict_is_retried_like_any_failed_write() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.push_faults([Fault::Status { code: 409, retry_after: None }]);
+    let agent = agent(&server, &sa, "30s");
+    let written =
+        wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
+    assert!(written.is_some(), "the retry after the 409 wrote the status");
+    assert!(agent.stderr().contains("409 Conflict: injected fault"), "{}", agent.stderr());
+}
+
+#[test]
+fn a_server_answering_one_byte_a_second_times_out_and_is_retried() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.push_faults([Fault::Trickle(Duration::from_secs(1))]);
+    let agent = agent(&server, &sa, "30s");
+    // The object is stored before the trickled answer: wait for the second request.
+    let requests = wait_for(Duration::from_secs(20), Duration::from_millis(50), || {
+        let r = server.requests();
+        (r.len() >= 2).then_some(r)
+    })
+    .expect("a retry after the slow answer");
+    let gap = requests[1].at - requests[0].at;
+    // Headers never complete within the 5 s response timeout; then the 1 s backoff.
+    assert!(gap >= Duration::from_secs(5) && gap < Duration::from_secs(9), "retried after {gap:?}");
+    assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
+}
+
+#[test]
+fn a_connection_reset_mid_body_is_a_failure_then_recovers() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.push_faults([Fault::CutBody]);
+    let mut agent = agent(&server, &sa, "30s");
+    let requests = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        let r = server.requests();
+        (r.len() >= 2).then_some(r)
+    })
+    .expect("a retry after the reset");
+    assert!(requests[1].at - requests[0].at >= Duration::from_millis(950), "backed off before retrying");
+    assert!(agent.exited().is_none());
+    assert!(agent.stderr().contains("WARN  Failed to write status ConfigMap"), "{}", agent.stderr());
+}

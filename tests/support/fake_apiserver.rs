@@ -28,6 +28,10 @@ pub enum Fault {
     Hang(Duration),
     /// Read the request, then close the connection without an answer.
     Close,
+    /// Answer normally, but one byte per this interval.
+    Trickle(Duration),
+    /// Answer normally, but reset the connection halfway through the body.
+    CutBody,
 }
 
 #[derive(Default)]
@@ -74,6 +78,10 @@ impl FakeApiServer {
                         Reply::Answer(Response { retry_after, ..status_response(code, "injected fault") })
                     }
                     Some(Fault::Raw { code, body }) => Reply::Answer(Response { code, body, retry_after: None }),
+                    Some(Fault::Trickle(interval)) => {
+                        Reply::Trickle { response: handle(request, &mut st.lock().unwrap()), interval }
+                    }
+                    Some(Fault::CutBody) => Reply::CutBody(handle(request, &mut st.lock().unwrap())),
                     None => Reply::Answer(handle(request, &mut st.lock().unwrap())),
                 }
             }),

@@ -39,6 +39,13 @@ pub enum Reply {
     Hang(Duration),
     /// Close the connection without an answer.
     Close,
+    /// Send the answer one byte per `interval` (a slow or congested server).
+    Trickle {
+        response: Response,
+        interval: Duration,
+    },
+    /// Send the headers and half the body, then reset the connection.
+    CutBody(Response),
 }
 
 pub type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
@@ -108,6 +115,27 @@ fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, handler: &Ha
                 if write_response(stream.get_mut(), &response).is_err() {
                     return;
                 }
+            }
+            Reply::Trickle { response, interval } => {
+                let mut bytes = Vec::new();
+                let _ = write_response(&mut bytes, &response);
+                for byte in bytes {
+                    if stop.load(Ordering::SeqCst)
+                        || stream.get_mut().write_all(&[byte]).and_then(|_| stream.get_mut().flush()).is_err()
+                    {
+                        return;
+                    }
+                    std::thread::sleep(interval);
+                }
+            }
+            Reply::CutBody(response) => {
+                let mut bytes = Vec::new();
+                let _ = write_response(&mut bytes, &response);
+                let cut = bytes.len() - response.body.len() / 2;
+                let _ = stream.get_mut().write_all(&bytes[..cut]);
+                let _ = stream.get_mut().flush();
+                let _ = stream.get_mut().sock.shutdown(Shutdown::Both);
+                return;
             }
         }
     }
