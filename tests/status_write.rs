@@ -5,7 +5,7 @@ mod support;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 use support::fake_apiserver::FakeApiServer;
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end, wait_for};
+use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end};
 
 const TOKEN: &str = "sa-token-for-status-write-tests";
 const CM: &str = "kube9-operator-status";
@@ -59,11 +59,7 @@ fn run_writes_within_a_second_and_then_every_interval() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let started = std::time::Instant::now();
     let _agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
-    let requests = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
-        let r = server.requests();
-        (r.len() >= 5).then_some(r)
-    })
-    .expect("five heartbeats within 15 s");
+    let requests = server.wait_requests(5, Duration::from_secs(15)).expect("five heartbeats within 15 s");
     assert!(
         requests[0].at - started < Duration::from_secs(1),
         "first write {:?} after start",

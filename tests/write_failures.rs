@@ -59,11 +59,7 @@ fn retry_after_in_seconds_is_honoured() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Status { code: 429, retry_after: Some("3".into()) }]);
     let _agent = agent(&server, &sa, "30s");
-    let requests = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
-        let r = server.requests();
-        (r.len() >= 2).then_some(r)
-    })
-    .expect("a retry after the 429");
+    let requests = server.wait_requests(2, Duration::from_secs(10)).expect("a retry after the 429");
     let gap = requests[1].at - requests[0].at;
     assert!(gap >= Duration::from_millis(2950) && gap < Duration::from_secs(4), "retried after {gap:?}, asked for 3 s");
 }
@@ -120,11 +116,7 @@ fn a_server_answering_one_byte_a_second_times_out_and_is_retried() {
     server.push_faults([Fault::Trickle(Duration::from_secs(1))]);
     let agent = agent(&server, &sa, "30s");
     // The object is stored before the trickled answer: wait for the second request.
-    let requests = wait_for(Duration::from_secs(20), Duration::from_millis(50), || {
-        let r = server.requests();
-        (r.len() >= 2).then_some(r)
-    })
-    .expect("a retry after the slow answer");
+    let requests = server.wait_requests(2, Duration::from_secs(20)).expect("a retry after the slow answer");
     let gap = requests[1].at - requests[0].at;
     // Headers never complete within the 5 s response timeout; then the 1 s backoff.
     assert!(gap >= Duration::from_secs(5) && gap < Duration::from_secs(9), "retried after {gap:?}");
@@ -137,11 +129,7 @@ fn a_connection_reset_mid_body_is_a_failure_then_recovers() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::CutBody]);
     let mut agent = agent(&server, &sa, "30s");
-    let requests = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
-        let r = server.requests();
-        (r.len() >= 2).then_some(r)
-    })
-    .expect("a retry after the reset");
+    let requests = server.wait_requests(2, Duration::from_secs(10)).expect("a retry after the reset");
     assert!(requests[1].at - requests[0].at >= Duration::from_millis(950), "backed off before retrying");
     assert!(agent.exited().is_none());
     assert!(agent.stderr().contains("WARN  Failed to write status ConfigMap"), "{}", agent.stderr());

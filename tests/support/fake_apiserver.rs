@@ -122,6 +122,15 @@ impl FakeApiServer {
         self.state.lock().unwrap().requests.clone()
     }
 
+    /// The requests so far, once there are at least `n`; `None` if that
+    /// takes longer than `timeout`.
+    pub fn wait_requests(&self, n: usize, timeout: Duration) -> Option<Vec<Recorded>> {
+        super::wait_for(timeout, Duration::from_millis(50), || {
+            let r = self.requests();
+            (r.len() >= n).then_some(r)
+        })
+    }
+
     pub fn object(&self, namespace: &str, name: &str) -> Option<Value> {
         self.state.lock().unwrap().objects.get(&(namespace.into(), name.into())).cloned()
     }
