@@ -101,7 +101,9 @@ impl Agent {
         self.shared.clone()
     }
 
-    fn health_inputs(&self, status_write_error: Option<&str>) -> Verdict {
+    /// The health rules applied to the agent's state, with this status-write
+    /// failure (or none).
+    fn verdict_with(&self, status_write_error: Option<&str>) -> Verdict {
         let pro = self.pro_view();
         evaluate_health(&HealthInputs {
             status_write_error,
@@ -141,13 +143,13 @@ impl Agent {
 
     /// The health as the agent sees it now, write failures included.
     pub fn verdict(&self) -> Verdict {
-        self.health_inputs(self.write_error.as_deref())
+        self.verdict_with(self.write_error.as_deref())
     }
 
     /// The health to publish: the status write's own failure is left out,
     /// because if this write succeeds, writing works.
     fn publishable(&self) -> Verdict {
-        self.health_inputs(None)
+        self.verdict_with(None)
     }
 
     fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
@@ -235,7 +237,9 @@ impl Agent {
     }
 
     /// After each tick: the readiness file and what the endpoint serves.
-    fn after_tick(&mut self) {
+    /// `content` is this tick's [`Self::content`], reused rather than
+    /// rendered again.
+    fn after_tick(&mut self, content: StatusDocument) {
         let verdict = self.verdict();
         let now = SystemTime::now();
         if let Some(path) = &self.config.ready_file {
@@ -249,7 +253,7 @@ impl Agent {
             }
             self.ready_file_error = error;
         }
-        let status_json = self.document(self.publishable(), now).to_json();
+        let status_json = StatusDocument { last_update: format_rfc3339(now), ..content }.to_json();
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.status_json = status_json;
@@ -277,7 +281,10 @@ impl Agent {
             // A change (anything but the timestamp) is published at once,
             // unless writes are failing: then it goes out with the next
             // retry, on the backoff schedule.
-            let changed = self.published.as_ref() != Some(&self.content());
+            // A write never changes the content (its own failure is left
+            // out of it), so this serves after_tick too.
+            let content = self.content();
+            let changed = self.published.as_ref() != Some(&content);
             if now >= next_write || (changed && self.write_error.is_none()) {
                 next_write = match self.heartbeat() {
                     // Scheduled from the attempt's start, so the cadence does
@@ -297,7 +304,7 @@ impl Agent {
                     }
                 };
             }
-            self.after_tick();
+            self.after_tick(content);
         }
         self.stop();
     }

@@ -35,8 +35,7 @@ fn serves_health_readiness_status_and_metrics() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let (_agent, addr) = start(&server, &sa, "60s");
-    wait_for(Duration::from_secs(10), Duration::from_millis(20), || server.object("ops", "kube9-operator-status"))
-        .expect("first write");
+    server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
     let ready = wait_for(Duration::from_secs(5), Duration::from_millis(20), || {
         let (code, body, _) = get(addr, "/readyz");
         (code == 200).then_some(body)

@@ -16,8 +16,7 @@ fn sigterm_and_sigint_exit_0_within_two_seconds() {
         let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
         let mut agent =
             RunningAgent::start(&opstatus_bin(), &["run", "--interval", "60s"], &pod_env(server.port(), &sa));
-        wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"))
-            .expect("first write");
+        server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
         let sent = Instant::now();
         agent.signal(signal);
         let status = agent.wait_exit(Duration::from_secs(5)).expect("exited");
@@ -35,8 +34,7 @@ fn the_final_status_says_shutting_down_unless_disabled() {
         let mut args = vec!["run", "--interval", "60s"];
         args.extend(flag);
         let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
-        wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"))
-            .expect("first write");
+        server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
         agent.signal("TERM");
         assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0));
         let doc = server.status_document("ops", "kube9-operator-status").unwrap();

@@ -15,8 +15,7 @@ fn a_rotated_token_is_used_right_after_the_first_401() {
     let server = FakeApiServer::start(OLD);
     let sa = ServiceAccountDir::new(OLD, &server.pki.ca_pem, "ops");
     let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "2s"], &pod_env(server.port(), &sa));
-    wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"))
-        .expect("first write");
+    server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
 
     // Rotate: the server now accepts only the new token, kubelet wrote it.
     sa.write_token(NEW);

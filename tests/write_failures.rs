@@ -70,8 +70,7 @@ fn a_hung_server_times_out_and_the_next_attempt_succeeds() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Hang(Duration::from_secs(30))]);
     let agent = agent(&server, &sa, "30s");
-    let written =
-        wait_for(Duration::from_secs(15), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
+    let written = server.wait_status_configmap(Duration::from_secs(15));
     assert!(written.is_some(), "the retry after the timeout wrote the status");
     let requests = server.requests();
     let gap = requests[1].at - requests[0].at;
@@ -86,8 +85,7 @@ fn a_closed_connection_is_a_failure_not_a_crash() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Close, Fault::Raw { code: 503, body: b"<html>upstream down</html>".to_vec() }]);
     let mut agent = agent(&server, &sa, "30s");
-    let written =
-        wait_for(Duration::from_secs(15), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
+    let written = server.wait_status_configmap(Duration::from_secs(15));
     assert!(written.is_some(), "third attempt wrote the status");
     assert!(agent.exited().is_none());
     let log = agent.stderr();
@@ -103,8 +101,7 @@ fn a_conflict_is_retried_like_any_failed_write() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Status { code: 409, retry_after: None }]);
     let agent = agent(&server, &sa, "30s");
-    let written =
-        wait_for(Duration::from_secs(10), Duration::from_millis(50), || server.object("ops", "kube9-operator-status"));
+    let written = server.wait_status_configmap(Duration::from_secs(10));
     assert!(written.is_some(), "the retry after the 409 wrote the status");
     assert!(agent.stderr().contains("409 Conflict: injected fault"), "{}", agent.stderr());
 }

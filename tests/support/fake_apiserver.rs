@@ -122,6 +122,12 @@ impl FakeApiServer {
         self.state.lock().unwrap().requests.clone()
     }
 
+    /// The status ConfigMap of namespace `ops` once it exists; `None` if
+    /// that takes longer than `timeout`.
+    pub fn wait_status_configmap(&self, timeout: Duration) -> Option<Value> {
+        super::wait_for(timeout, Duration::from_millis(20), || self.object("ops", "kube9-operator-status"))
+    }
+
     /// The requests so far, once there are at least `n`; `None` if that
     /// takes longer than `timeout`.
     pub fn wait_requests(&self, n: usize, timeout: Duration) -> Option<Vec<Recorded>> {
