@@ -72,3 +72,39 @@ pub fn registration_answer(data: &[u8]) {
     };
     let _ = opstatus::kube9::classify(code, body, None);
 }
+
+/// The condition expressions (`!A && (B || C)`) and the `--probe` syntax.
+pub fn expr(data: &[u8]) {
+    use opstatus::expr::{Expr, Grammar, Truth};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let _ = opstatus::probes::parse_probe(text);
+    let full = Expr::parse(text, Grammar::Full);
+    if let Ok(or_only) = Expr::parse(text, Grammar::OrOnly) {
+        // The Important grammar is a subset of the full one.
+        assert_eq!(full.as_ref(), Ok(&or_only));
+    }
+    let Ok(expr) = full else { return };
+    // What is displayed parses back to the same tree (display spaces the
+    // operators, so it may outgrow the length limit: that is the only error).
+    let shown = expr.to_string();
+    match Expr::parse(&shown, Grammar::Full) {
+        Ok(again) => assert_eq!(again, expr, "{shown}"),
+        Err(e) => assert!(shown.chars().count() > opstatus::expr::MAX_LEN, "{shown}: {e}"),
+    }
+    // Some conditions true, some false, some unknown; `!` flips the result
+    // and keeps its explanation.
+    let lookup = |name: &str| match name.len() % 3 {
+        0 => Truth::True,
+        1 => Truth::False,
+        _ => Truth::Unknown,
+    };
+    let (truth, terms) = expr.evaluate(&lookup);
+    let (negated, negated_terms) = Expr::Not(Box::new(expr.clone())).evaluate(&lookup);
+    let flipped = match truth {
+        Truth::True => Truth::False,
+        Truth::False => Truth::True,
+        Truth::Unknown => Truth::Unknown,
+    };
+    assert_eq!((negated, negated_terms), (flipped, terms.clone()));
+    assert!(!terms.is_empty() && terms.len() <= expr.conditions().len());
+}

@@ -1,5 +1,5 @@
 //! The agent: the loop that keeps the status ConfigMap (and the readiness
-//! file and probe endpoint) current.
+//! file, probe endpoint, OperatorCondition and ClusterOperator) current.
 //!
 //! Two cadences drive it. Every check interval (5 s by default) it checks
 //! the watched signals (the operator's health URLs and heartbeat file),
@@ -15,6 +15,7 @@
 //! then, not the outage that just ended: the document describes the present.
 
 use crate::backoff::{Backoff, Jitter};
+use crate::condition_sinks::{AgentState, ConditionSinks};
 use crate::config::{MAX_INTERVAL, MIN_INTERVAL};
 use crate::kube::{Client, KubeError};
 use crate::metrics::Metrics;
@@ -56,6 +57,8 @@ pub struct Agent {
     watches: Watches,
     /// The API key and registration; `None` when no key source is set.
     pro: Option<ProTier>,
+    /// The probes, the OperatorCondition and the ClusterOperator.
+    condition_sinks: ConditionSinks,
     backoff: Backoff,
     jitter: Jitter,
     /// Why the last status write failed; `None` after a success.
@@ -71,7 +74,13 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(client: Client, config: AgentConfig, watches: Watches, pro: Option<ProTier>) -> Agent {
+    pub fn new(
+        client: Client,
+        config: AgentConfig,
+        watches: Watches,
+        pro: Option<ProTier>,
+        condition_sinks: ConditionSinks,
+    ) -> Agent {
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
@@ -87,6 +96,7 @@ impl Agent {
             config,
             watches,
             pro,
+            condition_sinks,
             jitter: Jitter::from_os(),
             write_error: None,
             operator_problem: None,
@@ -104,9 +114,17 @@ impl Agent {
     /// The health rules applied to the agent's state, with this status-write
     /// failure (or none).
     fn verdict_with(&self, status_write_error: Option<&str>) -> Verdict {
+        self.evaluate(status_write_error, true)
+    }
+
+    /// The health rules; `include_cluster_operator` false leaves the
+    /// ClusterOperator's own write failure out (what it says about itself).
+    fn evaluate(&self, status_write_error: Option<&str>, include_cluster_operator: bool) -> Verdict {
         let pro = self.pro_view();
         evaluate_health(&HealthInputs {
             status_write_error,
+            sink_problem: self.condition_sinks.sink_problem(include_cluster_operator),
+            resources_problem: self.condition_sinks.resources_problem(),
             config_error: pro.config_error,
             operator_problem: self.operator_problem.as_deref(),
             operator_problem_critical: self.config.watch_critical,
@@ -114,7 +132,6 @@ impl Agent {
             registered: pro.registered,
             registration_failures: pro.registration_failures,
             registration_error: pro.registration_error,
-            ..HealthInputs::default()
         })
     }
 
@@ -174,22 +191,34 @@ impl Agent {
         StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
     }
 
-    /// Checks the watched signals, the API key, and registers when due.
+    /// Checks the watched signals, the API key, and registers when due;
+    /// probes the operator's resources and brings the OperatorCondition
+    /// and ClusterOperator up to date.
     pub fn check(&mut self) {
         if let Some(pro) = &mut self.pro {
             pro.check(&mut self.client, Instant::now());
         }
-        if self.watches.is_empty() {
+        if !self.watches.is_empty() {
+            let problem = self.watches.check(SystemTime::now());
+            if problem != self.operator_problem {
+                match &problem {
+                    Some(why) => log::warn!("{why}"),
+                    None => log::info!("The operator's health checks pass again"),
+                }
+            }
+            self.operator_problem = problem;
+        }
+        if self.condition_sinks.is_empty() {
             return;
         }
-        let problem = self.watches.check(SystemTime::now());
-        if problem != self.operator_problem {
-            match &problem {
-                Some(why) => log::warn!("{why}"),
-                None => log::info!("The operator's health checks pass again"),
-            }
-        }
-        self.operator_problem = problem;
+        let now = Instant::now();
+        self.condition_sinks.probe(&mut self.client, now);
+        self.condition_sinks.sync_operator_condition(&mut self.client, now);
+        let verdict = self.evaluate(self.write_error.as_deref(), false);
+        let state =
+            AgentState { operator_problem: self.operator_problem.as_deref(), watched: !self.watches.is_empty() };
+        self.condition_sinks.sync_cluster_operator(&mut self.client, state, &verdict, now);
+        self.condition_sinks.after_sync(now, self.interval());
     }
 
     /// Writes the status: one request. Logs the outcome in the spec's words.

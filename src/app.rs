@@ -3,13 +3,17 @@
 
 use crate::agent::{Agent, AgentConfig};
 use crate::cluster::{Connection, connect};
+use crate::condition_sinks::{ClusterOperatorSetup, ConditionSinks};
 use crate::config::{OutputFormat, Settings};
 use crate::pro_tier;
+use crate::probes::Prober;
 use crate::reader;
 use crate::ready_file;
 use crate::serve;
 use crate::shutdown::Shutdown;
+use crate::sinks::cluster_operator::{ClusterOperatorSink, OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::StatusConfigMap;
+use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::watch::Watches;
 use std::fmt;
 use std::time::SystemTime;
@@ -65,7 +69,42 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         final_status: settings.final_status,
     };
     let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
-    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro))
+    let sinks = condition_sinks(settings, &config.target);
+    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro, sinks))
+}
+
+/// The probes, OperatorCondition and ClusterOperator the settings ask for.
+fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSinks {
+    let namespace = &target.namespace;
+    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
+    let operator_condition =
+        settings.operator_condition.clone().map(|name| OperatorConditionSink::new(namespace.clone(), name));
+    if operator_condition.is_some() && prober.is_empty() {
+        log::warn!(
+            "The OperatorCondition is set but no probe is: opstatus leaves its conditions to the operator \
+             (add --probe or --probe-from-crd-annotations)"
+        );
+    }
+    let cluster_operator = settings.cluster_operator.clone().map(|name| {
+        let mut related = vec![
+            RelatedObject::new("", "namespaces", "", namespace),
+            RelatedObject::new("", "configmaps", namespace, &target.name),
+        ];
+        if let Some(oc) = &settings.operator_condition {
+            related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
+        }
+        related.extend(settings.related_objects.iter().cloned());
+        let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
+        targets.extend(settings.operand_versions.iter().cloned());
+        ClusterOperatorSetup {
+            sink: ClusterOperatorSink::new(name),
+            targets,
+            version_file: settings.version_file.clone(),
+            related,
+            inertia: settings.degraded_inertia,
+        }
+    });
+    ConditionSinks::new(Some(prober), operator_condition, cluster_operator)
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.

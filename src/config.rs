@@ -8,6 +8,8 @@
 
 use crate::kube::Secret;
 use crate::kube9::ApiKeySource;
+use crate::probes::ProbeSpec;
+use crate::sinks::cluster_operator::{RelatedObject, Version};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -76,6 +78,19 @@ pub struct Settings {
     pub api_key: ApiKeySource,
     pub server_url: String,
     pub server_ca_file: Option<PathBuf>,
+    /// OLM's OperatorCondition name; off when `None`.
+    pub operator_condition: Option<String>,
+    pub probes: Vec<ProbeSpec>,
+    /// CRDs whose annotations declare probes.
+    pub probe_crds: Vec<String>,
+    /// Where namespaced probed resources are listed; empty: everywhere.
+    pub probe_namespaces: Vec<String>,
+    /// OpenShift ClusterOperator name; off when `None`.
+    pub cluster_operator: Option<String>,
+    pub operand_versions: Vec<Version>,
+    pub version_file: Option<PathBuf>,
+    pub related_objects: Vec<RelatedObject>,
+    pub degraded_inertia: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -244,7 +259,77 @@ const FLAGS: &[Flag] = &[
         default: "the system CA bundle",
         help: "CA bundle that kube9-server's certificate must chain to.",
     },
+    Flag {
+        name: "--operator-condition",
+        env: "OPERATOR_CONDITION_NAME",
+        kind: Kind::Value,
+        default: "off (OLM sets the variable for operators it installs)",
+        help: "OLM OperatorCondition (in the namespace) to publish the probes' Upgradeable and Important on.",
+    },
+    Flag {
+        name: "--probe",
+        env: "OPSTATUS_PROBES",
+        kind: Kind::List,
+        default: "none",
+        help: "Conditions from the operator's resources: GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR], \
+               e.g. example.com/v1/foos:Upgradeable=!Migrating (repeatable; env: comma-separated).",
+    },
+    Flag {
+        name: "--probe-from-crd-annotations",
+        env: "OPSTATUS_PROBE_CRDS",
+        kind: Kind::List,
+        default: "none",
+        help: "CRD names whose olm.operatorframework.io/condition.Upgradeable/.Important annotations give probes \
+               (repeatable; env: comma-separated).",
+    },
+    Flag {
+        name: "--probe-namespace",
+        env: "OPSTATUS_PROBE_NAMESPACES",
+        kind: Kind::List,
+        default: "WATCH_NAMESPACE (OLM's target namespaces), else all namespaces",
+        help: "Namespaces whose resources the probes list (repeatable; env: comma-separated).",
+    },
+    Flag {
+        name: "--cluster-operator",
+        env: "OPSTATUS_CLUSTER_OPERATOR",
+        kind: Kind::Value,
+        default: "off",
+        help: "OpenShift ClusterOperator to create and keep current (versions, Available, Degraded, ...).",
+    },
+    Flag {
+        name: "--operand-version",
+        env: "OPSTATUS_OPERAND_VERSIONS",
+        kind: Kind::List,
+        default: "none",
+        help: "ClusterOperator: an operand's version, NAME=VERSION (repeatable; env: comma-separated).",
+    },
+    Flag {
+        name: "--version-file",
+        env: "OPSTATUS_VERSION_FILE",
+        kind: Kind::Value,
+        default: "none (the flags' versions count as running)",
+        help: "ClusterOperator: a file the operator writes once a version runs (VERSION or NAME=VERSION lines); \
+               until then the old version is reported and Progressing is True.",
+    },
+    Flag {
+        name: "--related-object",
+        env: "OPSTATUS_RELATED_OBJECTS",
+        kind: Kind::List,
+        default: "the namespace, the status ConfigMap, the OperatorCondition",
+        help: "ClusterOperator: another related object, GROUP/RESOURCE/NAMESPACE/NAME (repeatable).",
+    },
+    Flag {
+        name: "--degraded-inertia",
+        env: "OPSTATUS_DEGRADED_INERTIA",
+        kind: Kind::Value,
+        default: "2m",
+        help: "ClusterOperator: how long bad health must last before Degraded turns True.",
+    },
 ];
+
+/// The operator's watched namespaces (OLM sets it from the
+/// `olm.targetNamespaces` annotation): the probes' default scope.
+pub const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
 
 /// The API key's variable. Never a flag: command lines are visible to
 /// every process on the node.
@@ -383,6 +468,15 @@ fn defaults() -> Settings {
         api_key: ApiKeySource { file: None, env: None },
         server_url: crate::kube9::DEFAULT_SERVER_URL.into(),
         server_ca_file: None,
+        operator_condition: None,
+        probes: Vec::new(),
+        probe_crds: Vec::new(),
+        probe_namespaces: Vec::new(),
+        cluster_operator: None,
+        operand_versions: Vec::new(),
+        version_file: None,
+        related_objects: Vec::new(),
+        degraded_inertia: crate::sinks::cluster_operator::DEFAULT_INERTIA,
     }
 }
 
@@ -532,7 +626,73 @@ fn settings_from(
     if let Some((v, _)) = raw.one("--server-ca-file")? {
         s.server_ca_file = Some(v.into());
     }
+    olm_and_openshift(&raw, &mut s)?;
     Ok(s)
+}
+
+/// The OperatorCondition, probe and ClusterOperator settings.
+fn olm_and_openshift(raw: &Raw<'_>, s: &mut Settings) -> Result<(), UsageError> {
+    let blame = |source: &str, v: &str, why: &str| UsageError(format!("{source}: {v:?} {why}"));
+    if let Some((v, source)) = raw.one("--operator-condition")? {
+        check_dns_subdomain(&v).map_err(|why| blame(&source, &v, &format!("is not a valid name: {why}")))?;
+        s.operator_condition = Some(v);
+    }
+    for (v, source) in raw.list("--probe")? {
+        s.probes.push(crate::probes::parse_probe(&v).map_err(|why| UsageError(format!("{source}: {v:?}: {why}")))?);
+    }
+    for (v, source) in raw.list("--probe-from-crd-annotations")? {
+        check_dns_subdomain(&v).map_err(|why| blame(&source, &v, &format!("is not a CRD name: {why}")))?;
+        if !v.contains('.') {
+            return Err(blame(&source, &v, "is not a CRD name (PLURAL.GROUP, e.g. foos.example.com)"));
+        }
+        s.probe_crds.push(v);
+    }
+    let mut namespaces = raw.list("--probe-namespace")?;
+    if namespaces.is_empty() {
+        // The operator's own namespaces: OLM's convention is WATCH_NAMESPACE
+        // from the olm.targetNamespaces annotation; empty means all.
+        let watched = (raw.env)(WATCH_NAMESPACE_ENV).unwrap_or_default();
+        let items = watched.split(',').map(str::trim).filter(|n| !n.is_empty());
+        namespaces = items.map(|n| (n.to_string(), WATCH_NAMESPACE_ENV.to_string())).collect();
+    }
+    for (v, source) in namespaces {
+        check_dns_label(&v).map_err(|why| blame(&source, &v, &format!("is not a valid namespace name: {why}")))?;
+        s.probe_namespaces.push(v);
+    }
+    if let Some((v, source)) = raw.one("--cluster-operator")? {
+        check_dns_subdomain(&v).map_err(|why| blame(&source, &v, &format!("is not a valid name: {why}")))?;
+        s.cluster_operator = Some(v);
+    }
+    for (v, source) in raw.list("--operand-version")? {
+        let version =
+            crate::sinks::cluster_operator::parse_operand_version(&v).map_err(|why| blame(&source, &v, &why))?;
+        if s.operand_versions.iter().any(|o| o.name == version.name) {
+            return Err(blame(&source, &v, &format!("names {:?} twice", version.name)));
+        }
+        s.operand_versions.push(version);
+    }
+    if let Some((v, _)) = raw.one("--version-file")? {
+        s.version_file = Some(v.into());
+    }
+    for (v, source) in raw.list("--related-object")? {
+        let object =
+            crate::sinks::cluster_operator::parse_related_object(&v).map_err(|why| blame(&source, &v, &why))?;
+        s.related_objects.push(object);
+    }
+    if let Some(d) = raw.duration("--degraded-inertia", (Duration::ZERO, Duration::from_secs(3600)))? {
+        s.degraded_inertia = d;
+    }
+    let cluster_operator_only = [
+        ("--operand-version", !s.operand_versions.is_empty()),
+        ("--version-file", s.version_file.is_some()),
+        ("--related-object", !s.related_objects.is_empty()),
+    ];
+    if s.cluster_operator.is_none()
+        && let Some((name, _)) = cluster_operator_only.iter().find(|(_, given)| *given)
+    {
+        return Err(UsageError(format!("{name} is for the ClusterOperator: give --cluster-operator too")));
+    }
+    Ok(())
 }
 
 /// `IP:PORT`, `[IPv6]:PORT` or `:PORT` (all IPv4 interfaces). Names are
@@ -767,6 +927,55 @@ mod tests {
             let got = error_of(cmdline, vars);
             assert!(got.starts_with(want), "{cmdline:?}: {got}");
         }
+    }
+
+    #[test]
+    fn olm_and_openshift_settings() {
+        let vars = [
+            ("OPERATOR_CONDITION_NAME", "demo-operator.v1.2.0"),
+            ("OPSTATUS_PROBES", "example.com/v1/foos:Upgradeable=!Migrating, example.com/v1/bars:Important=Broken"),
+        ];
+        let s = parse_with(
+            "--probe-namespace apps --probe-namespace=web --probe-from-crd-annotations foos.example.com \
+             --cluster-operator demo --operand-version engine=2.0.0 --version-file /run/v \
+             --related-object /configmaps/ops/settings --degraded-inertia 0",
+            &vars,
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.operator_condition.as_deref(), Some("demo-operator.v1.2.0"));
+        let probed: Vec<String> = s.probes.iter().map(|p| p.display_name()).collect();
+        assert_eq!(probed, ["foos.example.com", "bars.example.com"]);
+        assert_eq!(
+            (s.probe_namespaces, s.probe_crds),
+            (vec!["apps".into(), "web".into()], vec!["foos.example.com".into()])
+        );
+        assert_eq!(s.cluster_operator.as_deref(), Some("demo"));
+        assert_eq!(s.operand_versions, [Version::new("engine", "2.0.0")]);
+        assert_eq!(s.version_file.as_deref(), Some(std::path::Path::new("/run/v")));
+        assert_eq!(s.related_objects, [RelatedObject::new("", "configmaps", "ops", "settings")]);
+        assert_eq!(s.degraded_inertia, Duration::ZERO);
+        assert_eq!(parse_with("", &[]).unwrap().settings.degraded_inertia, Duration::from_secs(120));
+        // The operator's watched namespaces are the default scope; empty means all.
+        let watched = |v| parse_with("", &[("WATCH_NAMESPACE", v)]).map(|i| i.settings.probe_namespaces);
+        assert_eq!(watched("apps, web"), Ok(vec!["apps".to_string(), "web".to_string()]));
+        assert_eq!(watched(""), Ok(vec![]));
+        assert_eq!(
+            parse_with("--probe-namespace ops", &[("WATCH_NAMESPACE", "apps")]).unwrap().settings.probe_namespaces,
+            ["ops"]
+        );
+        assert_eq!(
+            watched("Apps").unwrap_err().0,
+            "WATCH_NAMESPACE: \"Apps\" is not a valid namespace name: only lowercase letters, digits and '-' are allowed"
+        );
+        assert_eq!(
+            error_of("--cluster-operator demo --operand-version a=1 --operand-version a=2", &[]),
+            "--operand-version: \"a=2\" names \"a\" twice"
+        );
+        assert_eq!(
+            error_of("--cluster-operator demo --degraded-inertia 2h", &[]),
+            "--degraded-inertia: \"2h\" must be between 0s and 3600s"
+        );
     }
 
     #[test]

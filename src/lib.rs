@@ -3,7 +3,8 @@
 //! A tiny sidecar agent that works out a Kubernetes operator's health and
 //! publishes it where the cluster looks: the kube9 status ConfigMap
 //! (`kube9-operator-status`), written by one server-side apply request per
-//! heartbeat.
+//! heartbeat; OLM's OperatorCondition (`Upgradeable`, `Important`, computed
+//! from the operator's own resources); OpenShift's ClusterOperator.
 //!
 //! The crate is synchronous: one loop, no async runtime. Two helper threads
 //! exist only where blocking calls demand them: the probe endpoint (kubelet
@@ -17,7 +18,11 @@
 //! | [`kube`] | the minimal Kubernetes REST client |
 //! | [`http`] | what every outgoing HTTP client shares (no env proxy, no redirects, bounded phases) |
 //! | [`status`] | the kube9 status document and the health rules (pure) |
-//! | [`sinks`] | the published resources (the status ConfigMap) |
+//! | [`sinks`] | the published resources: status ConfigMap, OperatorCondition, ClusterOperator |
+//! | [`conditions`] | metav1.Condition semantics: set, transition times (pure) |
+//! | [`expr`] | the condition expressions `!A`, `A && B`, `A \|\| B`, three-valued (pure) |
+//! | [`probes`] | conditions computed from the operator's own resources (OLM's Probe design) |
+//! | [`condition_sinks`] | running the probes and the two condition sinks on each check |
 //! | [`backoff`] | exponential backoff with jitter, `Retry-After` (pure) |
 //! | [`agent`] | the loop: checks, heartbeats, change-driven writes, shutdown |
 //! | [`watch`] | the operator's own health: watched URLs and heartbeat file |
@@ -39,13 +44,17 @@ pub mod agent;
 pub mod app;
 pub mod backoff;
 pub mod cluster;
+pub mod condition_sinks;
+pub mod conditions;
 pub mod config;
+pub mod expr;
 pub mod http;
 pub mod kube;
 pub mod kube9;
 pub mod logging;
 pub mod metrics;
 pub mod pro_tier;
+pub mod probes;
 pub mod reader;
 pub mod ready_file;
 pub mod registration;

@@ -116,9 +116,13 @@ impl StatusDocument {
 pub struct HealthInputs<'a> {
     /// The last write of the status ConfigMap failed (rule 1).
     pub status_write_error: Option<&'a str>,
-    /// A write of another published resource failed (rule 1's kin: the
-    /// status cannot be published everywhere it should be).
-    pub sink_error: Option<&'a str>,
+    /// Another published resource (the OperatorCondition, the
+    /// ClusterOperator) cannot be written: `degraded`, since the status
+    /// ConfigMap, the primary contract, still is.
+    pub sink_problem: Option<&'a str>,
+    /// The operator's own resources cannot be probed, or an `Important`
+    /// expression holds: `degraded`, with the reason.
+    pub resources_problem: Option<&'a str>,
     /// The configuration, as re-read at run time, is invalid (rule 2).
     pub config_error: Option<&'a str>,
     /// The operator itself is not well: a watched health URL fails or its
@@ -149,8 +153,10 @@ pub struct Verdict {
 /// 1. the status cannot be written → `unhealthy`;
 /// 2. the configuration is invalid → `unhealthy`;
 ///
-/// then opstatus's own rule: the operator's watched health fails →
-/// `degraded` (`unhealthy` when the watch is critical); then
+/// then opstatus's own rules: the operator's watched health fails →
+/// `degraded` (`unhealthy` when the watch is critical); another sink cannot
+/// be written, a probe fails or an `Important` expression holds →
+/// `degraded`; then
 ///
 /// 3. an API key is set but the operator is not registered → `degraded`;
 /// 4. more than 3 consecutive registration failures → `degraded`;
@@ -161,9 +167,6 @@ pub fn evaluate_health(inputs: &HealthInputs<'_>) -> Verdict {
     if let Some(e) = inputs.status_write_error {
         return unhealthy(format!("Failed to write status ConfigMap: {e}"));
     }
-    if let Some(e) = inputs.sink_error {
-        return unhealthy(e.to_string());
-    }
     if let Some(e) = inputs.config_error {
         return unhealthy(format!("Invalid configuration: {e}"));
     }
@@ -172,6 +175,9 @@ pub fn evaluate_health(inputs: &HealthInputs<'_>) -> Verdict {
             true => unhealthy(problem.to_string()),
             false => degraded(problem.to_string()),
         };
+    }
+    if let Some(problem) = inputs.sink_problem.or(inputs.resources_problem) {
+        return degraded(problem.to_string());
     }
     if inputs.api_key_configured && !inputs.registered {
         let reason = inputs.registration_error.unwrap_or("API key configured but the operator is not registered yet");
@@ -259,13 +265,28 @@ mod tests {
     }
 
     #[test]
-    fn rule_1_failed_sink_write_is_unhealthy_with_its_reason() {
+    fn other_sinks_and_the_operators_resources_degrade_with_their_reason() {
+        let sink = "Failed to update OperatorCondition ops/op.v1: 403 Forbidden";
+        let resources = "Attention needed for 1 resource: Foo ops/a: BadConnectivity";
         let v = evaluate_health(&HealthInputs {
-            sink_error: Some("Failed to write OperatorCondition: 403 Forbidden"),
+            sink_problem: Some(sink),
+            resources_problem: Some(resources),
             ..Default::default()
         });
-        assert_eq!(v.health, Health::Unhealthy);
-        assert_eq!(v.error.as_deref(), Some("Failed to write OperatorCondition: 403 Forbidden"));
+        assert_eq!(v, Verdict { health: Health::Degraded, error: Some(sink.into()) });
+        let v = evaluate_health(&HealthInputs {
+            resources_problem: Some(resources),
+            api_key_configured: true,
+            ..Default::default()
+        });
+        assert_eq!(v, Verdict { health: Health::Degraded, error: Some(resources.into()) });
+        // The operator being down says more.
+        let v = evaluate_health(&HealthInputs {
+            sink_problem: Some(sink),
+            operator_problem: Some("Operator down"),
+            ..Default::default()
+        });
+        assert_eq!(v.error.as_deref(), Some("Operator down"));
     }
 
     #[test]

@@ -120,6 +120,61 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "OPSTATUS_WATCH_CRITICAL: \"sometimes\" is not true or false",
     },
+    Case {
+        args: &["--probe", "example.com/v1/foos:Upgradeable=!Migrating &&"],
+        env: &[],
+        sa_files: &[],
+        expect: "--probe: \"example.com/v1/foos:Upgradeable=!Migrating &&\": Upgradeable expression \"!Migrating &&\": \
+                 column 14: expected a condition name, '!' or '(', found the end",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_PROBES", "example.com/v1/foos:Important=Broken && Lost")],
+        sa_files: &[],
+        expect: "column 8: only '||' is allowed in an Important expression",
+    },
+    Case {
+        args: &["--probe", "foos:Upgradeable=!Migrating"],
+        env: &[],
+        sa_files: &[],
+        expect: "\"foos\" is not GROUP/VERSION/RESOURCE",
+    },
+    Case {
+        args: &["--probe-from-crd-annotations", "foos"],
+        env: &[],
+        sa_files: &[],
+        expect: "--probe-from-crd-annotations: \"foos\" is not a CRD name (PLURAL.GROUP, e.g. foos.example.com)",
+    },
+    Case {
+        args: &[],
+        env: &[("OPERATOR_CONDITION_NAME", "My_Operator.v1")],
+        sa_files: &[],
+        expect: "OPERATOR_CONDITION_NAME: \"My_Operator.v1\" is not a valid name",
+    },
+    Case {
+        args: &["--cluster-operator", "demo", "--operand-version", "engine"],
+        env: &[],
+        sa_files: &[],
+        expect: "--operand-version: \"engine\" is not NAME=VERSION",
+    },
+    Case {
+        args: &["--cluster-operator", "demo", "--related-object", "configmaps/ops/x"],
+        env: &[],
+        sa_files: &[],
+        expect: "--related-object: \"configmaps/ops/x\" is not GROUP/RESOURCE/NAMESPACE/NAME",
+    },
+    Case {
+        args: &["--version-file", "/run/version"],
+        env: &[],
+        sa_files: &[],
+        expect: "--version-file is for the ClusterOperator: give --cluster-operator too",
+    },
+    Case {
+        args: &["--cluster-operator", "demo", "--degraded-inertia", "2d"],
+        env: &[],
+        sa_files: &[],
+        expect: "--degraded-inertia: \"2d\" has an unknown unit \"d\"",
+    },
 ];
 
 #[test]

@@ -10,12 +10,13 @@ use std::path::Path;
 /// A fuzz target's name and the function its inputs go through.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 6] = [
     ("reader", exercise::reader),
     ("kubeconfig", exercise::kubeconfig),
     ("http_request", exercise::http_request),
     ("retry_after", exercise::retry_after),
     ("registration_answer", exercise::registration_answer),
+    ("expr", exercise::expr),
 ];
 
 #[test]

@@ -159,6 +159,28 @@ impl Client {
         }
     }
 
+    /// GET an object; a 404 is an error here, so the caller can tell a
+    /// missing object from an API that is not served
+    /// ([`KubeError::is_missing_object`]).
+    pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
+        let url = format!("{}{path}", self.server);
+        self.send(Request { method: Method::Get, url: &url, action }, true)
+    }
+
+    /// PUT a whole object (an update: the body carries the
+    /// `resourceVersion` it was read at, so a concurrent change is a 409,
+    /// never silently overwritten). Returns the stored object.
+    pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
+        let url = format!("{}{path}", self.server);
+        self.send(Request { method: Method::Put(body), url: &url, action }, true)
+    }
+
+    /// POST a new object to a collection path. Returns the stored object.
+    pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
+        let url = format!("{}{path}", self.server);
+        self.send(Request { method: Method::Post(body), url: &url, action }, true)
+    }
+
     fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         self.refresh_token_if_due();
         let first = self.send_once(&request, want_body);
@@ -183,12 +205,13 @@ impl Client {
                 }
                 r.call()
             }
-            Method::Apply(body) => {
-                let mut r = self
-                    .agent
-                    .patch(request.url)
-                    .header("Accept", "application/json")
-                    .header("Content-Type", "application/apply-patch+yaml");
+            Method::Apply(body) | Method::Put(body) | Method::Post(body) => {
+                let (builder, content_type) = match request.method {
+                    Method::Apply(_) => (self.agent.patch(request.url), "application/apply-patch+yaml"),
+                    Method::Put(_) => (self.agent.put(request.url), "application/json"),
+                    _ => (self.agent.post(request.url), "application/json"),
+                };
+                let mut r = builder.header("Accept", "application/json").header("Content-Type", content_type);
                 if let Some(a) = &authorization {
                     r = r.header(AUTHORIZATION, a.clone());
                 }
@@ -298,7 +321,10 @@ struct Request<'a> {
 
 enum Method<'a> {
     Get,
+    /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
     Apply(&'a [u8]),
+    Put(&'a [u8]),
+    Post(&'a [u8]),
 }
 
 fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, CredentialsError> {

@@ -5,8 +5,19 @@ use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
 
-/// Where to look when a permission is missing.
-pub const RBAC_HINT: &str = "see manifests/base/role.yaml";
+/// Where to look when the permission for `action` is missing: the
+/// manifest that grants it.
+pub fn rbac_hint(action: &str) -> &'static str {
+    if action.contains("operatorconditions") {
+        "OLM grants get, update, patch on it to the operator's ServiceAccounts"
+    } else if action.contains("clusteroperators") {
+        "see manifests/openshift/cluster-operator.yaml"
+    } else if action.contains("customresourcedefinitions") || action.starts_with("list ") {
+        "see manifests/olm"
+    } else {
+        "see manifests/base/role.yaml"
+    }
+}
 
 /// A failed request to the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +57,14 @@ impl KubeError {
         }
     }
 
+    /// A 404 that says the object does not exist (a `Status` with reason
+    /// `NotFound`), as opposed to a path the API server does not serve at
+    /// all (a CRD that is not installed answers a plain "404 page not found").
+    pub fn is_missing_object(&self) -> bool {
+        matches!(self, KubeError::Api { code: 404, reason, message, .. }
+            if reason == "NotFound" && !message.starts_with(NON_STATUS))
+    }
+
     /// A short, bounded label for metrics (`error_type`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -80,7 +99,7 @@ impl fmt::Display for KubeError {
                         " (the API server rejected the credentials: the token is expired or revoked, \
                          or its ServiceAccount was deleted)"
                     ),
-                    403 => write!(f, " (grant the permission to {action}: {RBAC_HINT})"),
+                    403 => write!(f, " (grant the permission to {action}: {})", rbac_hint(action)),
                     _ => Ok(()),
                 }
             }
@@ -97,6 +116,9 @@ struct StatusBody {
     reason: Option<String>,
     message: Option<String>,
 }
+
+/// How a message built from a non-`Status` error body begins.
+const NON_STATUS: &str = "unexpected non-Status body";
 
 /// Longest excerpt of a non-`Status` error body kept in a message.
 const EXCERPT: usize = 200;
@@ -117,7 +139,7 @@ pub(crate) fn from_response(code: u16, body: &[u8], action: &str, retry_after: O
                 .take(EXCERPT)
                 .collect();
             let text = text.trim();
-            let message = if text.is_empty() { String::new() } else { format!("unexpected non-Status body: {text:?}") };
+            let message = if text.is_empty() { String::new() } else { format!("{NON_STATUS}: {text:?}") };
             (reason_phrase(code).into(), message)
         }
     };

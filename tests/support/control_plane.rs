@@ -106,16 +106,50 @@ impl ControlPlane {
     /// Applies `manifests/base` into `ns` the way a user would: a kustomize
     /// overlay that sets the namespace.
     pub fn apply_base_manifests(&self, ns: &str) {
+        self.apply_manifests("manifests/base", ns, &[]);
+    }
+
+    /// Applies a kustomization under the project (e.g. `manifests/olm`)
+    /// from an overlay that sets the namespace `ns` and suffixes every name
+    /// with `-NS` (cluster-scoped RBAC must not collide between tests);
+    /// `replace` edits the rendered YAML (placeholders such as a
+    /// ClusterOperator name) before it is applied.
+    pub fn apply_manifests(&self, dir: &str, ns: &str, replace: &[(&str, &str)]) {
         let overlay = TempDir::new("overlay");
         // kustomize refuses absolute paths to a base.
-        let base = relative_path(overlay.path(), &Path::new(ROOT).join("manifests/base"));
+        let base = relative_path(overlay.path(), &Path::new(ROOT).join(dir));
+        let suffix = if dir == "manifests/base" { String::new() } else { format!("nameSuffix: -{ns}\n") };
         std::fs::write(
             overlay.path().join("kustomization.yaml"),
-            format!("namespace: {ns}\nresources:\n- {}\n", base.display()),
+            format!("namespace: {ns}\n{suffix}resources:\n- {}\n", base.display()),
         )
         .unwrap();
-        let rendered = self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
+        let mut rendered = self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
+        for (from, to) in replace {
+            rendered = rendered.replace(from, to);
+        }
         self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered));
+    }
+
+    /// Installs a CRD from `tests/fixtures/crds/` and waits until it is
+    /// served. Idempotent: tests sharing a control plane may all call it.
+    pub fn install_crd(&self, name: &str) {
+        let file = Path::new(ROOT).join("tests/fixtures/crds").join(format!("{name}.yaml"));
+        self.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+        self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", &format!("crd/{name}")]);
+    }
+
+    /// A client with the admin token: for tests that write many objects
+    /// (thousands of kubectl processes would take minutes).
+    pub fn admin_client(&self) -> opstatus::kube::Client {
+        let creds = opstatus::kube::Credentials {
+            server: self.var("APISERVER_URL").to_string(),
+            ca_pem: self.ca_pem().into_bytes(),
+            ca_source: self.ca_path().to_string(),
+            auth: opstatus::kube::Auth::Token(opstatus::kube::Secret::new(self.var("ADMIN_TOKEN"))),
+            namespace: None,
+        };
+        opstatus::kube::Client::new(&creds).expect("admin client")
     }
 
     /// A TokenRequest token for `sa` in `ns` (600 s, the API's minimum).

@@ -1,0 +1,148 @@
+//! OLM's `OperatorCondition` (`operators.coreos.com/v2`): the conditions
+//! opstatus computes (`Upgradeable`, `Important`) in `spec.conditions`.
+//!
+//! OLM creates the object (named after the CSV, in the operator's
+//! namespace) and grants the operator's service accounts `get, update,
+//! patch` on that one name, nothing more; so the write is a read, a change
+//! of only the condition types opstatus owns (with metav1.Condition
+//! semantics, [`crate::conditions`]), and a `PUT` carrying the
+//! `resourceVersion` read. Conditions the operator sets itself, and the
+//! admin's `spec.overrides`, are left as they are. Nothing is sent when
+//! nothing changed.
+
+use super::{Written, read_modify_write};
+use crate::conditions::{self, Condition, Desired};
+use crate::kube::{Client, KubeError};
+use serde_json::Value;
+
+pub const API: &str = "/apis/operators.coreos.com/v2";
+
+/// The OperatorCondition to write, and what was last written to it.
+pub struct OperatorConditionSink {
+    pub namespace: String,
+    pub name: String,
+    /// The conditions last written (or found already set), so an unchanged
+    /// intent costs no request between drift checks.
+    written: Option<Vec<Desired>>,
+}
+
+impl OperatorConditionSink {
+    pub fn new(namespace: String, name: String) -> OperatorConditionSink {
+        OperatorConditionSink { namespace, name, written: None }
+    }
+
+    fn path(&self) -> String {
+        format!("{API}/namespaces/{}/operatorconditions/{}", self.namespace, self.name)
+    }
+
+    /// `OperatorCondition ns/name`, for messages.
+    pub fn describe(&self) -> String {
+        format!("OperatorCondition {}/{}", self.namespace, self.name)
+    }
+
+    /// Whether `desired` is what was last written.
+    pub fn is_current(&self, desired: &[Desired]) -> bool {
+        self.written.as_deref() == Some(desired)
+    }
+
+    /// Brings the owned conditions to `desired` at `now` (RFC 3339). Errors
+    /// are sentences for the status's reason.
+    pub fn sync(&mut self, client: &mut Client, desired: &[Desired], now: &str) -> Result<Written, String> {
+        let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
+        let result =
+            read_modify_write(client, &self.path(), "", &action, &mut |object| set_conditions(object, desired, now));
+        match result {
+            Ok(written) => {
+                self.written = Some(desired.to_vec());
+                Ok(written)
+            }
+            Err(e) => {
+                self.written = None;
+                Err(self.explain(&e))
+            }
+        }
+    }
+
+    fn explain(&self, e: &KubeError) -> String {
+        match e.code() {
+            Some(404) if e.is_missing_object() => format!(
+                "{} does not exist: OLM creates it with the operator's CSV (is OPERATOR_CONDITION_NAME right?)",
+                self.describe()
+            ),
+            Some(404) => "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?".into(),
+            _ => format!("Failed to update {}: {e}", self.describe()),
+        }
+    }
+}
+
+/// Sets `desired` in the object's `spec.conditions`; true when it changed.
+pub fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<bool, String> {
+    let spec = object
+        .as_object_mut()
+        .ok_or("the OperatorCondition is not a JSON object")?
+        .entry("spec")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let spec = spec.as_object_mut().ok_or("the OperatorCondition's spec is not an object")?;
+    let mut list: Vec<Condition> = match spec.get("conditions") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| format!("the OperatorCondition's spec.conditions are not conditions: {e}"))?,
+    };
+    // OLM stamps observedGeneration when it copies spec.conditions into
+    // status; writing one here would only be our own write's stale number.
+    if !conditions::set_all(&mut list, desired, None, now) {
+        return Ok(false);
+    }
+    spec.insert("conditions".into(), serde_json::to_value(list).expect("conditions serialise"));
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditions::Status;
+    use serde_json::json;
+
+    const NOW: &str = "2026-11-22T10:00:00Z";
+
+    fn upgradeable(status: Status) -> Desired {
+        Desired::new("Upgradeable", status, "AsExpected", "No resource blocks an upgrade (1 checked)")
+    }
+
+    #[test]
+    fn keeps_the_operators_conditions_and_the_overrides() {
+        let theirs = json!({"type": "Ready", "status": "True", "reason": "Up", "message": "Mine.",
+                            "lastTransitionTime": "2020-01-01T00:00:00Z", "observedGeneration": 4});
+        let overrides = json!([{"type": "Upgradeable", "status": "True", "reason": "Admin", "message": "Go.",
+                                "lastTransitionTime": "2020-01-01T00:00:00Z"}]);
+        let mut object = json!({
+            "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+            "metadata": {"name": "op.v1", "namespace": "ops", "resourceVersion": "42"},
+            "spec": {"deployments": ["op"], "conditions": [theirs.clone()], "overrides": overrides.clone()},
+        });
+        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], NOW), Ok(true));
+        assert_eq!(object["spec"]["conditions"][0], theirs);
+        assert_eq!(object["spec"]["conditions"][1]["type"], "Upgradeable");
+        assert_eq!(object["spec"]["conditions"][1]["lastTransitionTime"], NOW);
+        assert_eq!(object["spec"]["overrides"], overrides);
+        assert_eq!(object["metadata"]["resourceVersion"], "42", "the write carries what was read");
+        // The same again: nothing to send.
+        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], "2026-11-22T11:00:00Z"), Ok(false));
+    }
+
+    #[test]
+    fn an_object_without_spec_gets_one() {
+        let mut object = json!({"metadata": {"name": "op.v1"}});
+        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::True)], NOW), Ok(true));
+        assert_eq!(object["spec"]["conditions"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn malformed_objects_are_errors_not_overwrites() {
+        let mut object = json!({"spec": {"conditions": "garbage"}});
+        let err = set_conditions(&mut object, &[upgradeable(Status::True)], NOW).unwrap_err();
+        assert!(err.starts_with("the OperatorCondition's spec.conditions are not conditions"), "{err}");
+        assert_eq!(object["spec"]["conditions"], "garbage");
+        assert!(set_conditions(&mut json!({"spec": 3}), &[], NOW).is_err());
+    }
+}

@@ -1,0 +1,88 @@
+//! The custom resources the OLM and OpenShift end-to-end tests drive: the
+//! test CRD's `Foo`s, OLM's OperatorCondition (and the RBAC OLM creates for
+//! it), OpenShift's ClusterOperator. Written as their owners would: the
+//! admin through kubectl, thousands of Foos through one kept-alive client.
+
+use super::control_plane::ControlPlane;
+use serde_json::{Value, json};
+use std::time::{Duration, SystemTime};
+
+pub const FOOS: &str = "/apis/example.com/v1";
+pub const OPERATOR_CONDITIONS: &str = "/apis/operators.coreos.com/v2";
+
+/// A metav1.Condition as an operator writes it.
+pub fn condition(kind: &str, status: &str) -> Value {
+    json!({"type": kind, "status": status, "reason": "SetByTest", "message": "Set by the test.",
+           "lastTransitionTime": "2026-01-01T00:00:00Z"})
+}
+
+/// The condition of type `kind` in a list, if any.
+pub fn find<'a>(conditions: &'a Value, kind: &str) -> Option<&'a Value> {
+    conditions.as_array()?.iter().find(|c| c["type"] == kind)
+}
+
+impl ControlPlane {
+    /// How long after `since` `user` first updated an object whose URI
+    /// contains `uri_part`: timed on the API server's clock (the audit
+    /// log), so the test's polling does not add to it.
+    pub fn update_latency(&self, user: &str, uri_part: &str, since: SystemTime) -> Duration {
+        let events = self.audit_events(user);
+        let update = events.iter().find(|e| e.verb == "update" && e.uri.contains(uri_part) && e.received >= since);
+        let update = update.unwrap_or_else(|| panic!("no update of {uri_part} after the change: {events:?}"));
+        update.received.duration_since(since).unwrap()
+    }
+
+    /// Creates Foo `ns/name` and sets its status conditions.
+    pub fn create_foo(&self, ns: &str, name: &str, conditions: &[(&str, &str)]) {
+        let object = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": name, "namespace": ns}, "spec": {}});
+        self.kubectl_stdin_ok(&["create", "-f", "-"], Some(&object.to_string()));
+        if !conditions.is_empty() {
+            self.set_foo_conditions(ns, name, conditions);
+        }
+    }
+
+    /// Replaces Foo `ns/name`'s status conditions (the status subresource).
+    pub fn set_foo_conditions(&self, ns: &str, name: &str, conditions: &[(&str, &str)]) {
+        let list: Vec<Value> = conditions.iter().map(|(k, s)| condition(k, s)).collect();
+        let patch = json!({"status": {"conditions": list}}).to_string();
+        self.kubectl_ok(&["-n", ns, "patch", "foo", name, "--subresource=status", "--type=merge", "-p", &patch]);
+    }
+
+    /// Creates the OperatorCondition `ns/name` the way OLM does, with the
+    /// operator's own `spec.conditions`, and the Role OLM grants the
+    /// operator's ServiceAccount (`opstatus` here) on that one name.
+    pub fn create_operator_condition(&self, ns: &str, name: &str, operator_conditions: &[Value]) {
+        let object = json!({
+            "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"deployments": ["demo-operator"], "serviceAccounts": ["opstatus"], "conditions": operator_conditions},
+        });
+        self.kubectl_stdin_ok(&["create", "-f", "-"], Some(&object.to_string()));
+    }
+
+    /// The Role and RoleBinding OLM creates for the operator's
+    /// ServiceAccounts: `get, update, patch` on the one OperatorCondition.
+    pub fn grant_operator_condition_as_olm(&self, ns: &str, name: &str) {
+        let rbac = format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             rules:\n- apiGroups: [operators.coreos.com]\n  resources: [operatorconditions]\n  \
+             resourceNames: [{name}]\n  verbs: [get, update, patch]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}\n\
+             subjects:\n- {{kind: ServiceAccount, name: opstatus, namespace: {ns}}}\n"
+        );
+        self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rbac));
+    }
+
+    /// The OperatorCondition's JSON.
+    pub fn operator_condition(&self, ns: &str, name: &str) -> Value {
+        let out = self.kubectl_ok(&["-n", ns, "get", "operatorconditions.operators.coreos.com", name, "-o", "json"]);
+        serde_json::from_str(&out).unwrap()
+    }
+
+    /// The ClusterOperator's JSON, or `None` when it does not exist.
+    pub fn cluster_operator(&self, name: &str) -> Option<Value> {
+        let out = self.kubectl(&["get", "clusteroperators.config.openshift.io", name, "-o", "json"], None);
+        out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+}
