@@ -46,4 +46,20 @@ fn truncated_and_non_json_answers_are_failures_with_a_reason() {
     })
     .expect("written after the bad answer");
     assert!(agent.stderr().contains("500 InternalError: unexpected non-Status body"), "{}", agent.stderr());
+    agent.assert_memory_bounded();
+}
+
+#[test]
+fn a_50_mib_answer_to_a_write_is_drained_within_the_limit_not_buffered() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let huge = vec![b' '; 50 * 1024 * 1024];
+    server.push_faults([Fault::Raw { code: 200, body: huge.clone() }, Fault::Raw { code: 500, body: huge }]);
+    let mut agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
+    // Both huge answers, then a real write.
+    server.wait_requests(3, Duration::from_secs(15)).expect("writes go on after the huge answers");
+    server.wait_status_configmap(Duration::from_secs(10)).expect("written after the huge answers");
+    assert!(agent.exited().is_none(), "{}", agent.stderr());
+    agent.assert_memory_bounded();
+    println!("peak RSS through two 50 MiB answers: {} KiB", agent.peak_rss_kib());
 }

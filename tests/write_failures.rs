@@ -1,5 +1,6 @@
 //! Failed writes: exponential backoff with jitter, Retry-After, timeouts,
-//! never an exit, and a write again within one backoff step of recovery.
+//! never an exit, a write again within one backoff step of recovery, and
+//! memory bounded through each fault.
 
 mod support;
 
@@ -51,6 +52,7 @@ fn server_errors_back_off_exponentially_and_recover_within_one_step() {
         "{log}"
     );
     assert!(log.contains("is writable again after"), "{log}");
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -58,10 +60,11 @@ fn retry_after_in_seconds_is_honoured() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.push_faults([Fault::Status { code: 429, retry_after: Some("3".into()) }]);
-    let _agent = agent(&server, &sa, "30s");
+    let agent = agent(&server, &sa, "30s");
     let requests = server.wait_requests(2, Duration::from_secs(10)).expect("a retry after the 429");
     let gap = requests[1].at - requests[0].at;
     assert!(gap >= Duration::from_millis(2950) && gap < Duration::from_secs(4), "retried after {gap:?}, asked for 3 s");
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -77,6 +80,7 @@ fn a_hung_server_times_out_and_the_next_attempt_succeeds() {
     // The response timeout is 5 s, then a backoff of 1 s (the first step).
     assert!(gap >= Duration::from_secs(5) && gap < Duration::from_millis(7500), "retried after {gap:?}");
     assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -93,6 +97,7 @@ fn a_closed_connection_is_a_failure_not_a_crash() {
         log.contains("503 ServiceUnavailable: unexpected non-Status body: \"<html>upstream down</html>\""),
         "{log}"
     );
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -104,6 +109,7 @@ fn a_conflict_is_retried_like_any_failed_write() {
     let written = server.wait_status_configmap(Duration::from_secs(10));
     assert!(written.is_some(), "the retry after the 409 wrote the status");
     assert!(agent.stderr().contains("409 Conflict: injected fault"), "{}", agent.stderr());
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -118,6 +124,7 @@ fn a_server_answering_one_byte_a_second_times_out_and_is_retried() {
     // Headers never complete within the 5 s response timeout; then the 1 s backoff.
     assert!(gap >= Duration::from_secs(5) && gap < Duration::from_secs(9), "retried after {gap:?}");
     assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
+    agent.assert_memory_bounded();
 }
 
 #[test]
@@ -130,4 +137,5 @@ fn a_connection_reset_mid_body_is_a_failure_then_recovers() {
     assert!(requests[1].at - requests[0].at >= Duration::from_millis(950), "backed off before retrying");
     assert!(agent.exited().is_none());
     assert!(agent.stderr().contains("WARN  Failed to write status ConfigMap"), "{}", agent.stderr());
+    agent.assert_memory_bounded();
 }

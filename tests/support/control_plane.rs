@@ -134,6 +134,10 @@ impl ControlPlane {
     /// Installs a CRD from `tests/fixtures/crds/` and waits until it is
     /// served. Idempotent: tests sharing a control plane may all call it.
     pub fn install_crd(&self, name: &str) {
+        // Two tests applying the same new CRD at once race between apply's
+        // read and its create (AlreadyExists): one at a time.
+        static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _one_at_a_time = INSTALLING.lock().unwrap_or_else(|p| p.into_inner());
         let file = Path::new(ROOT).join("tests/fixtures/crds").join(format!("{name}.yaml"));
         self.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
         self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", &format!("crd/{name}")]);

@@ -8,6 +8,16 @@
 //! without `fieldManager` is 400; GET of a missing object is 404; a bad
 //! token is 401; errors are `kind: Status` bodies. It listens on 127.0.0.1
 //! only and stops when dropped.
+//!
+//! Custom resources (`/apis/...`) are a plain store with the real server's
+//! update rules: a GET of a stored object, a list of a collection, a PUT
+//! that must carry the stored `resourceVersion` (else 409 Conflict, the
+//! real message), a PUT to `.../status` that replaces only the status; a
+//! group nobody stored anything under answers the plain-text
+//! "404 page not found" a real server gives for an API it does not serve.
+//! [`FakeApiServer::conflict_after_gets`] makes "another writer" update an
+//! object right after opstatus read it, which a real server cannot be made
+//! to do on demand.
 
 use super::https::{HttpsServer, Recorded, Reply, Response};
 use super::pki::{self, TestPki};
@@ -43,6 +53,10 @@ struct State {
     sticky: Option<Fault>,
     requests: Vec<Recorded>,
     resource_version: u64,
+    /// Custom resources by path (`/apis/GROUP/VERSION/.../NAME`).
+    custom: HashMap<String, Value>,
+    /// Paths whose next GETs are each followed by another writer's update.
+    conflicts: HashMap<String, usize>,
 }
 
 pub struct FakeApiServer {
@@ -145,6 +159,24 @@ impl FakeApiServer {
         self.state.lock().unwrap().objects.insert((namespace.into(), name.into()), object);
     }
 
+    /// Stores a custom resource at its path (resourceVersion set here).
+    pub fn put_custom(&self, path: &str, mut object: Value) {
+        let mut s = self.state.lock().unwrap();
+        s.resource_version += 1;
+        object["metadata"]["resourceVersion"] = json!(s.resource_version.to_string());
+        s.custom.insert(path.to_string(), object);
+    }
+
+    pub fn custom(&self, path: &str) -> Option<Value> {
+        self.state.lock().unwrap().custom.get(path).cloned()
+    }
+
+    /// The next `n` GETs of `path` are each followed by another writer's
+    /// update (a new resourceVersion), so a PUT based on them conflicts.
+    pub fn conflict_after_gets(&self, path: &str, n: usize) {
+        self.state.lock().unwrap().conflicts.insert(path.to_string(), n);
+    }
+
     /// The parsed `status` document of a ConfigMap.
     pub fn status_document(&self, namespace: &str, name: &str) -> Option<Value> {
         let cm = self.object(namespace, name)?;
@@ -180,6 +212,9 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
     let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
     if !token.is_some_and(|t| s.tokens.contains(t)) {
         return status_response(401, "Unauthorized");
+    }
+    if r.path.starts_with("/apis/") {
+        return handle_custom(r, s);
     }
     let segments: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
     let ["api", "v1", "namespaces", ns, "configmaps", name] = segments[..] else {
@@ -228,6 +263,69 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
             Some(obj) => json_response(200, obj),
             None => status_response(404, &format!("configmaps \"{name}\" not found")),
         },
+        _ => status_response(405, "method not allowed"),
+    }
+}
+
+/// Custom resources: see the module doc.
+fn handle_custom(r: &Recorded, s: &mut State) -> Response {
+    let group = r.path.split('/').nth(2).unwrap_or_default();
+    if !s.custom.keys().any(|p| p.split('/').nth(2) == Some(group)) {
+        return Response { code: 404, body: b"404 page not found\n".to_vec(), retry_after: None };
+    }
+    let (path, status_only) = match r.path.strip_suffix("/status") {
+        Some(base) => (base.to_string(), true),
+        None => (r.path.clone(), false),
+    };
+    let name = path.rsplit('/').next().unwrap_or_default().to_string();
+    let not_found = || status_response(404, &format!("\"{name}\" not found"));
+    match r.method.as_str() {
+        "GET" => {
+            if let Some(object) = s.custom.get(&path).cloned() {
+                if let Some(n) = s.conflicts.get_mut(&path).filter(|n| **n > 0) {
+                    *n -= 1;
+                    s.resource_version += 1;
+                    let rv = s.resource_version.to_string();
+                    s.custom.get_mut(&path).unwrap()["metadata"]["resourceVersion"] = json!(rv);
+                }
+                return json_response(200, &object);
+            }
+            let prefix = format!("{path}/");
+            let items: Vec<Value> = s
+                .custom
+                .iter()
+                .filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/'))
+                .map(|(_, o)| o.clone())
+                .collect();
+            if items.is_empty() && !r.query.contains("limit=") {
+                return not_found();
+            }
+            json_response(200, &json!({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}))
+        }
+        "PUT" => {
+            let Ok(mut sent) = serde_json::from_slice::<Value>(&r.body) else {
+                return status_response(400, "error decoding JSON");
+            };
+            let Some(stored) = s.custom.get(&path).cloned() else { return not_found() };
+            if sent["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"] {
+                return status_response(
+                    409,
+                    &format!(
+                        "Operation cannot be fulfilled on \"{name}\": the object has been modified; \
+                         please apply your changes to the latest version and try again"
+                    ),
+                );
+            }
+            if status_only {
+                let mut updated = stored;
+                updated["status"] = sent["status"].take();
+                sent = updated;
+            }
+            s.resource_version += 1;
+            sent["metadata"]["resourceVersion"] = json!(s.resource_version.to_string());
+            s.custom.insert(path, sent.clone());
+            json_response(200, &sent)
+        }
         _ => status_response(405, "method not allowed"),
     }
 }

@@ -110,6 +110,13 @@ fn command(bin: &Path, args: &[&str], env: &[(String, String)]) -> Command {
     c
 }
 
+/// The most memory a running agent may use under any fault: the release
+/// build's steady ~2 MiB, plus the 4 MiB response-body limit, plus slack.
+/// A debug build (what `cargo test` builds for the integration tests) maps
+/// more, unoptimised code: twice the bound. Either way, a 50 MiB answer
+/// buffered would be far above it.
+pub const PEAK_RSS_BOUND_KIB: u64 = if cfg!(debug_assertions) { 16 * 1024 } else { 8 * 1024 };
+
 /// A running `opstatus run`, killed by PID when dropped. Its stderr goes to
 /// a file so the test can read the log while it runs.
 pub struct RunningAgent {
@@ -131,6 +138,20 @@ impl RunningAgent {
 
     pub fn stderr(&self) -> String {
         fs::read_to_string(self.log.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// The process's peak resident set size so far, in KiB (`VmHWM`).
+    pub fn peak_rss_kib(&self) -> u64 {
+        let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).expect("VmHWM in /proc/PID/status");
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Asserts that memory stayed bounded through whatever the test did:
+    /// the steady state is ~2 MiB; 4 MiB of response body may be read.
+    pub fn assert_memory_bounded(&self) {
+        let peak = self.peak_rss_kib();
+        assert!(peak <= PEAK_RSS_BOUND_KIB, "peak RSS {peak} KiB, bound {PEAK_RSS_BOUND_KIB} KiB");
     }
 
     /// `None` while running, else the exit status.

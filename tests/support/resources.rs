@@ -22,6 +22,18 @@ pub fn find<'a>(conditions: &'a Value, kind: &str) -> Option<&'a Value> {
 }
 
 impl ControlPlane {
+    /// When the API server received the admin's (kubectl's) last `verb`
+    /// on a URI containing `uri_part`: the moment a change really happened,
+    /// without kubectl's start-up time.
+    pub fn admin_request_time(&self, verb: &str, uri_part: &str) -> SystemTime {
+        // The ResponseComplete event may land just after kubectl returns.
+        let found = super::wait_for(Duration::from_secs(2), Duration::from_millis(20), || {
+            let events = self.audit_events("admin");
+            events.iter().rev().find(|e| e.verb == verb && e.uri.contains(uri_part)).map(|e| e.received)
+        });
+        found.unwrap_or_else(|| panic!("no admin {verb} of {uri_part} in the audit log"))
+    }
+
     /// How long after `since` `user` first updated an object whose URI
     /// contains `uri_part`: timed on the API server's clock (the audit
     /// log), so the test's polling does not add to it.
