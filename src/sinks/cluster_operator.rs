@@ -23,7 +23,7 @@
 //! read, retried on 409; only when something changed. Conditions of types
 //! opstatus does not set are kept.
 
-use super::{Written, read_modify_write};
+use super::{LastWritten, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::status::{Health, Verdict};
@@ -273,12 +273,12 @@ pub fn apply(object: &mut Value, intent: &Intent, now: &str) -> Result<bool, Str
 /// The ClusterOperator to keep current.
 pub struct ClusterOperatorSink {
     pub name: String,
-    written: Option<Intent>,
+    written: LastWritten<Intent>,
 }
 
 impl ClusterOperatorSink {
     pub fn new(name: String) -> ClusterOperatorSink {
-        ClusterOperatorSink { name, written: None }
+        ClusterOperatorSink { name, written: LastWritten::default() }
     }
 
     pub fn describe(&self) -> String {
@@ -286,7 +286,7 @@ impl ClusterOperatorSink {
     }
 
     pub fn is_current(&self, intent: &Intent) -> bool {
-        self.written.as_ref() == Some(intent)
+        self.written.matches(intent)
     }
 
     /// Creates the object when missing, then writes the status when it
@@ -304,16 +304,8 @@ impl ClusterOperatorSink {
                 other => break other,
             }
         };
-        match result {
-            Ok(written) => {
-                self.written = Some(intent.clone());
-                Ok(written)
-            }
-            Err(e) => {
-                self.written = None;
-                Err(self.explain(&e))
-            }
-        }
+        let describe = self.describe();
+        self.written.record(intent, result, |e| explain(e, &describe))
     }
 
     /// An empty object: the status goes through the status subresource.
@@ -332,17 +324,18 @@ impl ClusterOperatorSink {
             }
             // Someone else created it meanwhile: just as good.
             Err(e) if e.code() == Some(409) => Ok(()),
-            Err(e) => Err(self.explain(&e)),
+            Err(e) => Err(explain(&e, &self.describe())),
         }
     }
+}
 
-    fn explain(&self, e: &KubeError) -> String {
-        match e.code() {
-            Some(404) if !e.is_missing_object() => {
-                "The ClusterOperator API (config.openshift.io/v1) is not served: is this an OpenShift cluster?".into()
-            }
-            _ => format!("Failed to update {}: {e}", self.describe()),
+/// An error as the status's reason says it.
+fn explain(e: &KubeError, what: &str) -> String {
+    match e.code() {
+        Some(404) if !e.is_missing_object() => {
+            "The ClusterOperator API (config.openshift.io/v1) is not served: is this an OpenShift cluster?".into()
         }
+        _ => format!("Failed to update {what}: {e}"),
     }
 }
 

@@ -25,6 +25,39 @@ pub enum Written {
     Updated,
 }
 
+/// What a sink last wrote: an intent equal to it needs no request until the
+/// next drift check. Forgotten on a failure, so the next check retries.
+pub struct LastWritten<T>(Option<T>);
+
+impl<T> Default for LastWritten<T> {
+    fn default() -> Self {
+        LastWritten(None)
+    }
+}
+
+impl<T: Clone + PartialEq> LastWritten<T> {
+    /// Whether `intent` is what was last written (compared as borrowed, so
+    /// a check allocates nothing to ask).
+    pub fn matches<Q: PartialEq + ?Sized>(&self, intent: &Q) -> bool
+    where
+        T: std::borrow::Borrow<Q>,
+    {
+        self.0.as_ref().is_some_and(|written| written.borrow() == intent)
+    }
+
+    /// Records the outcome of writing `intent`; an error becomes the
+    /// sentence `explain` makes of it.
+    pub fn record(
+        &mut self,
+        intent: &T,
+        result: Result<Written, KubeError>,
+        explain: impl FnOnce(&KubeError) -> String,
+    ) -> Result<Written, String> {
+        self.0 = result.is_ok().then(|| intent.clone());
+        result.map_err(|e| explain(&e))
+    }
+}
+
 /// GETs `path`, lets `modify` change the object (it returns whether it
 /// did), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
 /// carrying the `resourceVersion` it read. A 409 starts over from a fresh

@@ -10,7 +10,7 @@
 //! admin's `spec.overrides`, are left as they are. Nothing is sent when
 //! nothing changed.
 
-use super::{Written, read_modify_write};
+use super::{LastWritten, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::kube::{Client, KubeError};
 use serde_json::Value;
@@ -21,14 +21,13 @@ pub const API: &str = "/apis/operators.coreos.com/v2";
 pub struct OperatorConditionSink {
     pub namespace: String,
     pub name: String,
-    /// The conditions last written (or found already set), so an unchanged
-    /// intent costs no request between drift checks.
-    written: Option<Vec<Desired>>,
+    /// The conditions last written (or found already set).
+    written: LastWritten<Vec<Desired>>,
 }
 
 impl OperatorConditionSink {
     pub fn new(namespace: String, name: String) -> OperatorConditionSink {
-        OperatorConditionSink { namespace, name, written: None }
+        OperatorConditionSink { namespace, name, written: LastWritten::default() }
     }
 
     fn path(&self) -> String {
@@ -42,7 +41,7 @@ impl OperatorConditionSink {
 
     /// Whether `desired` is what was last written.
     pub fn is_current(&self, desired: &[Desired]) -> bool {
-        self.written.as_deref() == Some(desired)
+        self.written.matches(desired)
     }
 
     /// Brings the owned conditions to `desired` at `now` (RFC 3339). Errors
@@ -51,27 +50,20 @@ impl OperatorConditionSink {
         let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
         let result =
             read_modify_write(client, &self.path(), "", &action, &mut |object| set_conditions(object, desired, now));
-        match result {
-            Ok(written) => {
-                self.written = Some(desired.to_vec());
-                Ok(written)
-            }
-            Err(e) => {
-                self.written = None;
-                Err(self.explain(&e))
-            }
-        }
+        let (namespace, name) = (&self.namespace, &self.name);
+        self.written.record(&desired.to_vec(), result, |e| explain(e, namespace, name))
     }
+}
 
-    fn explain(&self, e: &KubeError) -> String {
-        match e.code() {
-            Some(404) if e.is_missing_object() => format!(
-                "{} does not exist: OLM creates it with the operator's CSV (is OPERATOR_CONDITION_NAME right?)",
-                self.describe()
-            ),
-            Some(404) => "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?".into(),
-            _ => format!("Failed to update {}: {e}", self.describe()),
-        }
+/// An error as the status's reason says it.
+fn explain(e: &KubeError, namespace: &str, name: &str) -> String {
+    match e.code() {
+        Some(404) if e.is_missing_object() => format!(
+            "OperatorCondition {namespace}/{name} does not exist: OLM creates it with the operator's CSV \
+             (is OPERATOR_CONDITION_NAME right?)"
+        ),
+        Some(404) => "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?".into(),
+        _ => format!("Failed to update OperatorCondition {namespace}/{name}: {e}"),
     }
 }
 
