@@ -150,10 +150,12 @@ impl ConditionSinks {
             self.version_file_error = error;
             parsed.unwrap_or_default()
         });
-        let upgradeable = match (&self.prober, &self.outcome.upgradeable) {
-            (None, _) => Ok(None),
-            (Some(_), Some(c)) => Ok(Some(c)),
-            (Some(_), None) => Err(()),
+        // No Upgradeable expression: True. One that cannot be evaluated
+        // yet (a failed list, an unread CRD): leave what is published.
+        let upgradeable = match (self.outcome.declares_upgradeable, &self.outcome.upgradeable) {
+            (false, _) => Ok(None),
+            (true, Some(c)) => Ok(Some(c)),
+            (true, None) => Err(()),
         };
         let signals =
             Signals { operator_down: state.operator_problem, watched: state.watched, verdict, degraded, upgradeable };

@@ -353,6 +353,8 @@ struct ApiResource {
 /// The result of one evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// Whether any probe has an `Upgradeable` expression.
+    pub declares_upgradeable: bool,
     /// `Upgradeable` when any probe has that expression and it can be said.
     pub upgradeable: Option<Desired>,
     pub important: Option<Desired>,
@@ -376,18 +378,11 @@ pub struct Prober {
     crds_read_at: Option<Instant>,
     /// Namespaces to list namespaced resources in; empty: all at once.
     namespaces: Vec<String>,
-    /// Whether any probe has an `Upgradeable` / `Important` expression.
-    has_upgradeable: bool,
-    has_important: bool,
 }
 
 impl Prober {
     pub fn new(specs: Vec<ProbeSpec>, crd_names: Vec<String>, namespaces: Vec<String>) -> Prober {
-        let has = |f: fn(&ProbeSpec) -> bool| specs.iter().any(f);
-        let crds = !crd_names.is_empty();
         Prober {
-            has_upgradeable: crds || has(|s| s.upgradeable.is_some()),
-            has_important: has(|s| s.important.is_some()),
             flags: specs.into_iter().map(|spec| Source { spec, resolved: None }).collect(),
             crd_names,
             from_crds: Vec::new(),
@@ -416,9 +411,16 @@ impl Prober {
             }
         }
         let complete = problems.is_empty();
+        // Only the condition types some probe declares are published: an
+        // operator that sets Upgradeable itself keeps it unless asked.
+        let declares = |f: fn(&ProbeSpec) -> bool| self.flags.iter().chain(&self.from_crds).any(|s| f(&s.spec));
+        // CRDs not read yet may declare one: until they are, nothing is said.
+        let crds_unread = !self.crd_names.is_empty() && self.crds_read_at.is_none();
+        let declares_upgradeable = crds_unread || declares(|s| s.upgradeable.is_some());
         Outcome {
-            upgradeable: if self.has_upgradeable { tally.upgradeable(complete) } else { None },
-            important: if self.has_important { tally.important(complete) } else { None },
+            declares_upgradeable,
+            upgradeable: declares_upgradeable.then(|| tally.upgradeable(complete)).flatten(),
+            important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
             problem: (!complete).then(|| problems.join("; ")),
         }
     }
@@ -434,10 +436,7 @@ impl Prober {
             let body = client.get_path(&path, &action).map_err(|e| format!("Cannot read CRD {name}: {e}"))?;
             let body = body.ok_or_else(|| format!("CRD {name} does not exist (--probe-from-crd-annotations)"))?;
             match spec_from_crd(&body).map_err(|e| format!("CRD {name}: {e}"))? {
-                Some((spec, kind)) => {
-                    self.has_important |= spec.important.is_some();
-                    fresh.push(Source { spec, resolved: Some(kind) });
-                }
+                Some((spec, kind)) => fresh.push(Source { spec, resolved: Some(kind) }),
                 None => log::warn!(
                     "CRD {name} has neither {UPGRADEABLE_ANNOTATION} nor {IMPORTANT_ANNOTATION}: nothing to probe"
                 ),
