@@ -20,6 +20,9 @@ pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 /// anything much larger is not an answer we asked for.
 const MAX_BODY: u64 = 4 * 1024 * 1024;
 
+/// The most of an error answer's body read: a `Status` is far smaller.
+const MAX_ERROR_BODY: u64 = 64 * 1024;
+
 /// Each phase of a request is bounded, so the agent's thread is never
 /// stuck on one call for longer than their sum (16 s, well under kubelet's
 /// default probe failure window of 30 s; the probes are served elsewhere).
@@ -232,12 +235,15 @@ impl Client {
             std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink()).map_err(|e| self.body_error(e))?;
             return Ok(Vec::new());
         }
-        let bytes = body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e))?;
-        if (200..300).contains(&code) {
-            Ok(bytes)
-        } else {
-            Err(from_response(code, &bytes, request.action, retry_after))
+        if !(200..300).contains(&code) {
+            // A `Status` is a few hundred bytes: the head of a larger error
+            // body is all the message needs, so a huge one costs no memory.
+            let mut head = Vec::new();
+            let mut reader = body.with_config().limit(MAX_BODY).reader();
+            reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
+            return Err(from_response(code, &head, request.action, retry_after));
         }
+        body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e))
     }
 
     fn refresh_token_if_due(&mut self) {
