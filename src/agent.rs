@@ -286,6 +286,7 @@ impl Agent {
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.status_json = status_json;
+        shared.metrics.conditions = self.condition_sinks.metrics();
         shared.last_tick = Instant::now();
     }
 

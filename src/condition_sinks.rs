@@ -10,6 +10,7 @@
 
 use crate::conditions::Desired;
 use crate::kube::Client;
+use crate::metrics::ConditionMetrics;
 use crate::probes::{Outcome, Prober};
 use crate::sinks::Written;
 use crate::sinks::cluster_operator::{
@@ -50,6 +51,7 @@ pub struct ConditionSinks {
     /// The last version-file error logged, so it is logged once.
     version_file_error: Option<String>,
     next_drift_check: Instant,
+    metrics: ConditionMetrics,
 }
 
 impl ConditionSinks {
@@ -58,7 +60,13 @@ impl ConditionSinks {
         operator_condition: Option<OperatorConditionSink>,
         cluster_operator: Option<ClusterOperatorSetup>,
     ) -> ConditionSinks {
+        let metrics = ConditionMetrics {
+            operator_condition: operator_condition.as_ref().map(|_| [0; 3]),
+            cluster_operator: cluster_operator.as_ref().map(|_| [0; 3]),
+            probes: None,
+        };
         ConditionSinks {
+            metrics,
             prober: prober.filter(|p| !p.is_empty()),
             outcome: Outcome::default(),
             operator_condition,
@@ -69,6 +77,11 @@ impl ConditionSinks {
             version_file_error: None,
             next_drift_check: Instant::now(),
         }
+    }
+
+    /// Counters and gauges for `/metrics`.
+    pub fn metrics(&self) -> ConditionMetrics {
+        self.metrics
     }
 
     pub fn is_empty(&self) -> bool {
@@ -107,6 +120,9 @@ impl ConditionSinks {
                 None => log::info!("Probing the operator's resources works again"),
             }
         }
+        if outcome.counts.is_some() {
+            self.metrics.probes = outcome.counts;
+        }
         self.outcome = outcome;
     }
 
@@ -120,7 +136,8 @@ impl ConditionSinks {
             return;
         }
         let result = sink.sync(client, &desired, &format_rfc3339(SystemTime::now()));
-        report(&sink.describe(), result, &mut self.operator_condition_problem, &desired);
+        let counts = self.metrics.operator_condition.get_or_insert([0; 3]);
+        report(&sink.describe(), result, &mut self.operator_condition_problem, &desired, counts);
     }
 
     /// Writes the ClusterOperator if what it says changed (or a drift check
@@ -164,7 +181,8 @@ impl ConditionSinks {
             return;
         }
         let result = setup.sink.sync(client, &intent, &format_rfc3339(SystemTime::now()));
-        report(&setup.sink.describe(), result, &mut self.cluster_operator_problem, &intent.conditions);
+        let counts = self.metrics.cluster_operator.get_or_insert([0; 3]);
+        report(&setup.sink.describe(), result, &mut self.cluster_operator_problem, &intent.conditions, counts);
     }
 
     /// After both syncs: schedules the next drift check.
@@ -175,8 +193,20 @@ impl ConditionSinks {
     }
 }
 
-/// Logs a sink's outcome in one line and records its problem.
-fn report(what: &str, result: Result<Written, String>, problem: &mut Option<String>, said: &[Desired]) {
+/// Logs a sink's outcome in one line, records its problem and counts it
+/// (updated, unchanged, failed).
+fn report(
+    what: &str,
+    result: Result<Written, String>,
+    problem: &mut Option<String>,
+    said: &[Desired],
+    counts: &mut [u64; 3],
+) {
+    counts[match result {
+        Ok(Written::Updated) => 0,
+        Ok(Written::Unchanged) => 1,
+        Err(_) => 2,
+    }] += 1;
     match result {
         Ok(written) => {
             if problem.take().is_some() {

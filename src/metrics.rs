@@ -28,8 +28,25 @@ pub const ERROR_TYPES: [&str; 10] = [
 
 const MODES: [Mode; 2] = [Mode::Operated, Mode::Enabled];
 
+/// What the probes and the condition sinks report. A part that is `None`
+/// is not configured, and its series are not rendered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConditionMetrics {
+    /// Syncs of the OperatorCondition: updated, unchanged, failed.
+    pub operator_condition: Option<[u64; 3]>,
+    /// Syncs of the ClusterOperator: updated, unchanged, failed.
+    pub cluster_operator: Option<[u64; 3]>,
+    /// The last complete probe evaluation: resources evaluated, blocking.
+    pub probes: Option<(u64, u64)>,
+}
+
+/// The `result` label values of the sync counters, in index order.
+pub const SYNC_RESULTS: [&str; 3] = ["updated", "unchanged", "failed"];
+
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
+    /// Set by the agent on every tick.
+    pub conditions: ConditionMetrics,
     /// Successful status writes by mode and health.
     updates: [[u64; 3]; 2],
     /// Failed status writes by error kind (index into [`ERROR_TYPES`]).
@@ -122,7 +139,32 @@ impl Metrics {
         );
         let last = self.last_success.and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
         let _ = writeln!(w, "opstatus_last_successful_write_timestamp_seconds {last}");
+        self.render_conditions(w);
         out
+    }
+
+    fn render_conditions(&self, w: &mut String) {
+        let c = &self.conditions;
+        let sinks = [("operator_condition", c.operator_condition), ("cluster_operator", c.cluster_operator)];
+        if sinks.iter().any(|(_, counts)| counts.is_some()) {
+            header(
+                w,
+                "opstatus_condition_syncs_total",
+                "counter",
+                "Syncs of the OperatorCondition / ClusterOperator, by result (unchanged: nothing was sent).",
+            );
+            for (sink, counts) in sinks {
+                for (result, n) in SYNC_RESULTS.iter().zip(counts.into_iter().flatten()) {
+                    let _ = writeln!(w, "opstatus_condition_syncs_total{{sink=\"{sink}\",result=\"{result}\"}} {n}");
+                }
+            }
+        }
+        if let Some((evaluated, blocking)) = c.probes {
+            header(w, "opstatus_probe_resources", "gauge", "Resources the last complete probe evaluated.");
+            let _ = writeln!(w, "opstatus_probe_resources {evaluated}");
+            header(w, "opstatus_probe_blocking_resources", "gauge", "Resources whose Upgradeable expression is false.");
+            let _ = writeln!(w, "opstatus_probe_blocking_resources {blocking}");
+        }
     }
 }
 
@@ -220,5 +262,20 @@ mod tests {
         assert_eq!(m["opstatus_status_write_duration_seconds_count"], 5.0);
         assert!((m["opstatus_status_write_duration_seconds_sum"] - 7.051).abs() < 1e-9);
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 1_762_788_600.0);
+    }
+
+    #[test]
+    fn condition_sink_and_probe_series_appear_only_when_configured() {
+        let mut metrics = Metrics::default();
+        let plain = parse(&metrics.render(Health::Healthy));
+        assert!(plain.keys().all(|k| !k.starts_with("opstatus_condition") && !k.starts_with("opstatus_probe")));
+        metrics.conditions =
+            ConditionMetrics { operator_condition: Some([2, 40, 1]), cluster_operator: None, probes: Some((2000, 1)) };
+        let m = parse(&metrics.render(Health::Healthy));
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"updated\"}"], 2.0);
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"unchanged\"}"], 40.0);
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"failed\"}"], 1.0);
+        assert!(!m.keys().any(|k| k.contains("cluster_operator")));
+        assert_eq!((m["opstatus_probe_resources"], m["opstatus_probe_blocking_resources"]), (2000.0, 1.0));
     }
 }

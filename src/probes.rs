@@ -360,6 +360,9 @@ pub struct Outcome {
     pub important: Option<Desired>,
     /// Why the evaluation is incomplete (a list failed, a CRD is unreadable).
     pub problem: Option<String>,
+    /// Resources evaluated and resources blocking, when the evaluation is
+    /// complete.
+    pub counts: Option<(u64, u64)>,
 }
 
 /// Where probes come from.
@@ -422,6 +425,7 @@ impl Prober {
             upgradeable: declares_upgradeable.then(|| tally.upgradeable(complete)).flatten(),
             important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
             problem: (!complete).then(|| problems.join("; ")),
+            counts: complete.then_some((tally.evaluated as u64, tally.blocking.total as u64)),
         }
     }
 

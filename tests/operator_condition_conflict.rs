@@ -2,13 +2,15 @@
 //! its write (the operator sets its own conditions on the same object):
 //! the PUT conflicts (409), opstatus reads again and retries, at most three
 //! attempts per check; when all three conflict it says so (degraded) and
-//! succeeds on the next check, the other writer's conditions intact.
+//! succeeds on the next check, the other writer's conditions intact; and
+//! `/metrics` counts it.
 
 mod support;
 
 use serde_json::json;
 use std::time::Duration;
 use support::fake_apiserver::FakeApiServer;
+use support::http::{endpoint_from_log, get};
 use support::resources::{condition, find};
 use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
@@ -40,8 +42,17 @@ fn conflicting_writes_are_retried_on_a_fresh_read_and_bounded() {
     server.conflict_after_gets(OC, 3);
     let mut env = pod_env(server.port(), &sa);
     env.push(("OPERATOR_CONDITION_NAME".into(), "op.v1".into()));
-    let args =
-        ["run", "--interval", "60s", "--check-interval", "1s", "--probe-from-crd-annotations", "foos.example.com"];
+    let args = [
+        "run",
+        "--interval",
+        "60s",
+        "--check-interval",
+        "1s",
+        "--listen",
+        "127.0.0.1:0",
+        "--probe-from-crd-annotations",
+        "foos.example.com",
+    ];
     let agent = RunningAgent::start(&opstatus_bin(), &[&args[..], &["--probe-namespace", "ops"]].concat(), &env);
 
     let written = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
@@ -70,5 +81,19 @@ fn conflicting_writes_are_retried_on_a_fresh_read_and_bounded() {
         log.contains("WARN  Failed to update OperatorCondition ops/op.v1: 409 Conflict: Operation cannot be fulfilled"),
         "{log}"
     );
+    // /metrics counts it: one failed sync (three conflicts), one update.
+    // (The endpoint's copy is refreshed at the end of the tick.)
+    let endpoint = endpoint_from_log(&log).expect("the endpoint's address in the log");
+    let want = [
+        "opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"failed\"} 1",
+        "opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"updated\"} 1",
+        "opstatus_probe_resources 1",
+        "opstatus_probe_blocking_resources 1",
+    ];
+    let counted = wait_for(Duration::from_secs(5), Duration::from_millis(50), || {
+        let (code, metrics, _) = get(endpoint, "/metrics");
+        (code == 200 && want.iter().all(|line| metrics.lines().any(|l| l == *line))).then_some(())
+    });
+    assert!(counted.is_some(), "missing {want:?} in:\n{}", get(endpoint, "/metrics").1);
     agent.assert_memory_bounded();
 }
