@@ -176,6 +176,9 @@ impl ConditionSinks {
         };
         let signals =
             Signals { operator_down: state.operator_problem, watched: state.watched, verdict, degraded, upgradeable };
+        // Built on every check (a few small strings per check interval, not
+        // per heartbeat) and compared with what was last written: simpler
+        // and surer than tracking each input's changes.
         let intent = Intent::new(&signals, setup.targets.clone(), running, setup.related.clone());
         if setup.sink.is_current(&intent) && now < self.next_drift_check {
             return;
