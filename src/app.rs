@@ -104,7 +104,7 @@ fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSi
             inertia: settings.degraded_inertia,
         }
     });
-    ConditionSinks::new(Some(prober), operator_condition, cluster_operator)
+    ConditionSinks::new(prober, operator_condition, cluster_operator)
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.

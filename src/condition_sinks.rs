@@ -55,8 +55,9 @@ pub struct ConditionSinks {
 }
 
 impl ConditionSinks {
+    /// `prober` is kept only when it has something to probe.
     pub fn new(
-        prober: Option<Prober>,
+        prober: Prober,
         operator_condition: Option<OperatorConditionSink>,
         cluster_operator: Option<ClusterOperatorSetup>,
     ) -> ConditionSinks {
@@ -67,7 +68,7 @@ impl ConditionSinks {
         };
         ConditionSinks {
             metrics,
-            prober: prober.filter(|p| !p.is_empty()),
+            prober: (!prober.is_empty()).then_some(prober),
             outcome: Outcome::default(),
             operator_condition,
             operator_condition_problem: None,
@@ -205,13 +206,9 @@ fn report(
     said: &[Desired],
     counts: &mut [u64; 3],
 ) {
-    counts[match result {
-        Ok(Written::Updated) => 0,
-        Ok(Written::Unchanged) => 1,
-        Err(_) => 2,
-    }] += 1;
     match result {
         Ok(written) => {
+            counts[if written == Written::Updated { 0 } else { 1 }] += 1;
             if problem.take().is_some() {
                 log::info!("{what} is writable again");
             }
@@ -221,6 +218,7 @@ fn report(
             }
         }
         Err(why) => {
+            counts[2] += 1;
             if problem.as_deref() != Some(why.as_str()) {
                 log::warn!("{why}");
             }

@@ -215,6 +215,12 @@ impl Named {
         }
     }
 
+    /// `2 resources: Foo ns/a: Migrating; Foo ns/b: Migrating`.
+    fn counted(&self) -> String {
+        let resources = if self.total == 1 { "resource" } else { "resources" };
+        format!("{} {resources}: {}", self.total, self.list())
+    }
+
     /// `Foo ns/a: Migrating; Foo ns/b: Migrating; and 3 more`.
     pub fn list(&self) -> String {
         let mut s = self.first.join("; ");
@@ -236,6 +242,16 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Adds another tally (another collection's) to this one, still naming
+    /// at most [`NAMED`] resources per list.
+    fn merge(&mut self, other: Tally) {
+        self.evaluated += other.evaluated;
+        for (into, from) in [(&mut self.blocking, other.blocking), (&mut self.important, other.important)] {
+            into.total += from.total;
+            into.first.extend(from.first.into_iter().take(NAMED.saturating_sub(into.first.len())));
+        }
+    }
+
     /// Counts one resource: `kind`, `namespace/name` (or `name`), verdicts.
     pub fn add(&mut self, kind: &str, namespace: Option<&str>, name: &str, verdicts: Verdicts<'_>) {
         self.evaluated += 1;
@@ -258,10 +274,8 @@ impl Tally {
     /// blocking is enough for `False`; `True` needs every list to have
     /// succeeded (`complete`).
     pub fn upgradeable(&self, complete: bool) -> Option<Desired> {
-        let n = self.blocking.total;
-        if n > 0 {
-            let resources = if n == 1 { "resource" } else { "resources" };
-            let message = format!("Upgrade blocked by {n} {resources}: {}", self.blocking.list());
+        if self.blocking.total > 0 {
+            let message = format!("Upgrade blocked by {}", self.blocking.counted());
             return Some(Desired::new(UPGRADEABLE, Status::False, "NotUpgradeable", message));
         }
         complete.then(|| {
@@ -273,10 +287,8 @@ impl Tally {
     /// The `Important` condition, with the same rule: `True` is certain,
     /// `False` needs a complete tally.
     pub fn important(&self, complete: bool) -> Option<Desired> {
-        let n = self.important.total;
-        if n > 0 {
-            let resources = if n == 1 { "resource" } else { "resources" };
-            let message = format!("Attention needed for {n} {resources}: {}", self.important.list());
+        if self.important.total > 0 {
+            let message = format!("Attention needed for {}", self.important.counted());
             return Some(Desired::new(IMPORTANT, Status::True, "ResourcesNeedAttention", message));
         }
         complete.then(|| Desired::new(IMPORTANT, Status::False, "AsExpected", "No resource needs attention"))
@@ -548,11 +560,7 @@ fn list_all(
         }
         next = page.metadata.next;
     }
-    tally.evaluated += partial.evaluated;
-    for (into, from) in [(&mut tally.blocking, partial.blocking), (&mut tally.important, partial.important)] {
-        into.total += from.total;
-        into.first.extend(from.first.into_iter().take(NAMED.saturating_sub(into.first.len())));
-    }
+    tally.merge(partial);
     Ok(())
 }
 

@@ -153,9 +153,7 @@ impl Client {
     /// GET any API path (`/version`, a list with a query); `None` on 404.
     /// `action` says what it is for error messages (`list nodes`).
     pub fn get_path(&mut self, path: &str, action: &str) -> Result<Option<Vec<u8>>, KubeError> {
-        let url = format!("{}{path}", self.server);
-        let request = Request { method: Method::Get, url: &url, action };
-        match self.send(request, true) {
+        match self.get_required(path, action) {
             Ok(body) => Ok(Some(body)),
             Err(e) if e.code() == Some(404) => Ok(None),
             Err(e) => Err(e),

@@ -305,7 +305,7 @@ impl ClusterOperatorSink {
             }
         };
         let describe = self.describe();
-        self.written.record(intent, result, |e| explain(e, &describe))
+        self.written.record(intent.clone(), result, |e| explain(e, &describe))
     }
 
     /// An empty object: the status goes through the status subresource.

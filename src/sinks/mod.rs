@@ -35,7 +35,7 @@ impl<T> Default for LastWritten<T> {
     }
 }
 
-impl<T: Clone + PartialEq> LastWritten<T> {
+impl<T: PartialEq> LastWritten<T> {
     /// Whether `intent` is what was last written (compared as borrowed, so
     /// a check allocates nothing to ask).
     pub fn matches<Q: PartialEq + ?Sized>(&self, intent: &Q) -> bool
@@ -49,11 +49,11 @@ impl<T: Clone + PartialEq> LastWritten<T> {
     /// sentence `explain` makes of it.
     pub fn record(
         &mut self,
-        intent: &T,
+        intent: T,
         result: Result<Written, KubeError>,
         explain: impl FnOnce(&KubeError) -> String,
     ) -> Result<Written, String> {
-        self.0 = result.is_ok().then(|| intent.clone());
+        self.0 = result.is_ok().then_some(intent);
         result.map_err(|e| explain(&e))
     }
 }

@@ -50,20 +50,20 @@ impl OperatorConditionSink {
         let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
         let result =
             read_modify_write(client, &self.path(), "", &action, &mut |object| set_conditions(object, desired, now));
-        let (namespace, name) = (&self.namespace, &self.name);
-        self.written.record(&desired.to_vec(), result, |e| explain(e, namespace, name))
+        let describe = self.describe();
+        self.written.record(desired.to_vec(), result, |e| explain(e, &describe))
     }
 }
 
 /// An error as the status's reason says it.
-fn explain(e: &KubeError, namespace: &str, name: &str) -> String {
+fn explain(e: &KubeError, what: &str) -> String {
     match e.code() {
         Some(404) if e.is_missing_object() => format!(
-            "OperatorCondition {namespace}/{name} does not exist: OLM creates it with the operator's CSV \
+            "{what} does not exist: OLM creates it with the operator's CSV \
              (is OPERATOR_CONDITION_NAME right?)"
         ),
         Some(404) => "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?".into(),
-        _ => format!("Failed to update OperatorCondition {namespace}/{name}: {e}"),
+        _ => format!("Failed to update {what}: {e}"),
     }
 }
 
