@@ -5,7 +5,10 @@ restart the API server, rotate the token to a second ServiceAccount (and
 delete the first), revoke the RoleBinding (restored one fault later).
 Run it with scripts/soak.sh.
 
-Prints a summary and exits non-zero unless: opstatus never exited, every
+Heartbeats are opstatus's: it runs at --interval 1s, so heartbeat N is due
+N seconds after it started, and the loop wakes at each of those instants
+(a fault that takes 5 s to inject does not stretch the count; the loop
+catches up). Prints a summary and exits non-zero unless: opstatus never exited, every
 fault was recovered from (a successful write after it), and RSS stayed flat
 (the median of the last tenth of samples within 256 KiB of the first tenth).
 """
@@ -68,8 +71,8 @@ def main():
         next_fault = args.fault_every
         beat = 0
         while beat < args.heartbeats:
-            time.sleep(1)
             beat += 1
+            time.sleep(max(0.0, started + beat - time.time()))
             if p.poll() is not None:
                 break
             rss.append(status_kib(p.pid, "VmRSS"))
