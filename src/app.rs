@@ -2,20 +2,23 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{Agent, AgentConfig};
-use crate::cluster::{Connection, connect};
-use crate::condition_sinks::{ClusterOperatorSetup, ConditionSinks};
-use crate::config::{OutputFormat, Settings};
-use crate::pro_tier;
-use crate::probes::Prober;
+use crate::config::{DEFAULT_NAMESPACE, OutputFormat, Settings};
+use crate::endpoint;
+use crate::kube::{Client, Credentials, CredentialsError, credentials};
+use crate::pro;
 use crate::reader;
 use crate::ready_file;
-use crate::serve;
-use crate::shutdown::Shutdown;
-use crate::sinks::cluster_operator::{ClusterOperatorSink, OPERATOR, RelatedObject, Version};
+use crate::signals::Signal;
+use crate::signals::probes::Prober;
+use crate::signals::watch::Watches;
+use crate::sinks::Sinks;
+use crate::sinks::cluster_operator::ClusterOperatorSink;
+use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::operator_condition::OperatorConditionSink;
-use crate::watch::Watches;
+use crate::util::shutdown::Shutdown;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 /// A failed command.
@@ -47,11 +50,67 @@ impl fmt::Display for Failure {
     }
 }
 
+/// A client and the namespace to work in.
+struct Connection {
+    client: Client,
+    namespace: String,
+    /// Where the credentials came from, for the start-up log line.
+    source: String,
+    /// The kube9 cluster identifier (from the cluster CA).
+    cluster_identifier: String,
+}
+
+/// Picks credentials the way client-go does: an explicit kubeconfig
+/// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
+/// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails with a
+/// [`CredentialsError`] (exit code 2) before any request.
+fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Connection, CredentialsError> {
+    let (creds, source) = load_credentials(settings, env)?;
+    let namespace =
+        settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    if let Err(why) = crate::kube::names::check_dns_label(&namespace) {
+        return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
+    }
+    let cluster_identifier = pro::client::cluster_identifier(&creds.ca_pem, &creds.server);
+    Ok(Connection { client: Client::new(&creds)?, namespace, source, cluster_identifier })
+}
+
+fn load_credentials(
+    settings: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Credentials, String), CredentialsError> {
+    if let Some(path) = &settings.kubeconfig {
+        return Ok((credentials::from_kubeconfig(path)?, format!("kubeconfig {}", path.display())));
+    }
+    let host = env("KUBERNETES_SERVICE_HOST");
+    if host.is_some() {
+        let port = env("KUBERNETES_SERVICE_PORT");
+        let creds = credentials::in_cluster(host.as_deref(), port.as_deref(), &settings.service_account_dir)?;
+        return Ok((creds, format!("service account in {}", settings.service_account_dir.display())));
+    }
+    if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
+        let path = PathBuf::from(home).join(".kube").join("config");
+        if path.exists() {
+            return Ok((credentials::from_kubeconfig(&path)?, format!("kubeconfig {}", path.display())));
+        }
+    }
+    Err(CredentialsError(
+        "no Kubernetes credentials: not in a cluster (KUBERNETES_SERVICE_HOST is unset), \
+         no --kubeconfig or KUBECONFIG, and no ~/.kube/config"
+            .into(),
+    ))
+}
+
+/// The composition root: the agent with the signals and sinks the settings
+/// ask for. A new signal or sink is one line here.
 fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
     let Connection { client, namespace, source, cluster_identifier } =
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
-    let pro = pro_tier::from_settings(
+    let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
+
+    let mut signals: Vec<Box<dyn Signal>> = Vec::new();
+    let pro = pro::from_settings(
         settings.api_key.clone(),
         &settings.server_url,
         settings.server_ca_file.as_deref(),
@@ -59,52 +118,64 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         settings.operator_version.clone(),
     )
     .map_err(Failure::Config)?;
+    if let Some(pro) = pro {
+        signals.push(Box::new(pro));
+    }
+    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
+    signals.push(Box::new(Watches::new(settings.watch_urls.clone(), file, settings.watch_critical)));
+    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
+    let probing = !prober.is_empty();
+    if probing {
+        signals.push(Box::new(prober));
+    }
+
+    let mut sinks = Sinks::default();
+    if let Some(name) = &settings.operator_condition {
+        if !probing {
+            log::warn!(
+                "The OperatorCondition is set but no probe is: opstatus leaves its conditions to the operator \
+                 (add --probe or --probe-from-crd-annotations)"
+            );
+        }
+        sinks.add(Box::new(OperatorConditionSink::new(target.namespace.clone(), name.clone())));
+    }
+    if let Some(name) = &settings.cluster_operator {
+        sinks.add(Box::new(cluster_operator(settings, name, &target)));
+    }
+
     let config = AgentConfig {
-        target: StatusConfigMap { namespace, name: settings.configmap.clone() },
+        target,
         interval: settings.interval,
         check_interval: settings.check_interval,
         operator_version: settings.operator_version.clone(),
         ready_file: settings.ready_file.clone(),
-        watch_critical: settings.watch_critical,
         final_status: settings.final_status,
     };
-    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
-    let sinks = condition_sinks(settings, &config.target);
-    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro, sinks))
+    Ok(Agent::new(client, config, signals, sinks))
 }
 
-/// The probes, OperatorCondition and ClusterOperator the settings ask for.
-fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSinks {
+/// The ClusterOperator with its versions and related objects: the
+/// namespace, the status ConfigMap, the OperatorCondition (when set), then
+/// the `--related-object`s.
+fn cluster_operator(settings: &Settings, name: &str, target: &StatusConfigMap) -> ClusterOperatorSink {
     let namespace = &target.namespace;
-    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
-    let operator_condition =
-        settings.operator_condition.clone().map(|name| OperatorConditionSink::new(namespace.clone(), name));
-    if operator_condition.is_some() && prober.is_empty() {
-        log::warn!(
-            "The OperatorCondition is set but no probe is: opstatus leaves its conditions to the operator \
-             (add --probe or --probe-from-crd-annotations)"
-        );
+    let mut related = vec![
+        RelatedObject::new("", "namespaces", "", namespace),
+        RelatedObject::new("", "configmaps", namespace, &target.name),
+    ];
+    if let Some(oc) = &settings.operator_condition {
+        related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
     }
-    let cluster_operator = settings.cluster_operator.clone().map(|name| {
-        let mut related = vec![
-            RelatedObject::new("", "namespaces", "", namespace),
-            RelatedObject::new("", "configmaps", namespace, &target.name),
-        ];
-        if let Some(oc) = &settings.operator_condition {
-            related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
-        }
-        related.extend(settings.related_objects.iter().cloned());
-        let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
-        targets.extend(settings.operand_versions.iter().cloned());
-        ClusterOperatorSetup {
-            sink: ClusterOperatorSink::new(name),
-            targets,
-            version_file: settings.version_file.clone(),
-            related,
-            inertia: settings.degraded_inertia,
-        }
-    });
-    ConditionSinks::new(prober, operator_condition, cluster_operator)
+    related.extend(settings.related_objects.iter().cloned());
+    let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
+    targets.extend(settings.operand_versions.iter().cloned());
+    ClusterOperatorSink::new(
+        name.to_string(),
+        targets,
+        settings.version_file.clone(),
+        related,
+        settings.degraded_inertia,
+    )
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.
@@ -119,7 +190,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
     .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
     let mut agent = agent_for(settings, env)?;
     if let Some(addr) = settings.listen {
-        let bound = serve::spawn(addr, agent.shared())
+        let bound = endpoint::spawn(addr, agent.shared())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
         log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
     }

@@ -7,9 +7,9 @@
 //! credentials are loaded, still before any request.
 
 use crate::kube::Secret;
-use crate::kube9::ApiKeySource;
-use crate::probes::ProbeSpec;
-use crate::sinks::cluster_operator::{RelatedObject, Version};
+use crate::pro::client::ApiKeySource;
+use crate::signals::probes::grammar::ProbeSpec;
+use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,10 +19,7 @@ pub const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
 pub const DEFAULT_NAMESPACE: &str = "kube9-system";
 pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
-/// Readers call a status older than 5 minutes stale: a longer interval would
-/// make every healthy status look stale between writes.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(240);
-pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+pub use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_WATCH_MAX_AGE: Duration = Duration::from_secs(60);
 
@@ -249,7 +246,7 @@ const FLAGS: &[Flag] = &[
         name: "--server-url",
         env: "KUBE9_SERVER_URL",
         kind: Kind::Value,
-        default: crate::kube9::DEFAULT_SERVER_URL,
+        default: crate::pro::client::DEFAULT_SERVER_URL,
         help: "kube9-server, for registration (pro tier); http:// only when you mean it.",
     },
     Flag {
@@ -466,7 +463,7 @@ fn defaults() -> Settings {
         watch_max_age: DEFAULT_WATCH_MAX_AGE,
         final_status: true,
         api_key: ApiKeySource { file: None, env: None },
-        server_url: crate::kube9::DEFAULT_SERVER_URL.into(),
+        server_url: crate::pro::client::DEFAULT_SERVER_URL.into(),
         server_ca_file: None,
         operator_condition: None,
         probes: Vec::new(),
@@ -601,7 +598,7 @@ fn settings_from(
         s.max_age = d;
     }
     for (url, source) in raw.list("--watch-url")? {
-        crate::watch::check_url(&url).map_err(|why| UsageError(format!("{source}: {url:?} {why}")))?;
+        crate::signals::watch::check_url(&url).map_err(|why| UsageError(format!("{source}: {url:?} {why}")))?;
         s.watch_urls.push(url);
     }
     s.watch_critical = raw.switch("--watch-critical")?;
@@ -638,7 +635,10 @@ fn olm_and_openshift(raw: &Raw<'_>, s: &mut Settings) -> Result<(), UsageError> 
         s.operator_condition = Some(v);
     }
     for (v, source) in raw.list("--probe")? {
-        s.probes.push(crate::probes::parse_probe(&v).map_err(|why| UsageError(format!("{source}: {v:?}: {why}")))?);
+        s.probes.push(
+            crate::signals::probes::grammar::parse_probe(&v)
+                .map_err(|why| UsageError(format!("{source}: {v:?}: {why}")))?,
+        );
     }
     for (v, source) in raw.list("--probe-from-crd-annotations")? {
         check_dns_subdomain(&v).map_err(|why| blame(&source, &v, &format!("is not a CRD name: {why}")))?;
@@ -664,8 +664,8 @@ fn olm_and_openshift(raw: &Raw<'_>, s: &mut Settings) -> Result<(), UsageError> 
         s.cluster_operator = Some(v);
     }
     for (v, source) in raw.list("--operand-version")? {
-        let version =
-            crate::sinks::cluster_operator::parse_operand_version(&v).map_err(|why| blame(&source, &v, &why))?;
+        let version = crate::sinks::cluster_operator::intent::parse_operand_version(&v)
+            .map_err(|why| blame(&source, &v, &why))?;
         if s.operand_versions.iter().any(|o| o.name == version.name) {
             return Err(blame(&source, &v, &format!("names {:?} twice", version.name)));
         }
@@ -676,7 +676,7 @@ fn olm_and_openshift(raw: &Raw<'_>, s: &mut Settings) -> Result<(), UsageError> 
     }
     for (v, source) in raw.list("--related-object")? {
         let object =
-            crate::sinks::cluster_operator::parse_related_object(&v).map_err(|why| blame(&source, &v, &why))?;
+            crate::sinks::cluster_operator::intent::parse_related_object(&v).map_err(|why| blame(&source, &v, &why))?;
         s.related_objects.push(object);
     }
     if let Some(d) = raw.duration("--degraded-inertia", (Duration::ZERO, Duration::from_secs(3600)))? {

@@ -7,7 +7,7 @@
 //! exit. [`check`] is the probe's verdict, pure: contents and clock in.
 
 use crate::status::Health;
-use crate::time::{format_rfc3339, parse_rfc3339};
+use crate::util::time::{format_rfc3339, parse_rfc3339};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};

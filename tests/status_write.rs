@@ -43,7 +43,7 @@ fn once_creates_the_configmap_with_one_apply_request() {
             r#"{{"mode":"operated","tier":"free","version":"1.2.3","health":"healthy","lastUpdate":"{last_update}","registered":false,"error":null,"namespace":"ops"}}"#
         )
     );
-    let written = opstatus::time::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
+    let written = opstatus::testing::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
     let age = SystemTime::now().duration_since(written).unwrap_or_default();
     assert!(age < Duration::from_secs(5), "lastUpdate {last_update} is not now");
     let stderr = String::from_utf8_lossy(&out.stderr);

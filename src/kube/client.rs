@@ -2,8 +2,8 @@
 
 use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
-use crate::backoff::parse_retry_after;
-use crate::http::{self, Timeouts};
+use crate::util::backoff::parse_retry_after;
+use crate::util::http::{self, Timeouts};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -130,7 +130,7 @@ impl Client {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
             // carries an empty reason ("... is forbidden: ").
-            KubeError::Api { code: 403, reason, message, retry_after, .. }
+            KubeError::Api { code: 403, reason, message, retry_after, grant, .. }
                 if message.trim_end().ends_with("is forbidden:") =>
             {
                 KubeError::Api {
@@ -139,6 +139,7 @@ impl Client {
                     message: format!("{} server-side apply must create the missing object", message.trim_end()),
                     action: object.action("create"),
                     retry_after,
+                    grant,
                 }
             }
             other => other,

@@ -6,12 +6,17 @@
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
+//! - [`names`]: Kubernetes object-name rules.
+//!
+//! It knows no feature: a request's caller says what the request is for
+//! and where its permission is granted ([`KubeError::granted_by`]).
 
 mod client;
 pub mod credentials;
 mod error;
+pub mod names;
 pub mod yaml;
 
-pub use client::{Client, ObjectRef, TOKEN_RELOAD_INTERVAL};
+pub use client::{Client, ObjectRef};
 pub use credentials::{Auth, Credentials, CredentialsError, Secret};
 pub use error::KubeError;

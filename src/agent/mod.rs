@@ -1,6 +1,12 @@
 //! The agent: the loop that keeps the status ConfigMap (and the readiness
 //! file, probe endpoint, OperatorCondition and ClusterOperator) current.
 //!
+//! One tick is the pipeline: the signals make one [`Observation`], the
+//! health rules make one verdict of it, and the sinks publish that verdict.
+//! The agent owns the schedule and the primary sink, the status ConfigMap;
+//! it knows the signals and the other sinks only as the values in its two
+//! lists ([`Signal`], [`Sinks`]).
+//!
 //! Two cadences drive it. Every check interval (5 s by default) it checks
 //! the watched signals (the operator's health URLs and heartbeat file),
 //! refreshes the readiness file and what the endpoint serves. Every
@@ -14,19 +20,18 @@
 //! moving. The first write that succeeds again publishes the state as it is
 //! then, not the outage that just ended: the document describes the present.
 
-use crate::backoff::{Backoff, Jitter};
-use crate::condition_sinks::{AgentState, ConditionSinks};
-use crate::config::{MAX_INTERVAL, MIN_INTERVAL};
+use crate::endpoint::prometheus::Metrics;
+use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
-use crate::metrics::Metrics;
-use crate::pro_tier::{ProTier, ProView};
 use crate::ready_file;
-use crate::serve::{Shared, Snapshot};
-use crate::shutdown::Shutdown;
+use crate::signals::{Observation, Signal};
+use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
-use crate::status::{Health, HealthInputs, Mode, StatusDocument, Tier, Verdict, evaluate_health};
-use crate::time::format_rfc3339;
-use crate::watch::Watches;
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::util::backoff::{Backoff, Jitter};
+use crate::util::reported::Reported;
+use crate::util::shutdown::Shutdown;
+use crate::util::time::format_rfc3339;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -45,8 +50,6 @@ pub struct AgentConfig {
     pub check_interval: Duration,
     pub operator_version: String,
     pub ready_file: Option<PathBuf>,
-    /// A failing watch makes the status `unhealthy` instead of `degraded`.
-    pub watch_critical: bool,
     /// Publish `unhealthy` / "Shutting down" when stopped by a signal.
     pub final_status: bool,
 }
@@ -54,33 +57,25 @@ pub struct AgentConfig {
 pub struct Agent {
     client: Client,
     config: AgentConfig,
-    watches: Watches,
-    /// The API key and registration; `None` when no key source is set.
-    pro: Option<ProTier>,
-    /// The probes, the OperatorCondition and the ClusterOperator.
-    condition_sinks: ConditionSinks,
+    /// What is looked at on each check, in order.
+    signals: Vec<Box<dyn Signal>>,
+    /// What the signals saw on the last check.
+    observation: Observation,
+    /// Every published resource but the status ConfigMap.
+    sinks: Sinks,
     backoff: Backoff,
     jitter: Jitter,
-    /// Why the last status write failed; `None` after a success.
-    write_error: Option<String>,
-    /// Why the operator itself is not well (a watch failed).
-    operator_problem: Option<String>,
+    /// Why the last status write failed (rule 1); `None` after a success.
+    write_error: Option<Problem>,
     /// The last status written, without its timestamp.
     published: Option<StatusDocument>,
-    /// The last readiness-file error logged, so a broken mount is reported
-    /// once, not every tick.
-    ready_file_error: Option<String>,
+    /// A broken readiness-file mount is reported once, not every tick.
+    ready_file_error: Reported,
     shared: Shared,
 }
 
 impl Agent {
-    pub fn new(
-        client: Client,
-        config: AgentConfig,
-        watches: Watches,
-        pro: Option<ProTier>,
-        condition_sinks: ConditionSinks,
-    ) -> Agent {
+    pub fn new(client: Client, config: AgentConfig, signals: Vec<Box<dyn Signal>>, sinks: Sinks) -> Agent {
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
@@ -94,14 +89,13 @@ impl Agent {
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.interval),
             config,
-            watches,
-            pro,
-            condition_sinks,
+            signals,
+            observation: Observation::default(),
+            sinks,
             jitter: Jitter::from_os(),
             write_error: None,
-            operator_problem: None,
             published: None,
-            ready_file_error: None,
+            ready_file_error: Reported::default(),
             shared,
         }
     }
@@ -111,66 +105,27 @@ impl Agent {
         self.shared.clone()
     }
 
-    /// The health rules applied to the agent's state, with this status-write
-    /// failure (or none).
-    fn verdict_with(&self, status_write_error: Option<&str>) -> Verdict {
-        self.evaluate(status_write_error, true)
-    }
-
-    /// The health rules; `include_cluster_operator` false leaves the
-    /// ClusterOperator's own write failure out (what it says about itself).
-    fn evaluate(&self, status_write_error: Option<&str>, include_cluster_operator: bool) -> Verdict {
-        let pro = self.pro_view();
-        evaluate_health(&HealthInputs {
-            status_write_error,
-            sink_problem: self.condition_sinks.sink_problem(include_cluster_operator),
-            resources_problem: self.condition_sinks.resources_problem(),
-            config_error: pro.config_error,
-            operator_problem: self.operator_problem.as_deref(),
-            operator_problem_critical: self.config.watch_critical,
-            api_key_configured: pro.key_configured,
-            registered: pro.registered,
-            registration_failures: pro.registration_failures,
-            registration_error: pro.registration_error,
-        })
-    }
-
-    fn pro_view(&self) -> ProView<'_> {
-        match &self.pro {
-            Some(pro) => pro.view(),
-            None => ProView {
-                mode: Mode::Operated,
-                tier: Tier::Free,
-                registered: false,
-                cluster_id: None,
-                key_configured: false,
-                config_error: None,
-                registration_failures: 0,
-                registration_error: None,
-            },
-        }
-    }
-
     /// The heartbeat: kube9-server's `statusUpdateIntervalSeconds` while
     /// registered (within the allowed range), else `--interval`.
     fn interval(&self) -> Duration {
-        let asked = self.pro.as_ref().and_then(ProTier::status_interval);
+        let asked = self.observation.asked_interval;
         asked.map_or(self.config.interval, |d| d.clamp(MIN_INTERVAL, MAX_INTERVAL))
     }
 
     /// The health as the agent sees it now, write failures included.
     pub fn verdict(&self) -> Verdict {
-        self.verdict_with(self.write_error.as_deref())
+        let problems = self.observation.problems.iter().chain(self.sinks.problems());
+        evaluate_health(self.write_error.iter().chain(problems))
     }
 
     /// The health to publish: the status write's own failure is left out,
     /// because if this write succeeds, writing works.
     fn publishable(&self) -> Verdict {
-        self.verdict_with(None)
+        evaluate_health(self.observation.problems.iter().chain(self.sinks.problems()))
     }
 
     fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
-        let pro = self.pro_view();
+        let pro = &self.observation.pro;
         StatusDocument {
             mode: pro.mode,
             tier: pro.tier,
@@ -180,7 +135,7 @@ impl Agent {
             registered: pro.registered,
             error: verdict.error,
             namespace: self.config.target.namespace.clone(),
-            cluster_id: pro.cluster_id.map(String::from),
+            cluster_id: pro.cluster_id.clone(),
         }
     }
 
@@ -191,34 +146,22 @@ impl Agent {
         StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
     }
 
-    /// Checks the watched signals, the API key, and registers when due;
-    /// probes the operator's resources and brings the OperatorCondition
-    /// and ClusterOperator up to date.
+    /// One check: every signal looks again (one observation), then every
+    /// sink is brought up to date with it.
     pub fn check(&mut self) {
-        if let Some(pro) = &mut self.pro {
-            pro.check(&mut self.client, Instant::now());
+        let now = Instant::now();
+        let mut observation = Observation::default();
+        for signal in &mut self.signals {
+            signal.observe(&mut self.client, now, &mut observation);
         }
-        if !self.watches.is_empty() {
-            let problem = self.watches.check(SystemTime::now());
-            if problem != self.operator_problem {
-                match &problem {
-                    Some(why) => log::warn!("{why}"),
-                    None => log::info!("The operator's health checks pass again"),
-                }
-            }
-            self.operator_problem = problem;
-        }
-        if self.condition_sinks.is_empty() {
+        self.observation = observation;
+        if self.sinks.is_empty() {
             return;
         }
-        let now = Instant::now();
-        self.condition_sinks.probe(&mut self.client, now);
-        self.condition_sinks.sync_operator_condition(&mut self.client, now);
-        let verdict = self.evaluate(self.write_error.as_deref(), false);
-        let state =
-            AgentState { operator_problem: self.operator_problem.as_deref(), watched: !self.watches.is_empty() };
-        self.condition_sinks.sync_cluster_operator(&mut self.client, state, &verdict, now);
-        self.condition_sinks.after_sync(now, self.interval());
+        let mut problems = self.observation.problems.clone();
+        problems.extend(self.write_error.clone());
+        let interval = self.interval();
+        self.sinks.sync_all(&mut self.client, &self.observation, &problems, now, interval);
     }
 
     /// Writes the status: one request. Logs the outcome in the spec's words.
@@ -259,7 +202,7 @@ impl Agent {
             Err(e) => {
                 shared.metrics.record_error(e.kind(), took);
                 drop(shared);
-                self.write_error = Some(e.to_string());
+                self.write_error = Some(Problem::status_write(&e.to_string()));
                 Err(e)
             }
         }
@@ -277,16 +220,14 @@ impl Agent {
                 _ => ready_file::write(path, verdict.health, now),
             };
             let error = result.err().map(|e| format!("Cannot update the readiness file {}: {e}", path.display()));
-            if error.is_some() && error != self.ready_file_error {
-                log::warn!("{}", error.as_deref().unwrap_or_default());
-            }
-            self.ready_file_error = error;
+            self.ready_file_error.update(error, log::Level::Warn, "");
         }
         let status_json = StatusDocument { last_update: format_rfc3339(now), ..content }.to_json();
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.status_json = status_json;
-        shared.metrics.conditions = self.condition_sinks.metrics();
+        shared.metrics.sinks = self.sinks.counts();
+        shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.last_tick = Instant::now();
     }
 

@@ -21,7 +21,13 @@ pub fn init() {
     builder.format(|buf, record| {
         let mut line = OneLine(String::new());
         let _ = write!(line, "{}", record.args());
-        writeln!(buf, "{} {:<5} {}", crate::time::format_rfc3339(std::time::SystemTime::now()), record.level(), line.0)
+        writeln!(
+            buf,
+            "{} {:<5} {}",
+            crate::util::time::format_rfc3339(std::time::SystemTime::now()),
+            record.level(),
+            line.0
+        )
     });
     builder.target(env_logger::Target::Stderr);
     let _ = builder.try_init();

@@ -15,7 +15,7 @@
 //! A failed re-registration keeps the registration it had (more than three
 //! failures in a row degrade the health: spec rule 4).
 
-use crate::backoff::Backoff;
+use crate::util::backoff::Backoff;
 use std::time::{Duration, Instant};
 
 /// After a 401, the key is not tried again for this long (or until it

@@ -5,6 +5,7 @@
 //! health values, error kinds), so the series count is bounded whatever
 //! happens at run time. Fixed-size arrays, no allocation when counting.
 
+use crate::sinks::SyncCounts;
 use crate::status::{Health, Mode};
 use std::fmt::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,25 +29,14 @@ pub const ERROR_TYPES: [&str; 10] = [
 
 const MODES: [Mode; 2] = [Mode::Operated, Mode::Enabled];
 
-/// What the probes and the condition sinks report. A part that is `None`
-/// is not configured, and its series are not rendered.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConditionMetrics {
-    /// Syncs of the OperatorCondition: updated, unchanged, failed.
-    pub operator_condition: Option<[u64; 3]>,
-    /// Syncs of the ClusterOperator: updated, unchanged, failed.
-    pub cluster_operator: Option<[u64; 3]>,
-    /// The last complete probe evaluation: resources evaluated, blocking.
-    pub probes: Option<(u64, u64)>,
-}
-
-/// The `result` label values of the sync counters, in index order.
-pub const SYNC_RESULTS: [&str; 3] = ["updated", "unchanged", "failed"];
-
 #[derive(Clone, Debug, Default)]
 pub struct Metrics {
-    /// Set by the agent on every tick.
-    pub conditions: ConditionMetrics,
+    /// Syncs of each sink other than the status ConfigMap, in order; set by
+    /// the agent on every tick. Empty: none configured, nothing rendered.
+    pub sinks: Vec<(&'static str, SyncCounts)>,
+    /// The last complete probe evaluation: resources evaluated, blocking;
+    /// `None` (not rendered) without probes or before one completed.
+    pub probes: Option<(u64, u64)>,
     /// Successful status writes by mode and health.
     updates: [[u64; 3]; 2],
     /// Failed status writes by error kind (index into [`ERROR_TYPES`]).
@@ -144,22 +134,22 @@ impl Metrics {
     }
 
     fn render_conditions(&self, w: &mut String) {
-        let c = &self.conditions;
-        let sinks = [("operator_condition", c.operator_condition), ("cluster_operator", c.cluster_operator)];
-        if sinks.iter().any(|(_, counts)| counts.is_some()) {
+        if !self.sinks.is_empty() {
             header(
                 w,
                 "opstatus_condition_syncs_total",
                 "counter",
                 "Syncs of the OperatorCondition / ClusterOperator, by result (unchanged: nothing was sent).",
             );
-            for (sink, counts) in sinks {
-                for (result, n) in SYNC_RESULTS.iter().zip(counts.into_iter().flatten()) {
+            for (sink, counts) in &self.sinks {
+                let by_result =
+                    [("updated", counts.updated), ("unchanged", counts.unchanged), ("failed", counts.failed)];
+                for (result, n) in by_result {
                     let _ = writeln!(w, "opstatus_condition_syncs_total{{sink=\"{sink}\",result=\"{result}\"}} {n}");
                 }
             }
         }
-        if let Some((evaluated, blocking)) = c.probes {
+        if let Some((evaluated, blocking)) = self.probes {
             header(w, "opstatus_probe_resources", "gauge", "Resources the last complete probe evaluated.");
             let _ = writeln!(w, "opstatus_probe_resources {evaluated}");
             header(w, "opstatus_probe_blocking_resources", "gauge", "Resources whose Upgradeable expression is false.");
@@ -269,8 +259,8 @@ mod tests {
         let mut metrics = Metrics::default();
         let plain = parse(&metrics.render(Health::Healthy));
         assert!(plain.keys().all(|k| !k.starts_with("opstatus_condition") && !k.starts_with("opstatus_probe")));
-        metrics.conditions =
-            ConditionMetrics { operator_condition: Some([2, 40, 1]), cluster_operator: None, probes: Some((2000, 1)) };
+        metrics.sinks = vec![("operator_condition", SyncCounts { updated: 2, unchanged: 40, failed: 1 })];
+        metrics.probes = Some((2000, 1));
         let m = parse(&metrics.render(Health::Healthy));
         assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"updated\"}"], 2.0);
         assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"unchanged\"}"], 40.0);

@@ -1,41 +1,13 @@
-//! OpenShift's `ClusterOperator` (`config.openshift.io/v1`, cluster-scoped):
-//! the versions and the four conditions the cluster-version operator and
-//! admins read.
-//!
-//! The mapping is pure ([`Intent::new`], [`apply`], [`DegradedInertia`]):
-//!
-//! | condition | True when | from |
-//! |---|---|---|
-//! | `Available` | the operator is not down | its watched URL or heartbeat file |
-//! | `Degraded` | health is degraded or unhealthy for longer than the inertia | the health rules |
-//! | `Progressing` | a version named by the flags is not running yet | the version file |
-//! | `Upgradeable` | no probed resource blocks | the probes (else always True) |
-//!
-//! Versions: `operator` = `--operator-version`, plus `--operand-version`s.
-//! Without a version file they are taken to run as soon as this sidecar
-//! does (it ships in the operator's pod). With one, a version is reported
-//! only once the file says it runs; until then the version found in the
-//! ClusterOperator stays (report what runs, not what is being installed)
-//! and `Progressing` says `Working towards <version>`.
-//!
-//! The write: create the object if it is missing (an empty one), then one
-//! `PUT .../clusteroperators/NAME/status` of the whole status on a fresh
-//! read, retried on 409; only when something changed. Conditions of types
-//! opstatus does not set are kept.
+//! What the ClusterOperator says, as pure functions of the tick: the
+//! mapping table ([`Intent::new`]), the versions to report, the write onto
+//! the object ([`apply`]), the inertia, and the flag and version-file
+//! grammars.
 
-use super::{LastWritten, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired, Status};
-use crate::kube::{Client, KubeError};
 use crate::status::{Health, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
-
-pub const API: &str = "/apis/config.openshift.io/v1";
-
-/// OpenShift's library waits this long before a bad signal turns into
-/// `Degraded=True`.
-pub const DEFAULT_INERTIA: Duration = Duration::from_secs(120);
 
 /// The name every ClusterOperator reports its own version under.
 pub const OPERATOR: &str = "operator";
@@ -80,13 +52,13 @@ pub fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
             .into());
     };
     if !group.is_empty() {
-        crate::config::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
+        crate::kube::names::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
     }
-    crate::config::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
+    crate::kube::names::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
     if !namespace.is_empty() {
-        crate::config::check_dns_label(namespace).map_err(|why| format!("namespace {namespace:?}: {why}"))?;
+        crate::kube::names::check_dns_label(namespace).map_err(|why| format!("namespace {namespace:?}: {why}"))?;
     }
-    crate::config::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
+    crate::kube::names::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
     Ok(RelatedObject::new(group, resource, namespace, name))
 }
 
@@ -270,78 +242,10 @@ pub fn apply(object: &mut Value, intent: &Intent, now: &str) -> Result<bool, Str
     Ok(changed)
 }
 
-/// The ClusterOperator to keep current.
-pub struct ClusterOperatorSink {
-    pub name: String,
-    written: LastWritten<Intent>,
-}
-
-impl ClusterOperatorSink {
-    pub fn new(name: String) -> ClusterOperatorSink {
-        ClusterOperatorSink { name, written: LastWritten::default() }
-    }
-
-    pub fn describe(&self) -> String {
-        format!("ClusterOperator {}", self.name)
-    }
-
-    pub fn is_current(&self, intent: &Intent) -> bool {
-        self.written.matches(intent)
-    }
-
-    /// Creates the object when missing, then writes the status when it
-    /// differs from `intent`. Errors are sentences for the status's reason.
-    pub fn sync(&mut self, client: &mut Client, intent: &Intent, now: &str) -> Result<Written, String> {
-        let path = format!("{API}/clusteroperators/{}", self.name);
-        let action = format!("clusteroperators {:?}", self.name);
-        let mut created = false;
-        let result = loop {
-            match read_modify_write(client, &path, "/status", &action, &mut |object| apply(object, intent, now)) {
-                Err(e) if e.is_missing_object() && !created => {
-                    self.create(client)?;
-                    created = true;
-                }
-                other => break other,
-            }
-        };
-        let describe = self.describe();
-        self.written.record(intent.clone(), result, |e| explain(e, &describe))
-    }
-
-    /// An empty object: the status goes through the status subresource.
-    fn create(&self, client: &mut Client) -> Result<(), String> {
-        let body = json!({
-            "apiVersion": "config.openshift.io/v1",
-            "kind": "ClusterOperator",
-            "metadata": {"name": self.name},
-            "spec": {},
-        });
-        let action = format!("create clusteroperators {:?}", self.name);
-        match client.create(&format!("{API}/clusteroperators"), body.to_string().as_bytes(), &action) {
-            Ok(_) => {
-                log::info!("Created {}", self.describe());
-                Ok(())
-            }
-            // Someone else created it meanwhile: just as good.
-            Err(e) if e.code() == Some(409) => Ok(()),
-            Err(e) => Err(explain(&e, &self.describe())),
-        }
-    }
-}
-
-/// An error as the status's reason says it.
-fn explain(e: &KubeError, what: &str) -> String {
-    match e.code() {
-        Some(404) if !e.is_missing_object() => {
-            "The ClusterOperator API (config.openshift.io/v1) is not served: is this an OpenShift cluster?".into()
-        }
-        _ => format!("Failed to update {what}: {e}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sinks::cluster_operator::DEFAULT_INERTIA;
 
     const T0: &str = "2026-11-22T10:00:00Z";
     const T1: &str = "2026-11-22T10:05:00Z";

@@ -12,10 +12,10 @@
 //! - [`cluster_identifier`]: `sha256:` + hex SHA-256 of the cluster CA
 //!   certificate (else of the API server URL): stable, not reversible.
 
-use crate::http::{self, Timeouts};
 use crate::kube::Secret;
 use crate::kube::credentials::pem_certificates;
-use crate::registration::Outcome;
+use crate::pro::registration::Outcome;
+use crate::util::http::{self, Timeouts};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -36,6 +36,7 @@ const TIMEOUTS: Timeouts = Timeouts {
     body: Duration::from_secs(1),
 };
 
+#[cfg(test)]
 /// The longest one registration call can take, whatever the server does
 /// (7 s; 2 s for a server that accepts and never answers).
 pub fn call_bound() -> Duration {
@@ -173,7 +174,7 @@ impl Kube9Client {
             .headers()
             .get("retry-after")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| crate::backoff::parse_retry_after(v, SystemTime::now()));
+            .and_then(|v| crate::util::backoff::parse_retry_after(v, SystemTime::now()));
         match response.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
             Ok(body) => classify(code, &body, retry_after),
             Err(e) => Outcome::Failed { reason: format!("kube9-server's answer could not be read: {}", describe(&e)) },
@@ -266,7 +267,7 @@ pub fn cluster_identifier(ca_pem: &[u8], server: &str) -> String {
 mod tests {
     use super::*;
 
-    const CA: &str = include_str!("../tests/fixtures/fixture-ca.crt");
+    const CA: &str = include_str!("../../tests/fixtures/fixture-ca.crt");
 
     #[test]
     fn classifies_every_answer_of_the_spec() {

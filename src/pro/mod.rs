@@ -2,15 +2,24 @@
 //! kube9-server asks for, registers when the [`Registration`] state machine
 //! says so, and tells the agent what to publish.
 //!
-//! Everything runs on the agent's check tick. A registration call is
-//! bounded by [`crate::kube9::call_bound`], the only delay it can add to a
-//! heartbeat; the probe endpoint is on its own thread and never waits.
+//! Everything runs on the agent's check tick, as a [`Signal`]. A
+//! registration call is bounded by [`client::call_bound`], the only delay it
+//! can add to a heartbeat; the probe endpoint is on its own thread and never
+//! waits.
+//!
+//! - [`client`]: the kube9-server client, the API key, the cluster identifier.
+//! - [`registration`]: the registration state machine (pure).
 
-use crate::backoff::Jitter;
+pub mod client;
+pub mod registration;
+
 use crate::kube::{Client, Secret};
-use crate::kube9::{ApiKey, ApiKeySource, Kube9Client, RegisterRequest};
-use crate::registration::{Outcome, Registration};
-use crate::status::{Mode, Tier};
+use crate::signals::{Observation, Signal};
+use crate::status::{Mode, ProFields, Problem, REGISTRATION_FAILURES_TOLERATED, Rule, Tier};
+use crate::util::backoff::Jitter;
+use crate::util::reported::Reported;
+use client::{ApiKey, ApiKeySource, Kube9Client, RegisterRequest};
+use registration::{Outcome, Registration};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -18,7 +27,7 @@ pub struct ProTier {
     source: ApiKeySource,
     key: Option<Secret>,
     /// Why the configured key source is unusable (spec rule 2).
-    key_error: Option<String>,
+    key_error: Reported,
     registration: Registration,
     kube9: Kube9Client,
     cluster_identifier: String,
@@ -29,17 +38,27 @@ pub struct ProTier {
     jitter: Jitter,
 }
 
-/// What the pro tier contributes to the status document and health.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProView<'a> {
-    pub mode: Mode,
-    pub tier: Tier,
-    pub registered: bool,
-    pub cluster_id: Option<&'a str>,
-    pub key_configured: bool,
-    pub config_error: Option<&'a str>,
-    pub registration_failures: u32,
-    pub registration_error: Option<&'a str>,
+/// kube9's rules 3 and 4: an API key but no registration, or more than
+/// [`REGISTRATION_FAILURES_TOLERATED`] failures in a row (a registration
+/// that is kept while re-registering fails).
+pub fn registration_problem(
+    key_configured: bool,
+    registered: bool,
+    failures: u32,
+    error: Option<&str>,
+) -> Option<Problem> {
+    if key_configured && !registered {
+        let reason = error.unwrap_or("API key configured but the operator is not registered yet");
+        return Some(Problem::degraded(Rule::Registration, reason));
+    }
+    if failures > REGISTRATION_FAILURES_TOLERATED {
+        let reason = error.unwrap_or("registration keeps failing");
+        return Some(Problem::degraded(
+            Rule::Registration,
+            format!("{failures} consecutive registration failures: {reason}"),
+        ));
+    }
+    None
 }
 
 impl ProTier {
@@ -52,7 +71,7 @@ impl ProTier {
         ProTier {
             source,
             key: None,
-            key_error: None,
+            key_error: Reported::default(),
             registration: Registration::default(),
             kube9,
             cluster_identifier,
@@ -63,7 +82,7 @@ impl ProTier {
     }
 
     /// Re-reads the key, and registers when due.
-    pub fn check(&mut self, kube: &mut Client, now: Instant) {
+    fn check(&mut self, kube: &mut Client, now: Instant) {
         self.reload_key(now);
         let Some(key) = self.key.clone() else { return };
         if !self.registration.due(now) {
@@ -104,12 +123,7 @@ impl ProTier {
             ApiKey::Absent => (None, None),
             ApiKey::Invalid(why) => (None, Some(why)),
         };
-        if error != self.key_error {
-            if let Some(why) = &error {
-                log::error!("{why}");
-            }
-            self.key_error = error;
-        }
+        self.key_error.update(error, log::Level::Error, "");
         if key != self.key {
             log::info!(
                 "API key {}",
@@ -133,23 +147,37 @@ impl ProTier {
         self.kubernetes_version.clone().unwrap_or_else(|| "unknown".into())
     }
 
-    pub fn view(&self) -> ProView<'_> {
+    pub fn view(&self) -> ProFields {
         let registered = self.registration.registered();
-        ProView {
+        ProFields {
             mode: if self.key.is_some() && !self.registration.rejected() { Mode::Enabled } else { Mode::Operated },
             tier: if registered { Tier::Pro } else { Tier::Free },
             registered,
-            cluster_id: self.registration.cluster_id(),
-            key_configured: self.key.is_some(),
-            config_error: self.key_error.as_deref(),
-            registration_failures: self.registration.failures(),
-            registration_error: self.registration.error(),
+            cluster_id: self.registration.cluster_id().map(String::from),
         }
     }
 
     /// The heartbeat interval kube9-server asked for, while registered.
     pub fn status_interval(&self) -> Option<Duration> {
         self.registration.status_interval()
+    }
+}
+
+impl Signal for ProTier {
+    fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation) {
+        self.check(client, now);
+        if let Some(why) = self.key_error.get() {
+            into.problems.push(Problem::configuration(why));
+        }
+        let registration = &self.registration;
+        into.problems.extend(registration_problem(
+            self.key.is_some(),
+            registration.registered(),
+            registration.failures(),
+            registration.error(),
+        ));
+        into.pro = self.view();
+        into.asked_interval = self.status_interval();
     }
 }
 
@@ -181,4 +209,32 @@ pub fn from_settings(
     }
     let client = Kube9Client::new(server_url, server_ca_file, true)?;
     Ok(Some(ProTier::new(source, client, cluster_identifier, operator_version)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{Health, evaluate_health};
+
+    #[test]
+    fn rule_3_key_without_registration_is_degraded() {
+        let p = registration_problem(true, false, 1, Some("Failed to connect to kube9-server: connection refused"));
+        let v = evaluate_health(&p);
+        assert_eq!(v.health, Health::Degraded);
+        assert_eq!(v.error.as_deref(), Some("Failed to connect to kube9-server: connection refused"));
+    }
+
+    #[test]
+    fn rule_4_more_than_three_registration_failures_is_degraded() {
+        let registered_but_failing = |n| evaluate_health(&registration_problem(true, true, n, Some("HTTP 503")));
+        assert_eq!(registered_but_failing(3).health, Health::Healthy);
+        let v = registered_but_failing(4);
+        assert_eq!(v.health, Health::Degraded);
+        assert_eq!(v.error.as_deref(), Some("4 consecutive registration failures: HTTP 503"));
+    }
+
+    #[test]
+    fn no_key_means_registration_does_not_matter() {
+        assert_eq!(registration_problem(false, false, 0, None), None);
+    }
 }

@@ -1,12 +1,18 @@
 //! The operator's own health as a signal: HTTP endpoints it serves (its
 //! `/healthz` in the same pod) and a heartbeat file it touches.
 //!
-//! Checked on every check tick. The first failing watch is the reason;
+//! Checked on every check tick ([`Signal`]). The first failing watch is the
+//! reason; a failing watch makes the status `degraded` (`unhealthy` when
+//! the watches are critical) and the ClusterOperator `Available=False`.
 //! [`file_problem`] is the pure part of the file rule.
 
-use crate::http::{self, Timeouts};
+use super::{Observation, Signal};
+use crate::kube::Client;
+use crate::status::{Problem, Rule};
+use crate::util::http::{self, Timeouts};
+use crate::util::reported::Reported;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A watched URL must answer within this; it is on the same pod, so a slow
 /// answer is itself a symptom.
@@ -18,11 +24,14 @@ const URL_BODY_LIMIT: u64 = 64 * 1024;
 pub struct Watches {
     urls: Vec<String>,
     file: Option<(PathBuf, Duration)>,
+    /// A failing watch makes the status `unhealthy` instead of `degraded`.
+    critical: bool,
     agent: ureq::Agent,
+    problem: Reported,
 }
 
 impl Watches {
-    pub fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>) -> Watches {
+    pub fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
         let agent = http::agent_config(Timeouts {
             connect: URL_TIMEOUT,
             send: URL_TIMEOUT,
@@ -34,7 +43,7 @@ impl Watches {
         .max_idle_connections(urls.len().max(1))
         .build()
         .new_agent();
-        Watches { urls, file, agent }
+        Watches { urls, file, critical, agent, problem: Reported::default() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -67,6 +76,22 @@ impl Watches {
             }
             Err(ureq::Error::Timeout(_)) => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
             Err(e) => Some(e.to_string()),
+        }
+    }
+}
+
+impl Signal for Watches {
+    fn observe(&mut self, _: &mut Client, _: Instant, into: &mut Observation) {
+        if self.is_empty() {
+            return;
+        }
+        let problem = self.check(SystemTime::now());
+        self.problem.update(problem, log::Level::Warn, "The operator's health checks pass again");
+        into.watched = true;
+        if let Some(why) = self.problem.get() {
+            let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
+            into.problems.push(health(Rule::Operator, why));
+            into.operator_down = Some(why.to_string());
         }
     }
 }
