@@ -16,7 +16,6 @@
 
 use crate::backoff::{Backoff, Jitter};
 use crate::condition_sinks::{AgentState, ConditionSinks};
-use crate::config::{MAX_INTERVAL, MIN_INTERVAL};
 use crate::kube::{Client, KubeError};
 use crate::metrics::Metrics;
 use crate::pro_tier::{ProTier, ProView};
@@ -24,7 +23,9 @@ use crate::ready_file;
 use crate::serve::{Shared, Snapshot};
 use crate::shutdown::Shutdown;
 use crate::sinks::configmap::StatusConfigMap;
-use crate::status::{Health, HealthInputs, Mode, StatusDocument, Tier, Verdict, evaluate_health};
+use crate::status::{
+    Health, HealthInputs, MAX_INTERVAL, MIN_INTERVAL, Mode, StatusDocument, Tier, Verdict, evaluate_health,
+};
 use crate::time::format_rfc3339;
 use crate::watch::Watches;
 use std::path::PathBuf;

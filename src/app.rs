@@ -2,9 +2,9 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{Agent, AgentConfig};
+use crate::cli::{OutputFormat, Settings};
 use crate::cluster::{Connection, connect};
 use crate::condition_sinks::{ClusterOperatorSetup, ConditionSinks};
-use crate::config::{OutputFormat, Settings};
 use crate::pro_tier;
 use crate::probes::Prober;
 use crate::reader;
@@ -52,9 +52,9 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let pro = pro_tier::from_settings(
-        settings.api_key.clone(),
-        &settings.server_url,
-        settings.server_ca_file.as_deref(),
+        settings.pro.api_key.clone(),
+        &settings.pro.server_url,
+        settings.pro.server_ca_file.as_deref(),
         cluster_identifier,
         settings.operator_version.clone(),
     )
@@ -65,18 +65,19 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         check_interval: settings.check_interval,
         operator_version: settings.operator_version.clone(),
         ready_file: settings.ready_file.clone(),
-        watch_critical: settings.watch_critical,
+        watch_critical: settings.watch.critical,
         final_status: settings.final_status,
     };
-    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
+    let file = settings.watch.file.clone().map(|f| (f, settings.watch.max_age));
     let sinks = condition_sinks(settings, &config.target);
-    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro, sinks))
+    Ok(Agent::new(client, config, Watches::new(settings.watch.urls.clone(), file), pro, sinks))
 }
 
 /// The probes, OperatorCondition and ClusterOperator the settings ask for.
 fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSinks {
     let namespace = &target.namespace;
-    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
+    let prober =
+        Prober::new(settings.probes.specs.clone(), settings.probes.crds.clone(), settings.probes.namespaces.clone());
     let operator_condition =
         settings.operator_condition.clone().map(|name| OperatorConditionSink::new(namespace.clone(), name));
     if operator_condition.is_some() && prober.is_empty() {
@@ -85,7 +86,7 @@ fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSi
              (add --probe or --probe-from-crd-annotations)"
         );
     }
-    let cluster_operator = settings.cluster_operator.clone().map(|name| {
+    let cluster_operator = settings.cluster_operator.as_ref().map(|co| {
         let mut related = vec![
             RelatedObject::new("", "namespaces", "", namespace),
             RelatedObject::new("", "configmaps", namespace, &target.name),
@@ -93,15 +94,15 @@ fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSi
         if let Some(oc) = &settings.operator_condition {
             related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
         }
-        related.extend(settings.related_objects.iter().cloned());
+        related.extend(co.related_objects.iter().cloned());
         let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
-        targets.extend(settings.operand_versions.iter().cloned());
+        targets.extend(co.operand_versions.iter().cloned());
         ClusterOperatorSetup {
-            sink: ClusterOperatorSink::new(name),
+            sink: ClusterOperatorSink::new(co.name.clone()),
             targets,
-            version_file: settings.version_file.clone(),
+            version_file: co.version_file.clone(),
             related,
-            inertia: settings.degraded_inertia,
+            inertia: co.degraded_inertia,
         }
     });
     ConditionSinks::new(prober, operator_condition, cluster_operator)

@@ -2,8 +2,9 @@
 //! settings and the environment: the step between parsing flags and making
 //! the first request. Fails with a [`CredentialsError`] (exit code 2).
 
-use crate::config::{DEFAULT_NAMESPACE, Settings};
+use crate::cli::Settings;
 use crate::kube::{Client, Credentials, CredentialsError, credentials};
+use crate::sinks::configmap::DEFAULT_NAMESPACE;
 use std::path::PathBuf;
 
 /// A client and the namespace to work in.
@@ -23,7 +24,7 @@ pub fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Res
     let (creds, source) = load_credentials(settings, env)?;
     let namespace =
         settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
-    if let Err(why) = crate::config::check_dns_label(&namespace) {
+    if let Err(why) = crate::kube::names::check_dns_label(&namespace) {
         return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
     let cluster_identifier = crate::kube9::cluster_identifier(&creds.ca_pem, &creds.server);

@@ -13,7 +13,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`config`] | flags and environment variables, validated with clear messages |
+//! | [`cli`] | flags and environment variables, validated with clear messages |
 //! | [`cluster`] | choosing credentials (in-cluster or kubeconfig) and the namespace |
 //! | [`kube`] | the minimal Kubernetes REST client |
 //! | [`http`] | what every outgoing HTTP client shares (no env proxy, no redirects, bounded phases) |
@@ -43,10 +43,10 @@
 pub mod agent;
 pub mod app;
 pub mod backoff;
+pub mod cli;
 pub mod cluster;
 pub mod condition_sinks;
 pub mod conditions;
-pub mod config;
 pub mod expr;
 pub mod http;
 pub mod kube;

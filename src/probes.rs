@@ -86,10 +86,10 @@ pub fn parse_probe(text: &str) -> Result<ProbeSpec, String> {
         _ => return Err(format!("{target:?} is not GROUP/VERSION/RESOURCE (or VERSION/RESOURCE for the core group)")),
     };
     if !group.is_empty() {
-        crate::config::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
+        crate::kube::names::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
     }
-    crate::config::check_dns_label(version).map_err(|why| format!("version {version:?}: {why}"))?;
-    crate::config::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
+    crate::kube::names::check_dns_label(version).map_err(|why| format!("version {version:?}: {why}"))?;
+    crate::kube::names::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
     let mut spec = ProbeSpec {
         group: group.into(),
         version: version.into(),

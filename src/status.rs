@@ -7,6 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
+
+/// Readers call a status older than 5 minutes stale: a longer interval would
+/// make every healthy status look stale between writes.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(240);
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `mode`: whether an API key is configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

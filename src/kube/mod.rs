@@ -6,10 +6,12 @@
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
+//! - [`names`]: the object-name rules (RFC 1123 labels and subdomains).
 
 mod client;
 pub mod credentials;
 mod error;
+pub mod names;
 pub mod yaml;
 
 pub use client::{Client, ObjectRef, TOKEN_RELOAD_INTERVAL};

@@ -80,13 +80,13 @@ pub fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
             .into());
     };
     if !group.is_empty() {
-        crate::config::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
+        crate::kube::names::check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
     }
-    crate::config::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
+    crate::kube::names::check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
     if !namespace.is_empty() {
-        crate::config::check_dns_label(namespace).map_err(|why| format!("namespace {namespace:?}: {why}"))?;
+        crate::kube::names::check_dns_label(namespace).map_err(|why| format!("namespace {namespace:?}: {why}"))?;
     }
-    crate::config::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
+    crate::kube::names::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
     Ok(RelatedObject::new(group, resource, namespace, name))
 }
 
