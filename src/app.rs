@@ -2,7 +2,7 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{Agent, AgentConfig};
-use crate::config::{DEFAULT_NAMESPACE, OutputFormat, Settings};
+use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
 use crate::kube::{Client, Credentials, CredentialsError, credentials};
 use crate::pro;
@@ -14,7 +14,7 @@ use crate::signals::watch::Watches;
 use crate::sinks::Sinks;
 use crate::sinks::cluster_operator::ClusterOperatorSink;
 use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
-use crate::sinks::configmap::StatusConfigMap;
+use crate::sinks::configmap::{DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::util::shutdown::Shutdown;
 use std::fmt;
@@ -111,9 +111,9 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
 
     let mut signals: Vec<Box<dyn Signal>> = Vec::new();
     let pro = pro::from_settings(
-        settings.api_key.clone(),
-        &settings.server_url,
-        settings.server_ca_file.as_deref(),
+        settings.pro.api_key.clone(),
+        &settings.pro.server_url,
+        settings.pro.server_ca_file.as_deref(),
         cluster_identifier,
         settings.operator_version.clone(),
     )
@@ -121,9 +121,11 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
     if let Some(pro) = pro {
         signals.push(Box::new(pro));
     }
-    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
-    signals.push(Box::new(Watches::new(settings.watch_urls.clone(), file, settings.watch_critical)));
-    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
+    let watch = &settings.watch;
+    let file = watch.file.clone().map(|f| (f, watch.max_age));
+    signals.push(Box::new(Watches::new(watch.urls.clone(), file, watch.critical)));
+    let probes = &settings.probes;
+    let prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone());
     let probing = !prober.is_empty();
     if probing {
         signals.push(Box::new(prober));
@@ -139,8 +141,8 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         }
         sinks.add(Box::new(OperatorConditionSink::new(target.namespace.clone(), name.clone())));
     }
-    if let Some(name) = &settings.cluster_operator {
-        sinks.add(Box::new(cluster_operator(settings, name, &target)));
+    if let Some(co) = &settings.cluster_operator {
+        sinks.add(Box::new(cluster_operator(settings, co, &target)));
     }
 
     let config = AgentConfig {
@@ -157,7 +159,11 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
 /// The ClusterOperator with its versions and related objects: the
 /// namespace, the status ConfigMap, the OperatorCondition (when set), then
 /// the `--related-object`s.
-fn cluster_operator(settings: &Settings, name: &str, target: &StatusConfigMap) -> ClusterOperatorSink {
+fn cluster_operator(
+    settings: &Settings,
+    co: &ClusterOperatorSettings,
+    target: &StatusConfigMap,
+) -> ClusterOperatorSink {
     let namespace = &target.namespace;
     let mut related = vec![
         RelatedObject::new("", "namespaces", "", namespace),
@@ -166,16 +172,10 @@ fn cluster_operator(settings: &Settings, name: &str, target: &StatusConfigMap) -
     if let Some(oc) = &settings.operator_condition {
         related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
     }
-    related.extend(settings.related_objects.iter().cloned());
+    related.extend(co.related_objects.iter().cloned());
     let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
-    targets.extend(settings.operand_versions.iter().cloned());
-    ClusterOperatorSink::new(
-        name.to_string(),
-        targets,
-        settings.version_file.clone(),
-        related,
-        settings.degraded_inertia,
-    )
+    targets.extend(co.operand_versions.iter().cloned());
+    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.

@@ -34,8 +34,8 @@
 
 mod agent;
 pub mod app;
+pub mod cli;
 mod conditions;
-pub mod config;
 mod endpoint;
 mod expr;
 mod kube;
@@ -47,7 +47,7 @@ mod sinks;
 mod status;
 mod util;
 
-/// What `main` uses besides [`app`] and [`config`].
+/// What `main` uses besides [`app`] and [`cli`].
 pub use util::logging;
 
 /// What the integration tests and the fuzz targets use directly: the pure

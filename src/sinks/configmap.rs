@@ -11,6 +11,12 @@ use crate::kube::{Client, KubeError, ObjectRef};
 use crate::status::StatusDocument;
 use serde_json::json;
 
+/// The status ConfigMap's name unless `--configmap` says otherwise.
+pub const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
+
+/// The namespace when neither `--namespace` nor the credentials name one.
+pub const DEFAULT_NAMESPACE: &str = "kube9-system";
+
 /// The field manager that owns what opstatus writes.
 pub const FIELD_MANAGER: &str = "opstatus";
 
