@@ -20,6 +20,9 @@ pub const DEFAULT_NAMESPACE: &str = "kube9-system";
 /// The field manager that owns what opstatus writes.
 pub const FIELD_MANAGER: &str = "opstatus";
 
+/// Where the permissions to read and write the status are granted.
+const GRANT: &str = "see manifests/base/role.yaml";
+
 /// The data key that holds the status JSON.
 pub const STATUS_KEY: &str = "status";
 
@@ -56,13 +59,13 @@ impl StatusConfigMap {
 
     /// Writes `status`: exactly one request.
     pub fn publish(&self, client: &mut Client, status: &StatusDocument) -> Result<(), KubeError> {
-        client.apply(&self.object(), FIELD_MANAGER, &self.apply_body(status))
+        client.apply(&self.object(), FIELD_MANAGER, &self.apply_body(status)).map_err(|e| e.granted_by(GRANT))
     }
 
     /// Reads the published `status` value: `Ok(None)` when the ConfigMap
     /// does not exist.
     pub fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
-        client.get(&self.object())
+        client.get(&self.object()).map_err(|e| e.granted_by(GRANT))
     }
 }
 

@@ -28,6 +28,10 @@ use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::{ItemCondition, Tally, Verdicts, evaluate};
 
+/// Where the permissions to read the CRDs and list the resources are
+/// granted.
+const GRANT: &str = "see manifests/olm";
+
 /// Resources per list page: a page of typical CRs is well under the client's
 /// 4 MiB body limit, and the parsed page keeps only names and conditions.
 pub const PAGE_SIZE: usize = 250;
@@ -184,7 +188,9 @@ impl Prober {
         for name in &self.crd_names {
             let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}");
             let action = format!("get customresourcedefinitions {name:?}");
-            let body = client.get_path(&path, &action).map_err(|e| format!("Cannot read CRD {name}: {e}"))?;
+            let body = client
+                .get_path(&path, &action)
+                .map_err(|e| format!("Cannot read CRD {name}: {}", e.granted_by(GRANT)))?;
             let body = body.ok_or_else(|| format!("CRD {name} does not exist (--probe-from-crd-annotations)"))?;
             match spec_from_crd(&body).map_err(|e| format!("CRD {name}: {e}"))? {
                 Some((spec, kind)) => fresh.push(Source { spec, resolved: Some(kind) }),
@@ -239,7 +245,7 @@ fn tally_source(
             None => format!("list {name}"),
         };
         list_all(client, &collection, &action, spec, &resolved.kind, tally)
-            .map_err(|e| format!("Cannot list {name}: {e}"))?;
+            .map_err(|e| format!("Cannot list {name}: {}", e.granted_by(GRANT)))?;
     }
     Ok(())
 }
@@ -248,7 +254,7 @@ fn discover(client: &mut Client, spec: &ProbeSpec) -> Result<ResourceType, Strin
     let gv = spec.api_path();
     let body = client
         .get_path(&gv, &format!("get {gv}"))
-        .map_err(|e| e.to_string())?
+        .map_err(|e| e.granted_by(GRANT).to_string())?
         .ok_or_else(|| format!("the API server does not serve {gv} (is the CRD installed?)"))?;
     let list: ApiResourceList =
         serde_json::from_slice(&body).map_err(|e| format!("unexpected discovery answer for {gv}: {e}"))?;
