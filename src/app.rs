@@ -5,6 +5,7 @@ use crate::agent::{Agent, AgentConfig};
 use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
 use crate::kube::{Client, Credentials, CredentialsError, credentials};
+use crate::lock::Seen;
 use crate::pro;
 use crate::reader;
 use crate::ready_file;
@@ -14,7 +15,7 @@ use crate::signals::watch::Watches;
 use crate::sinks::Sinks;
 use crate::sinks::cluster_operator::ClusterOperatorSink;
 use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
-use crate::sinks::configmap::{DEFAULT_NAMESPACE, StatusConfigMap};
+use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::util::shutdown::Shutdown;
 use std::fmt;
@@ -152,8 +153,27 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         operator_version: settings.operator_version.clone(),
         ready_file: settings.ready_file.clone(),
         final_status: settings.final_status,
+        identity: identity(settings, env),
+        follow_leader_lease: settings.follow_leader_lease.clone(),
     };
     Ok(Agent::new(client, config, signals, sinks))
+}
+
+/// This instance's name in the publisher lock: `--identity`, else the pod's
+/// name (`POD_NAME` from the downward API; `HOSTNAME` is the pod's name in
+/// Kubernetes), else the host's name.
+fn identity(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let from_env = |name| env(name).and_then(|v| crate::cli::check_identity(v.trim()).ok()).filter(|v| !v.is_empty());
+    settings
+        .identity
+        .clone()
+        .or_else(|| from_env("POD_NAME"))
+        .or_else(|| from_env("HOSTNAME"))
+        .or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+            crate::cli::check_identity(host.trim()).ok().filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("opstatus-{}", std::process::id()))
 }
 
 /// The ClusterOperator with its versions and related objects: the
@@ -202,7 +222,13 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut agent = agent_for(settings, env)?;
     agent.check();
-    agent.heartbeat().map_err(|e| Failure::Runtime(format!("failed to write status ConfigMap: {e}")))
+    match agent.write_once() {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            Err(Failure::Runtime("not written: another instance publishes this status (see the log line above)".into()))
+        }
+        Err(e) => Err(Failure::Runtime(format!("failed to write status ConfigMap: {e}"))),
+    }
 }
 
 /// `opstatus get`: read and interpret the published status; prints it.
@@ -218,9 +244,35 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let reading = status
         .and_then(|s| reader::interpret(s.as_deref(), now))
         .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
+    // Who publishes, from the lock beside the status (never inside it).
+    let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
+    let record = lock.as_ref().and_then(Seen::record);
     Ok(match output {
-        OutputFormat::Json => serde_json::to_string(&reading).expect("plain data serialises") + "\n",
-        OutputFormat::Text => reader::render_text(&reading, &target.name, &target.namespace, now),
+        OutputFormat::Json => {
+            let mut json = serde_json::to_value(&reading).expect("plain data serialises");
+            // Added only when someone holds the lock: scripts see no change
+            // otherwise.
+            if let Some(r) = record.filter(|r| !r.holder_identity.is_empty()) {
+                json["publisher"] = serde_json::json!({
+                    "identity": r.holder_identity, "since": r.acquire_time, "renewed": r.renew_time,
+                });
+            }
+            json.to_string() + "\n"
+        }
+        OutputFormat::Text => {
+            let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
+            match record {
+                Some(r) if !r.holder_identity.is_empty() => {
+                    text += &format!(
+                        "Publisher:   {} (since {}, renewed {})\n",
+                        r.holder_identity, r.acquire_time, r.renew_time
+                    )
+                }
+                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renew_time),
+                None => {}
+            }
+            text
+        }
     })
 }
 

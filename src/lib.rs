@@ -39,6 +39,7 @@ mod conditions;
 mod endpoint;
 mod expr;
 mod kube;
+mod lock;
 mod pro;
 mod reader;
 mod ready_file;

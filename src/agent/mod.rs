@@ -21,6 +21,8 @@
 //! then, not the outage that just ended: the document describes the present.
 
 use crate::endpoint::prometheus::Metrics;
+mod publisher;
+
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
 use crate::ready_file;
@@ -32,6 +34,7 @@ use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
 use crate::util::time::format_rfc3339;
+use publisher::Publisher;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -42,6 +45,21 @@ pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 /// The reason published when the agent stops.
 pub const SHUTDOWN_REASON: &str = "Shutting down";
 
+/// The longest a stopping holder waits for a standby to take over: well
+/// inside kubelet's default 30 s grace period, whatever `--check-interval`.
+const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
+
+/// What `/status` serves.
+#[derive(serde::Serialize)]
+struct Served<'a> {
+    #[serde(flatten)]
+    doc: &'a StatusDocument,
+    /// Who publishes, as last seen.
+    publisher: Option<&'a str>,
+    /// Whether this instance does.
+    publishing: bool,
+}
+
 /// What the agent needs to know, fixed at start.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
@@ -50,8 +68,14 @@ pub struct AgentConfig {
     pub check_interval: Duration,
     pub operator_version: String,
     pub ready_file: Option<PathBuf>,
-    /// Publish `unhealthy` / "Shutting down" when stopped by a signal.
+    /// Publish `unhealthy` / "Shutting down" when stopped by a signal
+    /// (and no other instance takes over).
     pub final_status: bool,
+    /// This instance's name in the publisher lock (the pod's name).
+    pub identity: String,
+    /// The operator's leader-election Lease whose leader's sidecar
+    /// publishes.
+    pub follow_leader_lease: Option<String>,
 }
 
 pub struct Agent {
@@ -67,8 +91,17 @@ pub struct Agent {
     jitter: Jitter,
     /// Why the last status write failed (rule 1); `None` after a success.
     write_error: Option<Problem>,
-    /// The last status written, without its timestamp.
+    /// The last status written, without its timestamp; `None` while
+    /// another instance publishes.
     published: Option<StatusDocument>,
+    /// The last status written, as written (what a stopping holder leaves
+    /// for readers while it hands over).
+    last_written: Option<StatusDocument>,
+    /// Whether this instance publishes (the lock).
+    publisher: Publisher,
+    /// Whether the sinks were synced since this instance last became the
+    /// holder (a new holder's first write is followed by its sinks').
+    sinks_synced: bool,
     /// A broken readiness-file mount is reported once, not every tick.
     ready_file_error: Reported,
     shared: Shared,
@@ -88,13 +121,16 @@ impl Agent {
         Agent {
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.interval),
-            config,
             signals,
             observation: Observation::default(),
             sinks,
             jitter: Jitter::from_os(),
             write_error: None,
             published: None,
+            last_written: None,
+            publisher: Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval),
+            config,
+            sinks_synced: false,
             ready_file_error: Reported::default(),
             shared,
         }
@@ -146,16 +182,34 @@ impl Agent {
         StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
     }
 
-    /// One check: every signal looks again (one observation), then every
-    /// sink is brought up to date with it.
+    /// One check: who publishes; every signal looks again (one
+    /// observation; a standby only at its own pod's cheap signals); then,
+    /// if this instance publishes, every sink is brought up to date.
     pub fn check(&mut self) {
         let now = Instant::now();
+        let was_publishing = self.publisher.publishing();
+        self.publisher.check(&mut self.client, &self.config.target, now);
+        if was_publishing && !self.publisher.publishing() {
+            self.published = None;
+        }
+        // Until the lock is read, the instance acts as a publisher would
+        // (its first write reads it), so that write says all it knows.
+        let active = self.publisher.may_write();
         let mut observation = Observation::default();
         for signal in &mut self.signals {
-            signal.observe(&mut self.client, now, &mut observation);
+            if active || signal.when_standing_by() {
+                signal.observe(&mut self.client, now, &mut observation);
+            }
         }
         self.observation = observation;
-        if self.sinks.is_empty() {
+        self.sync_sinks(now);
+    }
+
+    /// Brings every other sink up to date with the observation, if this
+    /// instance holds the lock: only the holder writes anything.
+    fn sync_sinks(&mut self, now: Instant) {
+        self.sinks_synced = self.publisher.publishing();
+        if self.sinks.is_empty() || !self.sinks_synced {
             return;
         }
         let mut problems = self.observation.problems.clone();
@@ -164,16 +218,32 @@ impl Agent {
         self.sinks.sync_all(&mut self.client, &self.observation, &problems, now, interval);
     }
 
-    /// Writes the status: one request. Logs the outcome in the spec's words.
+    /// Writes the status if this instance publishes: one request. Logs the
+    /// outcome in the spec's words.
     pub fn heartbeat(&mut self) -> Result<(), KubeError> {
-        self.write(self.publishable())
+        self.write(self.publishable(), false)
     }
 
-    fn write(&mut self, verdict: Verdict) -> Result<(), KubeError> {
+    /// `opstatus once`: one write that leaves the lock free, so a running
+    /// instance is not held up; `Ok(false)` when another instance publishes.
+    pub fn write_once(&mut self) -> Result<bool, KubeError> {
+        self.write(self.publishable(), true)?;
+        Ok(self.last_written.is_some())
+    }
+
+    fn write(&mut self, verdict: Verdict, release: bool) -> Result<(), KubeError> {
         let now = SystemTime::now();
         let doc = self.document(verdict.clone(), now);
         let started = Instant::now();
-        let result = self.config.target.publish(&mut self.client, &doc);
+        let result = match self.publisher.write(&mut self.client, &self.config.target, &doc, release) {
+            Ok(true) => Ok(()),
+            // Another instance publishes: nothing was written.
+            Ok(false) => {
+                self.published = None;
+                return Ok(());
+            }
+            Err(e) => Err(e),
+        };
         let took = started.elapsed();
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         match result {
@@ -190,6 +260,7 @@ impl Agent {
                 }
                 self.backoff.reset();
                 self.published = Some(StatusDocument { last_update: String::new(), ..doc.clone() });
+                self.last_written = Some(doc.clone());
                 log::info!(
                     "Status updated: mode={}, tier={}, health={}, registered={}",
                     doc.mode.as_str(),
@@ -197,6 +268,14 @@ impl Agent {
                     doc.health,
                     doc.registered
                 );
+                // A new holder's sinks follow its first write; what they
+                // report (a sink that cannot be written) goes out at once.
+                if !self.sinks_synced && self.publisher.publishing() {
+                    self.sync_sinks(Instant::now());
+                    if verdict.error.as_deref() != Some(SHUTDOWN_REASON) && self.published != Some(self.content()) {
+                        return self.write(self.publishable(), release);
+                    }
+                }
                 Ok(())
             }
             Err(e) => {
@@ -222,24 +301,31 @@ impl Agent {
             let error = result.err().map(|e| format!("Cannot update the readiness file {}: {e}", path.display()));
             self.ready_file_error.update(error, log::Level::Warn, "");
         }
-        let status_json = StatusDocument { last_update: format_rfc3339(now), ..content }.to_json();
+        let doc = StatusDocument { last_update: format_rfc3339(now), ..content };
+        let publishing = self.publisher.publishing();
+        // `/status` adds who publishes to the document (readers ignore
+        // fields they do not know); the ConfigMap holds the document alone.
+        let served = Served { doc: &doc, publisher: self.publisher.holder(), publishing };
+        let status_json = serde_json::to_string(&served).expect("a document and two plain fields serialise");
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.status_json = status_json;
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
+        shared.metrics.publishing = publishing;
         shared.last_tick = Instant::now();
     }
 
     /// The loop, until SIGTERM or SIGINT; then the final status.
     pub fn run(&mut self, shutdown: &mut Shutdown) {
         log::info!(
-            "Publishing status to ConfigMap {}/{} on {} every {}s (checks every {}s)",
+            "Status ConfigMap {}/{} on {}: a heartbeat every {}s, checks every {}s; {} publishes while it holds the lock",
             self.config.target.namespace,
             self.config.target.name,
             self.client.server(),
             self.config.interval.as_secs(),
-            self.config.check_interval.as_secs()
+            self.config.check_interval.as_secs(),
+            self.publisher.identity(),
         );
         let start = Instant::now();
         let (mut next_check, mut next_write) = (start, start);
@@ -256,7 +342,8 @@ impl Agent {
             // out of it), so this serves after_tick too.
             let content = self.content();
             let changed = self.published.as_ref() != Some(&content);
-            if now >= next_write || (changed && self.write_error.is_none()) {
+            let due = now >= next_write || (changed && self.write_error.is_none());
+            if due && self.publisher.may_write() {
                 next_write = match self.heartbeat() {
                     // Scheduled from the attempt's start, so the cadence does
                     // not drift by the request's duration.
@@ -277,21 +364,39 @@ impl Agent {
             }
             self.after_tick(content);
         }
-        self.stop();
+        self.stop(shutdown);
     }
 
-    /// After a signal: the last status (unless disabled) and no readiness
-    /// file. The shutdown watchdog bounds how long this may take.
-    fn stop(&mut self) {
+    /// After a signal: no readiness file, and, if this instance publishes,
+    /// the lock handed over. When no other instance takes over within the
+    /// handover wait, the final status (unless disabled) says so; when one
+    /// does, readers see the live instance's status, never "Shutting down".
+    /// The shutdown watchdog bounds how long this may take.
+    fn stop(&mut self, shutdown: &Shutdown) {
         log::info!("Shutting down");
         if let Some(path) = &self.config.ready_file {
             let _ = ready_file::remove(path);
         }
-        if self.config.final_status {
-            let last = Verdict { health: Health::Unhealthy, error: Some(SHUTDOWN_REASON.into()) };
-            if let Err(e) = self.write(last) {
-                log::warn!("Could not publish the final status: {e}");
-            }
+        if !self.publisher.publishing() {
+            return;
+        }
+        let last = self.last_written.clone().unwrap_or_else(|| self.document(self.publishable(), SystemTime::now()));
+        // A standby looks once per check interval.
+        let wait = if self.config.final_status {
+            (self.config.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)
+        } else {
+            Duration::ZERO
+        };
+        shutdown.extend_until(Instant::now() + wait);
+        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait) {
+            Ok(true) => return,
+            Ok(false) if !self.config.final_status => return,
+            Ok(false) => {}
+            Err(e) => log::warn!("Could not hand over the status: {e}"),
+        }
+        let last = Verdict { health: Health::Unhealthy, error: Some(SHUTDOWN_REASON.into()) };
+        if let Err(e) = self.write(last, true) {
+            log::warn!("Could not publish the final status: {e}");
         }
     }
 }

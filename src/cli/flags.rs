@@ -24,6 +24,15 @@ const KUBECONFIG_ENV: &str = "KUBECONFIG";
 
 const DAY: Duration = Duration::from_secs(86_400);
 
+/// A lock holder's name: a pod name in practice; printable and bounded,
+/// since it is written into the ConfigMap and shown to readers.
+pub fn check_identity(v: &str) -> Result<String, String> {
+    if v.len() > 253 || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("is not a usable identity (at most 253 characters, no spaces or control characters)".into());
+    }
+    Ok(v.to_string())
+}
+
 /// One setting: its flag, its variable, its default, its help line, and
 /// what its value does.
 pub(crate) struct Flag {
@@ -228,6 +237,26 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value("false"),
         help: "On SIGTERM, do not publish the final unhealthy \"Shutting down\" status.",
         kind: Kind::Switch(|s, on| s.final_status = !on),
+    },
+    Flag {
+        name: "--identity",
+        env: "OPSTATUS_IDENTITY",
+        default: Default::Prose("POD_NAME, else HOSTNAME"),
+        help: "This instance's name in the publisher lock (instances sharing a status ConfigMap elect one publisher).",
+        kind: Kind::Value(|s, v| {
+            s.identity = Some(v.parse(check_identity)?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--follow-leader-lease",
+        env: "OPSTATUS_FOLLOW_LEADER_LEASE",
+        default: Default::Prose("off"),
+        help: "The operator's leader-election Lease (in the namespace): the sidecar beside its leader publishes.",
+        kind: Kind::Value(|s, v| {
+            s.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
+            Ok(())
+        }),
     },
     Flag {
         name: "--api-key-file",
@@ -506,6 +535,8 @@ mod tests {
                 "--probe-from-crd-annotations" => s.probes.crds.is_empty(),
                 "--probe-namespace" => s.probes.namespaces.is_empty(),
                 "--cluster-operator" => s.cluster_operator.is_none(),
+                "--identity" => s.identity.is_none(),
+                "--follow-leader-lease" => s.follow_leader_lease.is_none(),
                 "--operand-version" => co.operand_versions.is_empty(),
                 "--version-file" => co.version_file.is_none(),
                 "--related-object" => co.related_objects.is_empty(),

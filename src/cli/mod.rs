@@ -18,6 +18,7 @@ mod values;
 use flags::{FLAGS, Kind};
 use std::fmt;
 
+pub use flags::check_identity;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
 
 /// What to do.

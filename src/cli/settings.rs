@@ -35,6 +35,11 @@ pub struct Settings {
     pub max_age: Duration,
     /// Publish `unhealthy` / "Shutting down" on SIGTERM.
     pub final_status: bool,
+    /// This instance's name in the publisher lock; `None`: `POD_NAME`,
+    /// else `HOSTNAME` (resolved where the agent is composed).
+    pub identity: Option<String>,
+    /// The operator's leader-election Lease to follow; off when `None`.
+    pub follow_leader_lease: Option<String>,
     pub watch: WatchSettings,
     pub pro: ProSettings,
     /// OLM's OperatorCondition name; off when `None`.
@@ -97,6 +102,8 @@ pub(crate) fn defaults() -> Settings {
         ready_file: None,
         max_age: crate::ready_file::DEFAULT_MAX_AGE,
         final_status: true,
+        identity: None,
+        follow_leader_lease: None,
         watch: WatchSettings { urls: Vec::new(), critical: false, file: None, max_age: DEFAULT_WATCH_MAX_AGE },
         pro: ProSettings {
             api_key: ApiKeySource { file: None, env: None },

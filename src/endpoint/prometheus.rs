@@ -34,6 +34,8 @@ pub struct Metrics {
     /// Syncs of each sink other than the status ConfigMap, in order; set by
     /// the agent on every tick. Empty: none configured, nothing rendered.
     pub sinks: Vec<(&'static str, SyncCounts)>,
+    /// Whether this instance publishes (holds the publisher lock).
+    pub publishing: bool,
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
@@ -107,6 +109,13 @@ impl Metrics {
                 u8::from(health == current)
             );
         }
+        header(
+            w,
+            "opstatus_publisher",
+            "gauge",
+            "1 while this instance publishes (holds the publisher lock), 0 standing by.",
+        );
+        let _ = writeln!(w, "opstatus_publisher {}", u8::from(self.publishing));
         header(w, "opstatus_build_info", "gauge", "opstatus's version.");
         let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
         header(
@@ -224,7 +233,8 @@ mod tests {
         assert_eq!(m["kube9_operator_health_status{health=\"unhealthy\"}"], 0.0);
         assert_eq!(m[&format!("opstatus_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))], 1.0);
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
-        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 13 + 1);
+        assert_eq!(m["opstatus_publisher"], 0.0);
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 1 + 13 + 1);
     }
 
     #[test]

@@ -64,6 +64,12 @@ impl KubeError {
             if reason == "NotFound" && !message.starts_with(NON_STATUS))
     }
 
+    /// A server-side apply without force that would change fields another
+    /// field manager owns (as opposed to a stale `resourceVersion`).
+    pub fn is_apply_conflict(&self) -> bool {
+        matches!(self, KubeError::Api { code: 409, message, .. } if message.starts_with("Apply failed with"))
+    }
+
     /// A short, bounded label for metrics (`error_type`).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -41,4 +41,11 @@ pub struct Observation {
 pub trait Signal {
     /// Looks again (each call bounded) and records what it sees in `into`.
     fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation);
+
+    /// Whether a standby (an instance that does not publish) looks too:
+    /// only for cheap, local signals that keep its own readiness true to
+    /// its pod. Standbys make no writes and no lists.
+    fn when_standing_by(&self) -> bool {
+        false
+    }
 }

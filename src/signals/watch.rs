@@ -81,6 +81,10 @@ impl Watches {
 }
 
 impl Signal for Watches {
+    fn when_standing_by(&self) -> bool {
+        true
+    }
+
     fn observe(&mut self, _: &mut Client, _: Instant, into: &mut Observation) {
         if self.is_empty() {
             return;

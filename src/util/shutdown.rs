@@ -13,8 +13,8 @@
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long the agent has to publish its last status and clean up after a
@@ -25,6 +25,9 @@ pub const GRACE: Duration = Duration::from_millis(1500);
 pub struct Shutdown {
     wake: UnixStream,
     requested: Arc<AtomicBool>,
+    /// A later deadline the agent asked for while it hands over (its API
+    /// calls work, so it is not hanging).
+    extended: Arc<Mutex<Option<Instant>>>,
 }
 
 impl Shutdown {
@@ -38,6 +41,8 @@ impl Shutdown {
         let (wake, mut waker) = UnixStream::pair()?;
         let requested = Arc::new(AtomicBool::new(false));
         let flag = requested.clone();
+        let extended = Arc::new(Mutex::new(None::<Instant>));
+        let extension = extended.clone();
         std::thread::Builder::new().name("shutdown".into()).stack_size(64 * 1024).spawn(move || {
             let mut buf = [0u8; 8];
             loop {
@@ -51,11 +56,22 @@ impl Shutdown {
             flag.store(true, Ordering::SeqCst);
             let _ = waker.write_all(&[1]);
             std::thread::sleep(GRACE);
-            log::warn!("Shutdown did not finish within {}ms (an API call is hanging); exiting", GRACE.as_millis());
+            let until = *extension.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(until) = until {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            }
+            log::warn!("Shutdown did not finish in time (an API call is hanging); exiting");
             on_overrun();
             std::process::exit(0);
         })?;
-        Ok(Shutdown { wake, requested })
+        Ok(Shutdown { wake, requested, extended })
+    }
+
+    /// Lets the shutdown run until `deadline` (plus [`GRACE`] for the last
+    /// call) instead of [`GRACE`] after the signal: for a holder that hands
+    /// the status over, which waits on purpose.
+    pub fn extend_until(&self, deadline: Instant) {
+        *self.extended.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline + GRACE);
     }
 
     /// Whether a signal has arrived.

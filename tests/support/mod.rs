@@ -12,6 +12,7 @@ pub mod fake_kube9;
 pub mod http;
 pub mod https;
 pub mod pki;
+pub mod replicas;
 pub mod resources;
 
 use std::fs;
