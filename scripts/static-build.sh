@@ -10,6 +10,9 @@
 # Each is `cargo auditable build --release --target TARGET`: a plain cargo
 # build (linkers and C compilers come from .cargo/config.toml) that also
 # embeds the dependency list (section .dep-v0) for image scanners.
+# Each binary is also linked as target/platforms/PLATFORM/opstatus (amd64,
+# arm64, armv7: TARGETARCH and TARGETVARIANT run together), where the
+# Containerfile's offline path finds it for `--platform`.
 # OPSTATUS_BUILD_TIMES=FILE appends "TARGET SECONDS" per build to FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,5 +29,12 @@ for target in "${targets[@]}"; do
   if [ -n "${OPSTATUS_BUILD_TIMES:-}" ]; then
     echo "$target $(($(date +%s) - started))" >>"$OPSTATUS_BUILD_TIMES"
   fi
+  case "$target" in
+    x86_64-*) platform=amd64 ;;
+    aarch64-*) platform=arm64 ;;
+    armv7-*) platform=armv7 ;;
+  esac
+  mkdir -p "target/platforms/$platform"
+  ln -f "target/$target/release/opstatus" "target/platforms/$platform/opstatus"
   echo "$PWD/target/$target/release/opstatus"
 done
