@@ -135,11 +135,13 @@ impl Arch {
     }
 }
 
-/// The few ELF header facts the checks need (little-endian, 32 or 64 bit).
+/// The few ELF facts the checks need (little-endian, 32 or 64 bit).
 pub struct Elf {
     pub machine: u16,
     pub flags: u32,
     pub has_interpreter: bool,
+    /// (name, file offset, size) of each section.
+    pub sections: Vec<(String, usize, usize)>,
 }
 
 impl Elf {
@@ -161,6 +163,33 @@ impl Elf {
         for i in 0..phnum as usize {
             has_interpreter |= u32_at(phoff + i * phentsize as usize)? == PT_INTERP;
         }
-        Some(Elf { machine: u16_at(0x12)?, flags, has_interpreter })
+        let (shoff, shentsize, shnum, shstrndx) = if wide {
+            (u64_at(0x28)? as usize, u16_at(0x3a)? as usize, u16_at(0x3c)? as usize, u16_at(0x3e)? as usize)
+        } else {
+            (u32_at(0x20)? as usize, u16_at(0x2e)? as usize, u16_at(0x30)? as usize, u16_at(0x32)? as usize)
+        };
+        // Each section header: name (an offset into .shstrtab), offset, size.
+        let header = |i: usize| -> Option<(usize, usize, usize)> {
+            let at = shoff + i * shentsize;
+            Some(if wide {
+                (u32_at(at)? as usize, u64_at(at + 0x18)? as usize, u64_at(at + 0x20)? as usize)
+            } else {
+                (u32_at(at)? as usize, u32_at(at + 0x10)? as usize, u32_at(at + 0x14)? as usize)
+            })
+        };
+        let (_, names_at, _) = header(shstrndx)?;
+        let mut sections = Vec::new();
+        for i in 0..shnum {
+            let (name, offset, size) = header(i)?;
+            let name = b.get(names_at + name..)?.split(|&c| c == 0).next()?;
+            sections.push((String::from_utf8_lossy(name).into_owned(), offset, size));
+        }
+        Some(Elf { machine: u16_at(0x12)?, flags, has_interpreter, sections })
+    }
+
+    /// The bytes of section `name` of the file `b` this was parsed from.
+    pub fn section<'a>(&self, b: &'a [u8], name: &str) -> Option<&'a [u8]> {
+        let (_, offset, size) = self.sections.iter().find(|(n, _, _)| n == name)?;
+        b.get(*offset..offset + size)
     }
 }
