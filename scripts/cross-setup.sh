@@ -68,7 +68,8 @@ for target in "${TARGETS[@]}"; do
   fi
 done
 
-if ! cargo auditable --version 2>/dev/null | grep -q "$CARGO_AUDITABLE_VERSION"; then
+# (`cargo auditable --version` is cargo's own version: ask cargo install.)
+if ! cargo install --list | grep -qx "cargo-auditable v$CARGO_AUDITABLE_VERSION:"; then
   log "installing cargo-auditable $CARGO_AUDITABLE_VERSION"
   cargo install --quiet --locked --version "$CARGO_AUDITABLE_VERSION" cargo-auditable >&2
 fi
