@@ -61,7 +61,12 @@ fn the_scratch_image_holds_only_the_static_binary_and_runs_as_65532() {
     let entries: Vec<&str> = listing.lines().map(|l| l.split_whitespace().last().unwrap_or_default()).collect();
     assert_eq!(entries, ["opstatus"], "{listing}");
     let size: u64 = listing.split_whitespace().nth(2).unwrap().parse().unwrap();
-    assert_eq!(size, std::fs::metadata(static_bin()).unwrap().len());
+    assert_eq!(
+        size,
+        std::fs::metadata(static_bin()).unwrap().len(),
+        "the image holds another binary than {}: run scripts/static-build.sh (it stages target/platforms/)",
+        static_bin().display()
+    );
     assert!(listing.starts_with("-rwxr-xr-x"), "{listing}");
 }
 
@@ -149,7 +154,12 @@ fn the_multi_arch_index_holds_one_scratch_image_per_platform() {
         assert_eq!(String::from_utf8_lossy(&listing.stdout).trim(), "opstatus", "{}", arch.label);
         assert!(Command::new("tar").arg("-xf").arg(&layer).arg("-C").arg(&unpacked).status().unwrap().success());
         let inside = std::fs::read(unpacked.join("opstatus")).unwrap();
-        assert!(inside == std::fs::read(arch.bin()).unwrap(), "{}: the image holds another binary", arch.label);
+        assert!(
+            inside == std::fs::read(arch.bin()).unwrap(),
+            "{}: the image holds another binary than {}: run scripts/static-build.sh (it stages target/platforms/)",
+            arch.label,
+            arch.bin().display()
+        );
         println!(
             "image index: linux/{} {:?}: one layer, /opstatus {} bytes, user 65532",
             arch.oci_arch,
