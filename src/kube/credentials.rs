@@ -10,8 +10,6 @@
 
 use super::{identity, yaml};
 use crate::util::files;
-use base64::Engine;
-use base64::engine::{GeneralPurpose, general_purpose};
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -287,15 +285,37 @@ fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a 
         .ok_or_else(|| err(format!("{field} {name:?} is not defined in {list}")))
 }
 
-/// Standard base64 (RFC 4648; padding optional, as client-go's decoder
-/// accepts it; bits after the last byte must be zero), as kubeconfig
-/// `*-data` fields hold it. Line breaks and spaces (a value folded by hand)
-/// are dropped first.
+/// Standard base64 (RFC 4648, padding optional, white space ignored), as
+/// kubeconfig `*-data` fields hold it.
 pub fn decode_base64(input: &str) -> Option<Vec<u8>> {
-    const KUBECONFIG_DATA: GeneralPurpose =
-        GeneralPurpose::new(&base64::alphabet::STANDARD, general_purpose::PAD_INDIFFERENT);
-    let compact: String = input.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    KUBECONFIG_DATA.decode(compact).ok()
+    let mut out = Vec::with_capacity(input.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    let mut padding = false;
+    for c in input.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => {
+                padding = true;
+                continue;
+            }
+            _ => return None,
+        };
+        if padding {
+            return None;
+        }
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    // Leftover bits must be fewer than a byte and all zero.
+    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
 }
 
 #[cfg(test)]

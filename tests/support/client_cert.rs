@@ -1,7 +1,6 @@
 //! Client certificates issued with openssl, the way an admin issues them
 //! for a kubeconfig user, and the kubeconfig that carries them inline.
 
-use base64::Engine;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -109,13 +108,27 @@ pub fn issue(
 /// A kubeconfig whose current context is `user` with the certificate and
 /// key inline (`client-certificate-data`, `client-key-data`).
 pub fn kubeconfig(server: &str, ca_pem: &str, user: &str, cert_pem: &str, key_pem: &str) -> String {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\n\
          users:\n- name: {user}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n\
          contexts:\n- name: test\n  context: {{cluster: test, user: {user}}}\ncurrent-context: test\n",
-        b64(ca_pem),
-        b64(cert_pem),
-        b64(key_pem)
+        base64(ca_pem),
+        base64(cert_pem),
+        base64(key_pem)
     )
+}
+
+/// One line of standard base64, by `openssl base64 -A`.
+fn base64(text: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("openssl")
+        .args(["base64", "-A"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "openssl base64");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
