@@ -92,3 +92,26 @@ fn a_fifo_as_the_api_key_file_does_not_stop_the_heartbeat() {
     assert!(agent.stderr().contains(&refused), "{}", agent.stderr());
     assert!(kube9.requests().is_empty(), "no registration without a key");
 }
+
+#[test]
+fn a_token_file_turned_into_a_fifo_is_refused_on_re_read_and_the_loop_goes_on() {
+    let api = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
+    let args = ["run", "--interval", "1s", "--check-interval", "1s"];
+    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    assert!(api.wait_status_configmap(Duration::from_secs(20)).is_some(), "no first heartbeat:\n{}", agent.stderr());
+    // The next request is a 401, which makes opstatus re-read the token at
+    // once: from a FIFO that no one writes.
+    let fifo = sa.path().join("token.fifo");
+    mkfifo(&fifo);
+    std::fs::rename(&fifo, sa.path().join("token")).unwrap();
+    api.set_token("a-token-opstatus-does-not-have");
+    let before = api.requests().len();
+    let more = wait_for(Duration::from_secs(30), Duration::from_millis(100), || {
+        (api.requests().len() >= before + 3).then_some(())
+    });
+    assert!(more.is_some(), "requests stopped at {}:\n{}", api.requests().len(), agent.stderr());
+    assert!(agent.exited().is_none(), "opstatus exited:\n{}", agent.stderr());
+    let refused = format!("token file {} is a FIFO, not a regular file", sa.path().join("token").display());
+    assert!(agent.stderr().contains(&refused), "{}", agent.stderr());
+}
