@@ -279,10 +279,10 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
 pub fn probe(settings: &Settings) -> Result<String, Failure> {
     let path = settings.ready_file.as_deref().expect("config requires --ready-file for probe");
-    let contents = match std::fs::read_to_string(path) {
-        Ok(c) => Some(c),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Failure::NotReady(format!("not ready: cannot read {}: {e}", path.display()))),
+    let contents = match crate::util::files::read_bounded(path, crate::util::files::SMALL_LIMIT, "readiness file") {
+        Ok(raw) => Some(String::from_utf8_lossy(&raw).into_owned()),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(Failure::NotReady(format!("not ready: {e}"))),
     };
     ready_file::check(path, contents.as_deref(), SystemTime::now(), settings.max_age)
         .map(|line| line + "\n")

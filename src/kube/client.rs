@@ -2,6 +2,7 @@
 
 use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
+use super::identity::client_identity;
 use crate::util::backoff::parse_retry_after;
 use crate::util::http::{self, Timeouts};
 use std::io::Read;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
-use ureq::tls::{ClientCert, RootCerts, TlsConfig};
+use ureq::tls::{RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
@@ -109,7 +110,10 @@ impl Client {
                     .map_err(|why| CredentialsError(format!("token file {}: {why}", path.display())))?;
                 token = Token::File { path: path.clone(), current, read_at: Instant::now() };
             }
-            Auth::ClientCert { cert_pem, key_pem } => tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?)),
+            Auth::ClientCert { cert_pem, key_pem } => {
+                let identity = client_identity(cert_pem, key_pem).map_err(CredentialsError)?;
+                tls = tls.client_cert(Some(identity));
+            }
             Auth::Anonymous => {}
         }
         let agent = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true).build().new_agent();
@@ -333,11 +337,4 @@ enum Method<'a> {
     Apply(&'a [u8]),
     Put(&'a [u8]),
     Post(&'a [u8]),
-}
-
-fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, CredentialsError> {
-    let chain = pem_certificates(cert_pem, "the client certificate").map_err(CredentialsError)?;
-    let key = ureq::tls::PrivateKey::from_pem(key_pem.expose().as_bytes())
-        .map_err(|_| CredentialsError("the client key is not a PEM private key".into()))?;
-    Ok(ClientCert::new_with_certs(&chain, key))
 }

@@ -1,6 +1,7 @@
 //! The minimal Kubernetes REST client opstatus needs.
 //!
-//! - [`credentials`]: in-cluster and kubeconfig credentials, read at start.
+//! - [`credentials`]: in-cluster and kubeconfig credentials, read at start;
+//!   a client certificate is checked with its key then (`identity`).
 //! - [`Client`]: verified TLS, bounded timeouts and body sizes, bearer-token
 //!   reload (at least once a minute, and at once after a 401), and
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
@@ -14,6 +15,7 @@
 mod client;
 pub mod credentials;
 mod error;
+mod identity;
 pub mod names;
 pub mod yaml;
 

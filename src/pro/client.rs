@@ -15,6 +15,7 @@
 use crate::kube::Secret;
 use crate::kube::credentials::pem_certificates;
 use crate::pro::registration::Outcome;
+use crate::util::files;
 use crate::util::http::{self, Timeouts};
 use serde::Serialize;
 use serde_json::Value;
@@ -74,11 +75,17 @@ impl ApiKeySource {
     /// optional Secret that is not there means "no key").
     pub fn read(&self) -> ApiKey {
         if let Some(path) = &self.file {
-            match std::fs::read_to_string(path) {
-                Ok(text) if !text.trim().is_empty() => return checked(text.trim(), &path.display().to_string()),
-                Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return ApiKey::Invalid(format!("cannot read API key file {}: {}", path.display(), e.kind())),
+            // Bounded and non-blocking: this runs on every check, in the loop
+            // that also keeps the heartbeat.
+            match files::read_bounded(path, files::API_KEY_LIMIT, "API key file") {
+                Ok(raw) => {
+                    let text = String::from_utf8_lossy(&raw);
+                    if !text.trim().is_empty() {
+                        return checked(text.trim(), &path.display().to_string());
+                    }
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return ApiKey::Invalid(e.to_string()),
             }
         }
         match &self.env {
@@ -129,7 +136,7 @@ impl Kube9Client {
         if https && need_tls_roots {
             let (pem, source) = match ca_file {
                 Some(path) => (
-                    std::fs::read(path).map_err(|e| format!("cannot read --server-ca-file {}: {e}", path.display()))?,
+                    files::read_bounded(path, files::CA_LIMIT, "--server-ca-file").map_err(|e| e.to_string())?,
                     path.display().to_string(),
                 ),
                 None => system_bundle()?,
@@ -190,8 +197,10 @@ fn system_bundle() -> Result<(Vec<u8>, String), String> {
     let candidates =
         std::env::var("SSL_CERT_FILE").ok().into_iter().chain(SYSTEM_BUNDLES.iter().map(|s| s.to_string()));
     for path in candidates {
-        if let Ok(pem) = std::fs::read(&path) {
-            return Ok((pem, path));
+        match files::read_bounded(Path::new(&path), files::CA_LIMIT, "CA bundle") {
+            Ok(pem) => return Ok((pem, path)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.to_string()),
         }
     }
     Err("no CA bundle to verify kube9-server (none of SSL_CERT_FILE, /etc/ssl/certs/ca-certificates.crt, …): \

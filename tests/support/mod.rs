@@ -7,6 +7,7 @@
 #![allow(dead_code)] // Each test binary uses a different subset.
 
 pub mod arch;
+pub mod client_cert;
 pub mod control_plane;
 pub mod fake_apiserver;
 pub mod fake_kube9;

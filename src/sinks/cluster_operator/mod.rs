@@ -85,10 +85,17 @@ impl ClusterOperatorSink {
     /// cannot be read or parsed counts as saying nothing runs yet.
     fn running(&mut self) -> Option<Vec<Version>> {
         let path = self.version_file.as_ref()?;
-        let parsed = match std::fs::read_to_string(path) {
-            Ok(text) => parse_version_file(&text).map_err(|e| format!("Version file {}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(format!("Cannot read the version file {}: {e}", path.display())),
+        let read = crate::util::files::read_bounded(path, crate::util::files::VERSION_FILE_LIMIT, "version file");
+        let parsed = match read.map(String::from_utf8) {
+            Ok(Ok(text)) => parse_version_file(&text).map_err(|e| format!("Version file {}: {e}", path.display())),
+            Ok(Err(_)) => Err(format!("Version file {} is not UTF-8", path.display())),
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            // "Cannot read version file …", "Version file … is a FIFO, …".
+            Err(e) => Err(e
+                .to_string()
+                .char_indices()
+                .map(|(i, c)| if i == 0 { c.to_ascii_uppercase() } else { c })
+                .collect()),
         };
         let error = parsed.as_ref().err().map(|e| format!("{e}; reporting only the versions known to run"));
         self.version_file_error.update(error, log::Level::Warn, "");
