@@ -109,6 +109,9 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
+    if let Some(warning) = reader::placement_warning(&target.namespace, &target.name) {
+        log::warn!("{warning}");
+    }
 
     let mut signals: Vec<Box<dyn Signal>> = Vec::new();
     let pro = pro::from_settings(
@@ -231,25 +234,48 @@ pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result
     }
 }
 
-/// `opstatus get`: read and interpret the published status; prints it.
+/// `opstatus get`: read and interpret the published status as the kube9
+/// extension does; prints it. Without `--namespace`, it searches where the
+/// extension looks (`--extension-namespace`, else kube9-system, then
+/// default): the first namespace that has the ConfigMap is the one read.
 pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Failure> {
     let Connection { mut client, namespace, .. } =
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
-    let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
-    let body = target
-        .fetch(&mut client)
-        .map_err(|e| Failure::Runtime(format!("cannot read ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
+    let (searched, why_there) = match (&settings.namespace, &settings.extension_namespace) {
+        (Some(_), _) => (vec![namespace], "--namespace"),
+        (None, Some(ns)) => (vec![ns.clone()], "kube9.operatorNamespace, as --extension-namespace mirrors it"),
+        (None, None) => (reader::extension_namespaces(None), "where the extension looks: kube9-system, then default"),
+    };
+    let mut found = None;
+    for ns in &searched {
+        let target = StatusConfigMap { namespace: ns.clone(), name: settings.configmap.clone() };
+        let body = target.fetch(&mut client).map_err(|e| {
+            Failure::Runtime(format!("cannot read ConfigMap {}/{}: {e}", target.namespace, target.name))
+        })?;
+        if let Some(body) = body {
+            found = Some((target, body));
+            break;
+        }
+    }
+    let target = match &found {
+        Some((t, _)) => t.clone(),
+        None => StatusConfigMap { namespace: searched.join(" or "), name: settings.configmap.clone() },
+    };
+    let body = found.as_ref().map(|(_, b)| b.clone());
     let status = body.as_deref().map(reader::status_of_configmap).transpose();
     let now = SystemTime::now();
     let reading = status
         .and_then(|s| reader::interpret(s.as_deref(), now))
         .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
+    let found_in = found.as_ref().map(|(t, _)| t.namespace.as_str());
     // Who publishes, from the lock beside the status (never inside it).
     let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
     let record = lock.as_ref().and_then(Seen::record);
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");
+            json["namespace"] = serde_json::json!(found_in);
+            json["searched"] = serde_json::json!(searched);
             // Added only when someone holds the lock: scripts see no change
             // otherwise.
             if let Some(r) = record.filter(|r| !r.holder_identity.is_empty()) {
@@ -261,6 +287,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
         }
         OutputFormat::Text => {
             let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
+            text += &reader::render_explanation(&reading, &searched, found_in, why_there);
             match record {
                 Some(r) if !r.holder_identity.is_empty() => {
                     text += &format!(

@@ -10,6 +10,15 @@
 //!   false alarm); unknown fields are ignored;
 //! - `lastUpdate` older than 5 minutes → stale → mode `degraded`. A missing
 //!   or unparsable `lastUpdate` cannot prove freshness and counts as stale.
+//!
+//! And what the kube9 VS Code extension (1.34.1 and 1.38.0) shows, read from
+//! its source: it looks for the ConfigMap in [`extension_namespaces`]; a
+//! `health` of `degraded` or `unhealthy` is mode `degraded` too; 1.38.0
+//! shows the legacy `enabled` as `operated`, 1.34.1 shows `enabled` only for
+//! `mode: enabled, tier: pro, registered: true` and rejects a status without
+//! `tier` or a boolean `registered`. [`Reading::mode`] is the most specific
+//! of the two (1.34.1's when it accepts the status); [`Reading::extension`]
+//! has each, [`Reading::reason`] says why.
 
 use crate::util::time::{format_rfc3339, parse_rfc3339};
 use serde::Serialize;
@@ -19,6 +28,38 @@ use std::time::{Duration, SystemTime};
 
 /// A status older than this is stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(300);
+
+/// Where the extension looks for the status ConfigMap (by this name only)
+/// when its `kube9.operatorNamespace` setting is unset, in this order.
+pub const EXTENSION_NAMESPACES: [&str; 2] = ["kube9-system", "default"];
+
+/// The ConfigMap name the extension reads.
+pub const EXTENSION_CONFIGMAP: &str = "kube9-operator-status";
+
+/// The namespaces the extension searches, in order: only the one its
+/// `kube9.operatorNamespace` setting names when set (mirrored by
+/// `--extension-namespace`), else [`EXTENSION_NAMESPACES`].
+pub fn extension_namespaces(setting: Option<&str>) -> Vec<String> {
+    match setting {
+        Some(ns) => vec![ns.to_string()],
+        None => EXTENSION_NAMESPACES.iter().map(|ns| ns.to_string()).collect(),
+    }
+}
+
+/// The start-up warning for a status the extension will not find unless
+/// each user sets `kube9.operatorNamespace`; `None` where it looks anyway,
+/// or for another ConfigMap name (which it never reads: a deliberate choice).
+pub fn placement_warning(namespace: &str, configmap: &str) -> Option<String> {
+    if configmap != EXTENSION_CONFIGMAP || EXTENSION_NAMESPACES.contains(&namespace) {
+        return None;
+    }
+    Some(format!(
+        "The status ConfigMap {namespace}/{configmap} is outside kube9-system and default, where the kube9 \
+         VS Code extension looks: it will show \"basic\" (no operator) unless each user sets \
+         kube9.operatorNamespace to {namespace}. To be seen by everyone, write it into kube9-system \
+         (--namespace kube9-system, with a Role there): see \"Where the ConfigMap must live\" in the README"
+    ))
+}
 
 /// The mode a reader shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -68,6 +109,21 @@ pub struct Reading {
     /// Seconds since `lastUpdate`; `None` when there is no usable one.
     pub age_seconds: Option<u64>,
     pub status: Option<PublishedStatus>,
+    /// Why the mode is what it is, one line starting with the mode.
+    pub reason: String,
+    /// What each extension version shows.
+    pub extension: ExtensionModes,
+}
+
+/// The mode each version of the kube9 VS Code extension shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ExtensionModes {
+    #[serde(rename = "1.38.0")]
+    pub v1_38: ReaderMode,
+    /// `None`: 1.34.1 rejects the status (no `tier`, or no boolean
+    /// `registered`).
+    #[serde(rename = "1.34.1")]
+    pub v1_34: Option<ReaderMode>,
 }
 
 /// Why a published status cannot be interpreted.
@@ -116,7 +172,14 @@ pub fn status_of_configmap(body: &[u8]) -> Result<String, ReaderError> {
 /// Interprets the `status` value; `None` means the ConfigMap does not exist.
 pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, ReaderError> {
     let Some(raw) = status else {
-        return Ok(Reading { mode: ReaderMode::Basic, stale: false, age_seconds: None, status: None });
+        return Ok(Reading {
+            mode: ReaderMode::Basic,
+            stale: false,
+            age_seconds: None,
+            status: None,
+            reason: "basic: no status ConfigMap where the extension looks: no kube9 operator reports here".into(),
+            extension: ExtensionModes { v1_38: ReaderMode::Basic, v1_34: Some(ReaderMode::Basic) },
+        });
     };
     let v: Value = serde_json::from_str(raw).map_err(|e| ReaderError::NotJson(e.to_string()))?;
     if !v.is_object() {
@@ -147,12 +210,55 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
         namespace: optional("namespace"),
         cluster_id: optional("clusterId"),
     };
-    let reader_mode = match (stale, mode) {
-        (true, _) => ReaderMode::Degraded,
-        (false, "enabled") => ReaderMode::Enabled,
-        _ => ReaderMode::Operated,
+    // The extension reads `health` as written: only these two degrade it.
+    let raw_health = optional("health");
+    let bad_health = matches!(raw_health.as_deref(), Some("degraded" | "unhealthy"));
+    let v1_38 = if stale || bad_health { ReaderMode::Degraded } else { ReaderMode::Operated };
+    let registered = v.get("registered").and_then(Value::as_bool);
+    let v1_34 = registered.map(|registered| match v1_38 {
+        ReaderMode::Operated if mode == "enabled" && tier == "pro" && registered => ReaderMode::Enabled,
+        m => m,
+    });
+    let extension = ExtensionModes { v1_38, v1_34 };
+    let age_seconds = age.map(|a| a.as_secs());
+    let reason = match v1_34.unwrap_or(v1_38) {
+        ReaderMode::Degraded if stale => match age_seconds {
+            Some(a) => format!("degraded: the status is stale: last updated {} ago (more than 5 min)", human_age(a)),
+            None => "degraded: the status has no valid lastUpdate, so it cannot be fresh".into(),
+        },
+        ReaderMode::Degraded => {
+            let h = raw_health.as_deref().unwrap_or_default();
+            match &status.error {
+                Some(e) => format!("degraded: health is {h}: {e}"),
+                None => format!("degraded: health is {h} (no error given)"),
+            }
+        }
+        ReaderMode::Enabled => {
+            "enabled: mode enabled, tier pro, registered (extension 1.34.1; 1.38.0 shows operated)".into()
+        }
+        _ => match raw_health.as_deref() {
+            Some(h) => format!("operated: the status is fresh and health is {h}"),
+            None => "operated: the status is fresh and gives no health".into(),
+        },
     };
-    Ok(Reading { mode: reader_mode, stale, age_seconds: age.map(|a| a.as_secs()), status: Some(status) })
+    Ok(Reading { mode: v1_34.unwrap_or(v1_38), stale, age_seconds, status: Some(status), reason, extension })
+}
+
+/// Where `get` found the ConfigMap (`None`: nowhere) among the namespaces
+/// it searched, why the mode is what it is, and what each extension shows:
+/// lines for the end of [`render_text`]'s output.
+pub fn render_explanation(r: &Reading, searched: &[String], found: Option<&str>, why_there: &str) -> String {
+    let mut out = match found {
+        Some(ns) => format!("Found in:    {ns} ({why_there})\n"),
+        None => format!("Found in:    nowhere (searched {}: {why_there})\n", searched.join(", ")),
+    };
+    out += &format!("Why:         {}\n", r.reason);
+    let v1_34 = match r.extension.v1_34 {
+        Some(m) => format!("1.34.1 shows {}", m.as_str()),
+        None => "1.34.1 rejects the status (it requires tier and a boolean registered)".into(),
+    };
+    out += &format!("Extension:   1.38.0 shows {}; {v1_34}\n", r.extension.v1_38.as_str());
+    out
 }
 
 /// The reading for people, one fact a line.
@@ -211,11 +317,114 @@ mod tests {
     #[test]
     fn missing_configmap_is_basic() {
         let r = interpret(None, now()).unwrap();
-        assert_eq!(r, Reading { mode: ReaderMode::Basic, stale: false, age_seconds: None, status: None });
+        assert_eq!((r.mode, r.stale, r.age_seconds, &r.status), (ReaderMode::Basic, false, None, &None));
         assert_eq!(
             serde_json::to_value(&r).unwrap(),
-            json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null})
+            json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null,
+                   "reason": "basic: no status ConfigMap where the extension looks: no kube9 operator reports here",
+                   "extension": {"1.38.0": "basic", "1.34.1": "basic"}})
         );
+    }
+
+    fn modes(r: &Reading) -> (ReaderMode, ReaderMode, Option<ReaderMode>) {
+        (r.mode, r.extension.v1_38, r.extension.v1_34)
+    }
+
+    #[test]
+    fn bad_health_is_degraded_as_the_extension_shows_it() {
+        use ReaderMode::*;
+        for (health, error, why) in [
+            ("degraded", r#""watch failed: 503""#, "degraded: health is degraded: watch failed: 503"),
+            ("unhealthy", r#""cannot write""#, "degraded: health is unhealthy: cannot write"),
+            ("degraded", "null", "degraded: health is degraded (no error given)"),
+        ] {
+            let s = FRESH
+                .replace(r#""health":"healthy""#, &format!(r#""health":"{health}""#))
+                .replace(r#""error":null"#, &format!(r#""error":{error}"#));
+            let r = interpret(Some(&s), now()).unwrap();
+            assert_eq!((modes(&r), r.stale), ((Degraded, Degraded, Some(Degraded)), false), "{health}");
+            assert_eq!(r.reason, why);
+        }
+        // Healthy, or a health the extension does not know: operated.
+        let r = interpret(Some(FRESH), now()).unwrap();
+        assert_eq!(
+            (modes(&r), r.reason.as_str()),
+            ((Operated, Operated, Some(Operated)), "operated: the status is fresh and health is healthy")
+        );
+        let odd = FRESH.replace(r#""health":"healthy""#, r#""health":"sparkling""#);
+        assert_eq!(modes(&interpret(Some(&odd), now()).unwrap()), (Operated, Operated, Some(Operated)));
+    }
+
+    #[test]
+    fn stale_wins_over_health_in_the_reason() {
+        let s = FRESH.replace("2025-11-10T15:34:00Z", "2025-11-10T15:28:20Z").replace("healthy", "unhealthy");
+        let r = interpret(Some(&s), now()).unwrap();
+        assert_eq!(r.mode, ReaderMode::Degraded);
+        assert_eq!(r.reason, "degraded: the status is stale: last updated 6 min ago (more than 5 min)");
+        let none = FRESH.replace(r#""lastUpdate":"2025-11-10T15:34:00Z","#, "");
+        assert_eq!(
+            interpret(Some(&none), now()).unwrap().reason,
+            "degraded: the status has no valid lastUpdate, so it cannot be fresh"
+        );
+    }
+
+    #[test]
+    fn enabled_only_for_pro_and_registered_and_only_in_1_34_1() {
+        use ReaderMode::*;
+        let pro = |tier: &str, registered: &str| {
+            FRESH
+                .replace(r#""mode":"operated","tier":"free""#, &format!(r#""mode":"enabled","tier":"{tier}""#))
+                .replace(r#""registered":false"#, registered)
+        };
+        let r = interpret(Some(&pro("pro", r#""registered":true"#)), now()).unwrap();
+        assert_eq!(modes(&r), (Enabled, Operated, Some(Enabled)));
+        assert_eq!(r.reason, "enabled: mode enabled, tier pro, registered (extension 1.34.1; 1.38.0 shows operated)");
+        assert_eq!(serde_json::to_value(r.extension).unwrap(), json!({"1.38.0": "operated", "1.34.1": "enabled"}));
+        for (tier, registered) in [("free", r#""registered":true"#), ("pro", r#""registered":false"#)] {
+            let r = interpret(Some(&pro(tier, registered)), now()).unwrap();
+            assert_eq!(modes(&r), (Operated, Operated, Some(Operated)), "{tier} {registered}");
+        }
+        // 1.34.1 rejects a status without a boolean `registered`.
+        for registered in [r#""registered":"yes""#, r#""x":1"#] {
+            let r = interpret(Some(&pro("pro", registered)), now()).unwrap();
+            assert_eq!(modes(&r), (Operated, Operated, None), "{registered}");
+        }
+        let stale = pro("pro", r#""registered":true"#).replace("2025-11-10T15:34:00Z", "2025-11-10T15:00:00Z");
+        assert_eq!(modes(&interpret(Some(&stale), now()).unwrap()), (Degraded, Degraded, Some(Degraded)));
+    }
+
+    #[test]
+    fn the_extension_searches_its_setting_else_kube9_system_then_default() {
+        assert_eq!(extension_namespaces(None), ["kube9-system", "default"]);
+        assert_eq!(extension_namespaces(Some("ops")), ["ops"]);
+    }
+
+    #[test]
+    fn warns_only_for_the_extension_s_configmap_outside_where_it_looks() {
+        let w = placement_warning("my-operator-system", "kube9-operator-status").unwrap();
+        assert!(w.contains("my-operator-system/kube9-operator-status is outside kube9-system and default"), "{w}");
+        assert!(w.contains("unless each user sets kube9.operatorNamespace to my-operator-system"), "{w}");
+        assert!(w.contains("README"), "{w}");
+        assert_eq!(placement_warning("kube9-system", "kube9-operator-status"), None);
+        assert_eq!(placement_warning("default", "kube9-operator-status"), None);
+        assert_eq!(placement_warning("my-operator-system", "my-status"), None);
+    }
+
+    #[test]
+    fn the_explanation_says_where_and_why() {
+        let r = interpret(Some(FRESH), now()).unwrap();
+        let searched = extension_namespaces(None);
+        assert_eq!(
+            render_explanation(&r, &searched, Some("default"), "where the extension looks"),
+            "Found in:    default (where the extension looks)\n\
+             Why:         operated: the status is fresh and health is healthy\n\
+             Extension:   1.38.0 shows operated; 1.34.1 shows operated\n"
+        );
+        let basic = render_explanation(&interpret(None, now()).unwrap(), &searched, None, "the default");
+        assert!(basic.starts_with("Found in:    nowhere (searched kube9-system, default: the default)\n"), "{basic}");
+        let no_registered = FRESH.replace(r#""registered":false,"#, "");
+        let r = interpret(Some(&no_registered), now()).unwrap();
+        assert!(render_explanation(&r, &searched, Some("default"), "x").contains("1.34.1 rejects the status"));
     }
 
     #[test]
@@ -230,7 +439,10 @@ mod tests {
 
     #[test]
     fn enabled_mode_when_fresh() {
-        let s = FRESH.replace(r#""mode":"operated""#, r#""mode":"enabled""#);
+        // As 1.34.1 shows it: only with tier pro and registered (#19).
+        let s = FRESH
+            .replace(r#""mode":"operated","tier":"free""#, r#""mode":"enabled","tier":"pro""#)
+            .replace(r#""registered":false"#, r#""registered":true"#);
         assert_eq!(interpret(Some(&s), now()).unwrap().mode, ReaderMode::Enabled);
     }
 

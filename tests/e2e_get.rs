@@ -37,9 +37,12 @@ fn e2e_get_missing_configmap_is_basic() {
     cp.create_namespace(&ns);
     let (code, out, err) = get(&ns, true);
     assert_eq!(code, Some(0), "{err}");
+    // #19 added the explanation fields; the first four are unchanged.
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap(),
-        json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null})
+        json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null,
+               "reason": "basic: no status ConfigMap where the extension looks: no kube9 operator reports here",
+               "extension": {"1.38.0": "basic", "1.34.1": "basic"}, "namespace": null, "searched": [ns]})
     );
 }
 

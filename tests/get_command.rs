@@ -10,7 +10,9 @@ use support::{ServiceAccountDir, opstatus_bin, pod_env, run_to_end};
 const TOKEN: &str = "sa-token-for-get-tests";
 
 fn get(server: &FakeApiServer, sa: &ServiceAccountDir, args: &[&str]) -> (Option<i32>, String, String) {
-    let mut all = vec!["get"];
+    // The status lives in `ops`, where the extension does not look
+    // (kube9-system, then default): these tests name it (issue #19).
+    let mut all = vec!["get", "--namespace", "ops"];
     all.extend_from_slice(args);
     let out = run_to_end(&opstatus_bin(), &all, &pod_env(server.port(), sa), Duration::from_secs(20));
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
@@ -40,7 +42,9 @@ fn missing_configmap_is_basic() {
     assert_eq!(code, Some(0));
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap(),
-        json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null})
+        json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null,
+               "reason": "basic: no status ConfigMap where the extension looks: no kube9 operator reports here",
+               "extension": {"1.38.0": "basic", "1.34.1": "basic"}, "namespace": null, "searched": ["ops"]})
     );
     let (code, out, _) = get(&server, &sa, &[]);
     assert_eq!(code, Some(0));

@@ -101,6 +101,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--extension-namespace",
+        env: "OPSTATUS_EXTENSION_NAMESPACE",
+        default: Default::Prose("none: where the extension looks, kube9-system then default"),
+        help: "`get` without --namespace: the kube9 extension's kube9.operatorNamespace setting, to read \
+               where it reads.",
+        kind: Kind::Value(|s, v| {
+            s.extension_namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--configmap",
         env: "OPSTATUS_CONFIGMAP",
         default: Default::Value(crate::sinks::configmap::DEFAULT_CONFIGMAP),
@@ -522,6 +533,7 @@ mod tests {
             }
             let unset = match f.name {
                 "--namespace" => s.namespace.is_none(),
+                "--extension-namespace" => s.extension_namespace.is_none(),
                 "--operator-version" => s.operator_version == env!("CARGO_PKG_VERSION"),
                 "--kubeconfig" => s.kubeconfig.is_none(),
                 "--listen" => s.listen.is_none(),

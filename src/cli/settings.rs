@@ -21,6 +21,10 @@ pub struct Settings {
     /// credentials' namespace, then
     /// [`DEFAULT_NAMESPACE`](crate::sinks::configmap::DEFAULT_NAMESPACE), is used.
     pub namespace: Option<String>,
+    /// `get` without `--namespace`: the kube9 extension's
+    /// `kube9.operatorNamespace` setting, mirrored; `None`: its default
+    /// search (kube9-system, then default).
+    pub extension_namespace: Option<String>,
     pub configmap: String,
     pub interval: Duration,
     /// How often signals are checked; never longer than `interval`.
@@ -92,6 +96,7 @@ pub struct ClusterOperatorSettings {
 pub(crate) fn defaults() -> Settings {
     Settings {
         namespace: None,
+        extension_namespace: None,
         configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
         interval: DEFAULT_INTERVAL,
         check_interval: DEFAULT_CHECK_INTERVAL,
