@@ -112,6 +112,15 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
     if let Some(warning) = reader::placement_warning(&target.namespace, &target.name) {
         log::warn!("{warning}");
     }
+    let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
+    if settings.follow_leader_lease.is_some() && operator_namespace != target.namespace {
+        // The publisher reads the Lease beside the status ConfigMap.
+        return Err(Failure::Config(
+            "--follow-leader-lease needs the status ConfigMap in the operator's namespace \
+             (not yet supported with --operator-namespace other than --namespace)"
+                .into(),
+        ));
+    }
 
     let mut signals: Vec<Box<dyn Signal>> = Vec::new();
     let pro = pro::from_settings(
@@ -143,14 +152,15 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
                  (add --probe or --probe-from-crd-annotations)"
             );
         }
-        sinks.add(Box::new(OperatorConditionSink::new(target.namespace.clone(), name.clone())));
+        sinks.add(Box::new(OperatorConditionSink::new(operator_namespace.clone(), name.clone())));
     }
     if let Some(co) = &settings.cluster_operator {
-        sinks.add(Box::new(cluster_operator(settings, co, &target)));
+        sinks.add(Box::new(cluster_operator(settings, co, &target, &operator_namespace)));
     }
 
     let config = AgentConfig {
         target,
+        operator_namespace,
         interval: settings.interval,
         check_interval: settings.check_interval,
         operator_version: settings.operator_version.clone(),
@@ -180,17 +190,17 @@ fn identity(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> String
 }
 
 /// The ClusterOperator with its versions and related objects: the
-/// namespace, the status ConfigMap, the OperatorCondition (when set), then
-/// the `--related-object`s.
+/// operator's namespace, the status ConfigMap, the OperatorCondition (when
+/// set), then the `--related-object`s.
 fn cluster_operator(
     settings: &Settings,
     co: &ClusterOperatorSettings,
     target: &StatusConfigMap,
+    namespace: &str,
 ) -> ClusterOperatorSink {
-    let namespace = &target.namespace;
     let mut related = vec![
         RelatedObject::new("", "namespaces", "", namespace),
-        RelatedObject::new("", "configmaps", namespace, &target.name),
+        RelatedObject::new("", "configmaps", &target.namespace, &target.name),
     ];
     if let Some(oc) = &settings.operator_condition {
         related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));

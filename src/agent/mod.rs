@@ -64,6 +64,9 @@ struct Served<'a> {
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     pub target: StatusConfigMap,
+    /// Where the operator runs: the document's `namespace` (the status may
+    /// be written elsewhere, e.g. into kube9-system where readers look).
+    pub operator_namespace: String,
     pub interval: Duration,
     pub check_interval: Duration,
     pub operator_version: String,
@@ -170,7 +173,7 @@ impl Agent {
             last_update: format_rfc3339(now),
             registered: pro.registered,
             error: verdict.error,
-            namespace: self.config.target.namespace.clone(),
+            namespace: self.config.operator_namespace.clone(),
             cluster_id: pro.cluster_id.clone(),
         }
     }

@@ -101,6 +101,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--operator-namespace",
+        env: "OPSTATUS_OPERATOR_NAMESPACE",
+        default: Default::Prose("the status ConfigMap's namespace"),
+        help: "Where the operator runs, when --namespace writes the status elsewhere (e.g. kube9-system): \
+               the status's namespace field and the OperatorCondition's namespace.",
+        kind: Kind::Value(|s, v| {
+            s.operator_namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--extension-namespace",
         env: "OPSTATUS_EXTENSION_NAMESPACE",
         default: Default::Prose("none: where the extension looks, kube9-system then default"),
@@ -534,6 +545,7 @@ mod tests {
             let unset = match f.name {
                 "--namespace" => s.namespace.is_none(),
                 "--extension-namespace" => s.extension_namespace.is_none(),
+                "--operator-namespace" => s.operator_namespace.is_none(),
                 "--operator-version" => s.operator_version == env!("CARGO_PKG_VERSION"),
                 "--kubeconfig" => s.kubeconfig.is_none(),
                 "--listen" => s.listen.is_none(),

@@ -25,6 +25,10 @@ pub struct Settings {
     /// `kube9.operatorNamespace` setting, mirrored; `None`: its default
     /// search (kube9-system, then default).
     pub extension_namespace: Option<String>,
+    /// Where the operator runs, when the status is written elsewhere (e.g.
+    /// into kube9-system): the document's `namespace` field and the
+    /// OperatorCondition's namespace; `None`: the status ConfigMap's.
+    pub operator_namespace: Option<String>,
     pub configmap: String,
     pub interval: Duration,
     /// How often signals are checked; never longer than `interval`.
@@ -97,6 +101,7 @@ pub(crate) fn defaults() -> Settings {
     Settings {
         namespace: None,
         extension_namespace: None,
+        operator_namespace: None,
         configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
         interval: DEFAULT_INTERVAL,
         check_interval: DEFAULT_CHECK_INTERVAL,
