@@ -55,7 +55,8 @@ impl Watches {
     pub fn check(&self, now: SystemTime) -> Option<String> {
         for url in &self.urls {
             if let Some(why) = self.url_problem(url) {
-                return Some(format!("Operator health check {url} failed: {why}"));
+                // Userinfo is refused at start; shown redacted all the same.
+                return Some(format!("Operator health check {} failed: {why}", crate::util::url::redacted(url)));
             }
         }
         let (path, max_age) = self.file.as_ref()?;

@@ -1,10 +1,13 @@
 //! Small mechanisms every room uses and none owns: backoff and jitter,
 //! RFC 3339 time, signals and the shutdown watchdog, logging, the outbound
-//! HTTP policy, and a problem that is logged once per change.
+//! HTTP policy, a problem that is logged once per change, foreign text made
+//! safe to show, and the rule about credentials in URLs.
 
 pub mod backoff;
 pub mod http;
 pub mod logging;
 pub mod reported;
 pub mod shutdown;
+pub mod text;
 pub mod time;
+pub mod url;
