@@ -29,6 +29,7 @@ use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
@@ -414,18 +415,13 @@ fn not_served(collection: &str) -> KubeError {
     KubeError::Response { message: format!("{collection} is not served (was the CRD removed?)") }
 }
 
+/// What a query value may hold unencoded: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
 /// Percent-encodes a continue token for a query string (it is base64 and
 /// may hold `+`, `/`, `=`).
 fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, UNRESERVED).to_string()
 }
 
 #[cfg(test)]
@@ -468,5 +464,7 @@ mod tests {
     #[test]
     fn continue_tokens_are_encoded() {
         assert_eq!(percent_encode("eyJ2Ijo+/="), "eyJ2Ijo%2B%2F%3D");
+        assert_eq!(percent_encode("a-b_c.d~e f&g%h"), "a-b_c.d~e%20f%26g%25h");
+        assert_eq!(percent_encode("é"), "%C3%A9");
     }
 }
