@@ -65,4 +65,23 @@ mod tests {
         }
         assert_eq!(redacted("https://u:p@h/x@y"), "https://***@h/x@y");
     }
+
+    /// The authority found here is the one ureq's URI parser (the `http`
+    /// crate) finds, so what is refused is exactly what ureq would send as
+    /// Basic auth; and URLs that parser refuses are still checked here.
+    #[test]
+    fn the_authority_is_the_one_the_http_client_sees() {
+        for url in [
+            "https://user:secret@host:6443/x",
+            "https://us@er:secret@host/p@th",
+            "http://127.0.0.1:8081/healthz?user=a@b",
+            "https://[fd00::1]:6443/x#a@b",
+            "http://127.0.0.1:8081",
+        ] {
+            let uri: ureq::http::Uri = url.parse().unwrap();
+            assert_eq!(authority(url).map(|(_, a)| a), uri.authority().map(|a| a.as_str()), "{url}");
+        }
+        assert!("http://a b:secret@host/".parse::<ureq::http::Uri>().is_err());
+        assert!(check_no_userinfo("http://a b:secret@host/").is_err());
+    }
 }
