@@ -246,7 +246,8 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::Io(io) => io.kind().to_string(),
         ureq::Error::BodyExceedsLimit(limit) => format!("answer larger than {limit} bytes"),
         ureq::Error::HostNotFound => "cannot resolve the server's host".into(),
-        other => other.to_string(),
+        // May quote what the server sent (a bad header, a bad status line).
+        other => sanitize(&other.to_string(), MAX_FOREIGN),
     }
 }
 

@@ -76,7 +76,8 @@ impl Watches {
                 Some("connection refused".into())
             }
             Err(ureq::Error::Timeout(_)) => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
-            Err(e) => Some(e.to_string()),
+            // May quote what the endpoint sent (a bad header, a bad status line).
+            Err(e) => Some(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN)),
         }
     }
 }
