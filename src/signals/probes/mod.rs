@@ -131,17 +131,18 @@ struct Budget {
 }
 
 /// The bounds on one collection's paging: pages, the check's [`Budget`],
-/// and tokens already followed (as hashes: a token can be long). Pure: the
-/// clock is an argument.
+/// and tokens already followed (as hashes: a token can be long; at most
+/// [`MAX_PAGES`], so a scan is cheap and no hash table is linked in). Pure:
+/// the clock is an argument.
 struct Pager {
     pages: usize,
     budget: Budget,
-    seen: std::collections::HashSet<u64>,
+    seen: Vec<u64>,
 }
 
 impl Pager {
     fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, seen: std::collections::HashSet::new() }
+        Pager { pages: 0, budget, seen: Vec::new() }
     }
 
     /// Whether to fetch the page `token` points at; why not, when not.
@@ -154,12 +155,14 @@ impl Pager {
                  resources are probed per type): stopped listing"
             ));
         }
-        if !self.seen.insert(BuildHasherDefault::<DefaultHasher>::default().hash_one(token)) {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
+        if self.seen.contains(&hash) {
             return Err(format!(
                 "the API server returned a continue token it had already given, after {} pages: stopped listing",
                 self.pages
             ));
         }
+        self.seen.push(hash);
         if now >= self.budget.until {
             return Err(format!(
                 "listing took longer than {}s ({} pages): stopped; the next check tries again",
