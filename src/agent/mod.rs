@@ -19,10 +19,14 @@
 //! say, and readers of the ConfigMap see it as a `lastUpdate` that stops
 //! moving. The first write that succeeds again publishes the state as it is
 //! then, not the outage that just ended: the document describes the present.
+//!
+//! Only the holder of the publisher lock ([`publisher`], [`crate::lock`])
+//! writes anything; the instances beside it stand by, and a stopping holder
+//! hands the status over.
 
-use crate::endpoint::prometheus::Metrics;
 mod publisher;
 
+use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
 use crate::ready_file;
