@@ -150,3 +150,21 @@ fn e2e_labels_annotations_and_data_of_other_managers_survive() {
     let after = cp.status_document(ns, CM).unwrap()["lastUpdate"].clone();
     assert_ne!(before, after, "the status itself was rewritten");
 }
+
+#[test]
+fn e2e_a_label_another_tool_set_stays_theirs() {
+    // Helm labels what it creates `app.kubernetes.io/managed-by: Helm`, and
+    // every `helm upgrade` would fight a sidecar that forced it back.
+    let cp = shared();
+    let pod = cp.deploy("helm");
+    let ns = pod.namespace.as_str();
+    cp.kubectl_ok(&["-n", ns, "create", "configmap", CM]);
+    cp.kubectl_ok(&["-n", ns, "label", "configmap", CM, "app.kubernetes.io/managed-by=Helm"]);
+    for _ in 0..2 {
+        let out = run_to_end(&release_bin(), &["once"], &cp.pod_env(&pod), Duration::from_secs(30));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let cm = cp.configmap(ns, CM).unwrap();
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(cp.status_document(ns, CM).unwrap()["health"], "healthy", "the status is written all the same");
+}
