@@ -20,6 +20,8 @@
 //! moving. The first write that succeeds again publishes the state as it is
 //! then, not the outage that just ended: the document describes the present.
 
+mod liveness;
+
 use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
@@ -81,9 +83,7 @@ impl Agent {
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            // `/healthz` fails only when the loop has not completed a tick
-            // for three heartbeat intervals.
-            liveness_window: config.interval * 3,
+            liveness_window: liveness::of(config.interval, &signals, &sinks),
         }));
         Agent {
             client,

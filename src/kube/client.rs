@@ -33,6 +33,13 @@ const TIMEOUTS: Timeouts = Timeouts {
     body: Duration::from_secs(5),
 };
 
+/// The longest one Kubernetes call can take, whatever the server does: it
+/// is sent again once after a 401 (a rotated token), each send bounded by
+/// [`TIMEOUTS`] (19 s). For the liveness window.
+pub fn call_bound() -> Duration {
+    TIMEOUTS.bound() * 2
+}
+
 /// A namespaced (or cluster-scoped) object addressed by resource and name.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectRef<'a> {

@@ -17,6 +17,6 @@ mod error;
 pub mod names;
 pub mod yaml;
 
-pub use client::{Client, ObjectRef};
+pub use client::{Client, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, CredentialsError, Secret};
 pub use error::KubeError;

@@ -41,4 +41,7 @@ pub struct Observation {
 pub trait Signal {
     /// Looks again (each call bounded) and records what it sees in `into`.
     fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation);
+    /// The longest one `observe` can take, every call timing out: what the
+    /// liveness window allows for.
+    fn worst_case(&self) -> Duration;
 }

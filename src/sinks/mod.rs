@@ -31,6 +31,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// Attempts per write when others keep changing the object (409 Conflict).
 pub const CONFLICT_ATTEMPTS: u32 = 3;
 
+/// The longest a [`read_modify_write`] can take: a read and a write per
+/// attempt.
+pub fn read_modify_write_bound() -> Duration {
+    crate::kube::call_bound().saturating_mul(2 * CONFLICT_ATTEMPTS)
+}
+
 /// What a [`read_modify_write`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
@@ -158,6 +164,9 @@ pub trait Sink {
     /// Brings the resource up to date with the tick; an error is the
     /// sentence a cluster admin reads as the status's reason.
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String>;
+    /// The longest one `sync` can take, every call timing out: what the
+    /// liveness window allows for.
+    fn worst_case(&self) -> Duration;
 }
 
 /// Syncs by result, for `/metrics`.
@@ -195,6 +204,11 @@ impl Sinks {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The longest syncing them all can take.
+    pub fn worst_case(&self) -> Duration {
+        self.entries.iter().map(|e| e.sink.worst_case()).fold(Duration::ZERO, Duration::saturating_add)
     }
 
     /// Why sinks cannot be written, as health problems.

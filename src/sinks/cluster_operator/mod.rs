@@ -177,6 +177,12 @@ impl Sink for ClusterOperatorSink {
             Written::Unchanged => Ok(Synced::Unchanged),
         }
     }
+
+    /// A read that finds the object missing, its creation, then the
+    /// read-modify-write.
+    fn worst_case(&self) -> Duration {
+        crate::kube::call_bound().saturating_mul(2).saturating_add(super::read_modify_write_bound())
+    }
 }
 
 /// An error as the status's reason says it.
