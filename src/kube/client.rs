@@ -178,10 +178,11 @@ impl Client {
 
     /// PUT a whole object (an update: the body carries the
     /// `resourceVersion` it was read at, so a concurrent change is a 409,
-    /// never silently overwritten). Returns the stored object.
-    pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
+    /// never silently overwritten). The stored object it answers with is
+    /// read (bounded) and dropped: it is as large as what was sent.
+    pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action }, true)
+        self.send(Request { method: Method::Put(body), url: &url, action }, false).map(drop)
     }
 
     /// POST a new object to a collection path. Returns the stored object.

@@ -91,6 +91,30 @@ pub fn read_modify_write(
     grant: &'static str,
     modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
 ) -> Result<Written, KubeError> {
+    read_modify_write_raw(client, path, write_suffix, action, grant, &mut |body| {
+        let mut object: Value =
+            serde_json::from_slice(body).map_err(|e| format!("{action}: the object is not JSON: {e}"))?;
+        Ok(modify(&mut object)?.then(|| serde_json::to_vec(&object).expect("a JSON value serialises")))
+    })
+}
+
+/// Given an object's body as read, the body to write back (`None`: nothing
+/// changed) or why it cannot be.
+pub type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
+
+/// [`read_modify_write`] on the object as read: `modify` is given the body
+/// and returns the body to PUT (`None`: nothing changed), so an object
+/// with large parts opstatus does not own need not be parsed whole. The
+/// body read is dropped before the write, and the server's answer to it is
+/// not kept.
+pub fn read_modify_write_raw(
+    client: &mut Client,
+    path: &str,
+    write_suffix: &str,
+    action: &str,
+    grant: &'static str,
+    modify: &mut RawModify<'_>,
+) -> Result<Written, KubeError> {
     read_modify_write_once(client, path, write_suffix, action, modify).map_err(|e| e.granted_by(grant))
 }
 
@@ -99,20 +123,17 @@ fn read_modify_write_once(
     path: &str,
     write_suffix: &str,
     action: &str,
-    modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
+    modify: &mut RawModify<'_>,
 ) -> Result<Written, KubeError> {
     let mut attempt = 1;
     loop {
-        let body = client.get_required(path, &format!("get {action}"))?;
-        let mut object: Value = serde_json::from_slice(&body)
-            .map_err(|e| KubeError::Response { message: format!("{action}: the object is not JSON: {e}") })?;
-        let changed = modify(&mut object).map_err(|message| KubeError::Response { message })?;
-        if !changed {
+        let read = client.get_required(path, &format!("get {action}"))?;
+        let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
             return Ok(Written::Unchanged);
-        }
-        let body = serde_json::to_vec(&object).expect("a JSON value serialises");
+        };
+        drop(read);
         match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
-            Ok(_) => return Ok(Written::Updated),
+            Ok(()) => return Ok(Written::Updated),
             Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
                 log::debug!("{action}: conflict on attempt {attempt}, reading again");
                 attempt += 1;
