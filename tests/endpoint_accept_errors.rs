@@ -1,7 +1,8 @@
 //! `accept()` errors other than "try again" (here EMFILE: the agent runs
 //! with a low descriptor limit and clients use them all up) must not spin a
 //! core: the endpoint pauses accepting, keeps serving and closing the
-//! connections it has, and answers again once the clients leave.
+//! connections it has, and answers again once the clients leave. The low
+//! descriptor limit is set with `prlimit` (util-linux).
 
 mod support;
 
