@@ -26,6 +26,8 @@
 
 mod publisher;
 
+mod liveness;
+
 use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
@@ -113,14 +115,13 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(client: Client, config: AgentConfig, signals: Vec<Box<dyn Signal>>, sinks: Sinks) -> Agent {
+        let publisher = Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval);
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            // `/healthz` fails only when the loop has not completed a tick
-            // for three heartbeat intervals.
-            liveness_window: config.interval * 3,
+            liveness_window: liveness::of(config.interval, &signals, &sinks, publisher.worst_case()),
         }));
         Agent {
             client,
@@ -132,7 +133,7 @@ impl Agent {
             write_error: None,
             published: None,
             last_written: None,
-            publisher: Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval),
+            publisher,
             config,
             sinks_synced: false,
             ready_file_error: Reported::default(),

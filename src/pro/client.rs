@@ -40,7 +40,6 @@ const TIMEOUTS: Timeouts = Timeouts {
     body: Duration::from_secs(1),
 };
 
-#[cfg(test)]
 /// The longest one registration call can take, whatever the server does
 /// (7 s; 2 s for a server that accepts and never answers).
 pub fn call_bound() -> Duration {

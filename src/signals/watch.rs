@@ -100,6 +100,13 @@ impl Signal for Watches {
             into.operator_down = Some(why.to_string());
         }
     }
+
+    /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`; the
+    /// heartbeat file is a `stat`.
+    fn worst_case(&self) -> Duration {
+        let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
+        one.bound().saturating_mul(self.urls.len() as u32)
+    }
 }
 
 /// The heartbeat-file rule: missing, or not modified within `max_age`.

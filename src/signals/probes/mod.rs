@@ -306,6 +306,22 @@ impl Signal for Prober {
         }
         into.probes = Some(outcome);
     }
+
+    /// Reading the CRDs (one call each, when due), then per source its
+    /// discovery (once) and one list per scope. Sources a CRD declares are
+    /// counted one per CRD, and a list as one page: pagination has no
+    /// bound of its own here yet (issue #16 item 7 gives it one, which
+    /// multiplies this).
+    fn worst_case(&self) -> Duration {
+        let scopes = self.namespaces.len().max(1);
+        let sources = self.flags.len() + self.crd_names.len();
+        // CRD reads, one discovery per type, and one page per collection
+        // in flight, plus the time the lists of one check may take
+        // ([`Pager`]: the budget, then at most the page in flight).
+        let calls = self.crd_names.len() + sources * (1 + scopes);
+        let per_call = crate::kube::call_bound().saturating_mul(u32::try_from(calls).unwrap_or(u32::MAX));
+        per_call.saturating_add(self.list_budget)
+    }
 }
 
 /// Resolves `source` (discovery, once) and tallies all its resources.
