@@ -274,8 +274,8 @@ cmd_version() {
   local v
   v=$("$APISERVER" --version 2>/dev/null | awk '{print $2}')
   if [ "$KUBE_FLAVOR" = 1.20 ]; then
-    # This build's /version does not take the ldflags (REAL_APISERVER.md).
-    echo "$KUBE_GIT_VERSION (Debian $KUBE_DEB_VERSION; it reports ${v:-nothing})"
+    # Its /version answers v0.0.0-master+... (REAL_APISERVER.md); --version is right.
+    echo "${v:-$KUBE_GIT_VERSION} (built from Debian's kubernetes $KUBE_DEB_VERSION)"
   else
     echo "${v:-unknown} ($APISERVER)"
   fi

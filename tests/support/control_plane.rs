@@ -180,7 +180,12 @@ impl ControlPlane {
         let file = Path::new(ROOT).join("tests/fixtures/crds").join(format!("{name}.yaml"));
         let mut crd = std::fs::read_to_string(&file).unwrap();
         if self.is_debian_1_20() {
-            crd = debian_1_20_nullable_workaround(&crd);
+            let patched = debian_1_20_nullable_workaround(&crd);
+            assert!(
+                patched != crd || !crd.contains("relatedObjects"),
+                "{name}: the v1.20 nullable workaround found no `group: {{type: string}}` to patch"
+            );
+            crd = patched;
         }
         self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&crd));
         self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", &format!("crd/{name}")]);
