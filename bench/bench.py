@@ -15,6 +15,9 @@ medians over --runs):
   ticks are fine at ~300 ms a call);
 - API requests per heartbeat (audit log); bytes sent per heartbeat (the
   kernel's TCP counters for the process's connections, `ss -ti`);
+- the stripped size of each platform's static binary (x86_64, arm64,
+  armv7), and the arm64 binary's steady RSS under qemu-user: emulated (the
+  emulator's own memory is included), so for information only;
 - opstatus only: CPU per heartbeat when each write pays a TLS handshake
   (an interval over ureq's 15 s idle-connection limit, as the default 60 s
   is), and how soon a health change is published.
@@ -291,7 +294,11 @@ def main():
     ap.add_argument("--heartbeats", type=int, default=30, help="heartbeats per run (1 s interval)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--idle-interval", type=int, default=20, help="seconds; over 15 s each write pays a handshake")
+    ap.add_argument("--static", action="append", default=[], metavar="LABEL=PATH",
+                    help="a platform's static binary, for the sizes table (repeatable)")
+    ap.add_argument("--qemu-arm64", help="qemu-aarch64-static, to measure the arm64 binary's RSS emulated")
     args = ap.parse_args()
+    statics = dict(s.split("=", 1) for s in args.static)
 
     work = tempfile.mkdtemp(prefix="opstatus-bench-")
     cp = ControlPlane(f"{work}/control-plane")
@@ -326,6 +333,12 @@ def main():
         sa_dir, _, user = cp.identity("opstatus-change", "writer", named_rules, work)
         env["OPSTATUS_SERVICE_ACCOUNT_DIR"] = sa_dir
         change = health_change_latency(cp, args.opstatus, env, user, 6)
+        arm64 = None
+        if args.qemu_arm64 and "arm64" in statics:
+            sa_dir, _, user = cp.identity("opstatus-arm64", "writer", named_rules, work)
+            env["OPSTATUS_SERVICE_ACCOUNT_DIR"] = sa_dir
+            arm64 = run_process_writer(cp, [args.qemu_arm64, statics["arm64"], "run", "--interval", "1s",
+                                            "--no-final-status"], env, user, args.heartbeats, f"{work}/arm64.log")
     finally:
         cp.stop()
 
@@ -368,6 +381,17 @@ def main():
           f"per write, as at the default 60 s): {idle_cpu:.3f} ms")
     print(f"opstatus health change, watched URL flip → status write at the API server (check interval 1 s, "
           f"{len(change)} flips): median {statistics.median(change) * 1000:.0f} ms, max {max(change) * 1000:.0f} ms")
+    if statics:
+        budget = 2 * 1048576
+        print("\n| platform | static binary, stripped (bytes) | ≤ 2 MiB (2,097,152) |")
+        print("|---|---|---|")
+        for label, path in statics.items():
+            size = os.path.getsize(path)
+            print(f"| {label} | {size:,} | {'yes' if size <= budget else '**no**'} |")
+    if arm64:
+        print(f"\narm64 binary under qemu-user (emulated, for information only: the emulator's memory is included; "
+              f"{args.heartbeats} heartbeats at 1 s): steady RSS {mib(arm64['rss_steady_kib'])}, "
+              f"peak {mib(arm64['rss_peak_kib'])}, first write {arm64['first_write_ms']:.0f} ms after start")
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -12,18 +12,18 @@ fn now() -> SystemTime {
 
 /// The reader: a ConfigMap body, then its `status` value.
 pub fn reader(data: &[u8]) {
-    if let Ok(status) = opstatus::reader::status_of_configmap(data) {
-        let _ = opstatus::reader::interpret(Some(&status), now());
+    if let Ok(status) = opstatus::testing::status_of_configmap(data) {
+        let _ = opstatus::testing::interpret(Some(&status), now());
     }
     if let Ok(text) = std::str::from_utf8(data)
-        && let Ok(reading) = opstatus::reader::interpret(Some(text), now())
+        && let Ok(reading) = opstatus::testing::interpret(Some(text), now())
     {
         // Whatever was read, what is shown is one of the known values.
         let status = reading.status.as_ref().expect("a parsed status");
         assert!(matches!(status.mode.as_str(), "operated" | "enabled"));
         assert!(matches!(status.tier.as_str(), "free" | "pro"));
         assert!(matches!(status.health.as_str(), "healthy" | "degraded" | "unhealthy"));
-        let _ = opstatus::reader::render_text(&reading, "cm", "ns", now());
+        let _ = opstatus::testing::render_text(&reading, "cm", "ns", now());
         serde_json::to_string(&reading).expect("a reading serialises");
     }
 }
@@ -31,20 +31,20 @@ pub fn reader(data: &[u8]) {
 /// The kubeconfig YAML subset and its interpretation.
 pub fn kubeconfig(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    if let Ok(doc) = opstatus::kube::yaml::parse(text) {
-        let _ = opstatus::kube::credentials::kubeconfig_credentials(&doc, Path::new("/nonexistent"));
+    if let Ok(doc) = opstatus::testing::parse_yaml(text) {
+        let _ = opstatus::testing::kubeconfig_credentials(&doc, Path::new("/nonexistent"));
     }
 }
 
 /// The probe endpoint's request parser and router.
 pub fn http_request(data: &[u8]) {
-    use opstatus::serve::{Parsed, parse_request};
+    use opstatus::testing::{Parsed, parse_request};
     let parsed = parse_request(data);
     if let Parsed::Request { method, path } = &parsed {
         assert!(path.starts_with('/') && !path.contains('?'));
         assert!(!method.is_empty());
     }
-    if data.len() >= opstatus::serve::MAX_HEAD
+    if data.len() >= opstatus::testing::MAX_HEAD
         && !data.windows(2).any(|w| w == b"\n\n")
         && !data.windows(4).any(|w| w == b"\r\n\r\n")
     {
@@ -55,10 +55,11 @@ pub fn http_request(data: &[u8]) {
 /// `Retry-After` values and RFC 3339 timestamps.
 pub fn retry_after(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = opstatus::backoff::parse_retry_after(text, now());
-    if let Some(t) = opstatus::time::parse_rfc3339(text) {
+    let _ = opstatus::testing::parse_retry_after(text, now());
+    if let Some(t) = opstatus::testing::parse_rfc3339(text) {
         // Anything parsed formats back to a time that parses to the same second.
-        let again = opstatus::time::parse_rfc3339(&opstatus::time::format_rfc3339(t)).expect("formatted time parses");
+        let again =
+            opstatus::testing::parse_rfc3339(&opstatus::testing::format_rfc3339(t)).expect("formatted time parses");
         let secs = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_secs();
         assert_eq!(secs(again), secs(t));
     }
@@ -70,14 +71,14 @@ pub fn registration_answer(data: &[u8]) {
         Some((c, rest)) => (100 + u16::from(*c) * 2, rest),
         None => (200, data),
     };
-    let _ = opstatus::kube9::classify(code, body, None);
+    let _ = opstatus::testing::classify(code, body, None);
 }
 
 /// The condition expressions (`!A && (B || C)`) and the `--probe` syntax.
 pub fn expr(data: &[u8]) {
-    use opstatus::expr::{Expr, Grammar, Truth};
+    use opstatus::testing::{Expr, Grammar, Truth};
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = opstatus::probes::parse_probe(text);
+    let _ = opstatus::testing::parse_probe(text);
     let full = Expr::parse(text, Grammar::Full);
     if let Ok(or_only) = Expr::parse(text, Grammar::OrOnly) {
         // The Important grammar is a subset of the full one.
@@ -89,7 +90,7 @@ pub fn expr(data: &[u8]) {
     let shown = expr.to_string();
     match Expr::parse(&shown, Grammar::Full) {
         Ok(again) => assert_eq!(again, expr, "{shown}"),
-        Err(e) => assert!(shown.chars().count() > opstatus::expr::MAX_LEN, "{shown}: {e}"),
+        Err(e) => assert!(shown.chars().count() > opstatus::testing::MAX_LEN, "{shown}: {e}"),
     }
     // Some conditions true, some false, some unknown; `!` flips the result
     // and keeps its explanation.

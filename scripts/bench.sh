@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The footprint benchmark (not a test): opstatus beside a kubectl apply loop
 # and the official Python client, against a real kube-apiserver on loopback.
-# Installs what it needs (the control plane build, the static binary, a
+# Installs what it needs (the control plane build, the static binaries, a
 # virtualenv with the pinned Python client in the cache directory) and
 # prints a Markdown table. Takes about 6 minutes.
 #
@@ -11,10 +11,16 @@ cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
 
 scripts/control-plane.sh build >/dev/null
-bin=$(scripts/static-build.sh)
+# All three static binaries (x86_64, arm64, armv7, in that order): the
+# benchmark runs the x86_64 one and prints the sizes of all three, and the
+# arm64 one's RSS under qemu-user.
+mapfile -t bins < <(scripts/static-build.sh)
+bin=${bins[0]}
 venv="$cache/bench-venv-$(sha256sum bench/requirements.txt | cut -c1-12)"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
 fi
-exec python3 bench/bench.py --opstatus "$bin" --python "$venv/bin/python" "$@"
+exec python3 bench/bench.py --opstatus "$bin" --python "$venv/bin/python" \
+  --static x86_64="${bins[0]}" --static arm64="${bins[1]}" --static armv7="${bins[2]}" \
+  --qemu-arm64 /usr/bin/qemu-aarch64-static "$@"

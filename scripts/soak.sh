@@ -10,5 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/control-plane.sh build >/dev/null
-bin=$(scripts/static-build.sh)
+bin=$(scripts/static-build.sh x86_64-unknown-linux-musl)
 exec python3 bench/soak.py --opstatus "$bin" "$@"

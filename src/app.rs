@@ -2,20 +2,24 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{Agent, AgentConfig};
-use crate::cluster::{Connection, connect};
-use crate::condition_sinks::{ClusterOperatorSetup, ConditionSinks};
-use crate::config::{OutputFormat, Settings};
-use crate::pro_tier;
-use crate::probes::Prober;
+use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
+use crate::endpoint;
+use crate::kube::{Client, Credentials, CredentialsError, credentials};
+use crate::lock::Seen;
+use crate::pro;
 use crate::reader;
 use crate::ready_file;
-use crate::serve;
-use crate::shutdown::Shutdown;
-use crate::sinks::cluster_operator::{ClusterOperatorSink, OPERATOR, RelatedObject, Version};
-use crate::sinks::configmap::StatusConfigMap;
+use crate::signals::Signal;
+use crate::signals::probes::Prober;
+use crate::signals::watch::Watches;
+use crate::sinks::Sinks;
+use crate::sinks::cluster_operator::ClusterOperatorSink;
+use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
+use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::operator_condition::OperatorConditionSink;
-use crate::watch::Watches;
+use crate::util::shutdown::Shutdown;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::SystemTime;
 
 /// A failed command.
@@ -47,64 +51,151 @@ impl fmt::Display for Failure {
     }
 }
 
+/// A client and the namespace to work in.
+struct Connection {
+    client: Client,
+    namespace: String,
+    /// Where the credentials came from, for the start-up log line.
+    source: String,
+    /// The kube9 cluster identifier (from the cluster CA).
+    cluster_identifier: String,
+}
+
+/// Picks credentials the way client-go does: an explicit kubeconfig
+/// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
+/// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails with a
+/// [`CredentialsError`] (exit code 2) before any request.
+fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Connection, CredentialsError> {
+    let (creds, source) = load_credentials(settings, env)?;
+    let namespace =
+        settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    if let Err(why) = crate::kube::names::check_dns_label(&namespace) {
+        return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
+    }
+    let cluster_identifier = pro::client::cluster_identifier(&creds.ca_pem, &creds.server);
+    Ok(Connection { client: Client::new(&creds)?, namespace, source, cluster_identifier })
+}
+
+fn load_credentials(
+    settings: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Credentials, String), CredentialsError> {
+    if let Some(path) = &settings.kubeconfig {
+        return Ok((credentials::from_kubeconfig(path)?, format!("kubeconfig {}", path.display())));
+    }
+    let host = env("KUBERNETES_SERVICE_HOST");
+    if host.is_some() {
+        let port = env("KUBERNETES_SERVICE_PORT");
+        let creds = credentials::in_cluster(host.as_deref(), port.as_deref(), &settings.service_account_dir)?;
+        return Ok((creds, format!("service account in {}", settings.service_account_dir.display())));
+    }
+    if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
+        let path = PathBuf::from(home).join(".kube").join("config");
+        if path.exists() {
+            return Ok((credentials::from_kubeconfig(&path)?, format!("kubeconfig {}", path.display())));
+        }
+    }
+    Err(CredentialsError(
+        "no Kubernetes credentials: not in a cluster (KUBERNETES_SERVICE_HOST is unset), \
+         no --kubeconfig or KUBECONFIG, and no ~/.kube/config"
+            .into(),
+    ))
+}
+
+/// The composition root: the agent with the signals and sinks the settings
+/// ask for. A new signal or sink is one line here.
 fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
     let Connection { client, namespace, source, cluster_identifier } =
         connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
-    let pro = pro_tier::from_settings(
-        settings.api_key.clone(),
-        &settings.server_url,
-        settings.server_ca_file.as_deref(),
+    let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
+
+    let mut signals: Vec<Box<dyn Signal>> = Vec::new();
+    let pro = pro::from_settings(
+        settings.pro.api_key.clone(),
+        &settings.pro.server_url,
+        settings.pro.server_ca_file.as_deref(),
         cluster_identifier,
         settings.operator_version.clone(),
     )
     .map_err(Failure::Config)?;
+    if let Some(pro) = pro {
+        signals.push(Box::new(pro));
+    }
+    let watch = &settings.watch;
+    let file = watch.file.clone().map(|f| (f, watch.max_age));
+    signals.push(Box::new(Watches::new(watch.urls.clone(), file, watch.critical)));
+    let probes = &settings.probes;
+    let prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone());
+    let probing = !prober.is_empty();
+    if probing {
+        signals.push(Box::new(prober));
+    }
+
+    let mut sinks = Sinks::default();
+    if let Some(name) = &settings.operator_condition {
+        if !probing {
+            log::warn!(
+                "The OperatorCondition is set but no probe is: opstatus leaves its conditions to the operator \
+                 (add --probe or --probe-from-crd-annotations)"
+            );
+        }
+        sinks.add(Box::new(OperatorConditionSink::new(target.namespace.clone(), name.clone())));
+    }
+    if let Some(co) = &settings.cluster_operator {
+        sinks.add(Box::new(cluster_operator(settings, co, &target)));
+    }
+
     let config = AgentConfig {
-        target: StatusConfigMap { namespace, name: settings.configmap.clone() },
+        target,
         interval: settings.interval,
         check_interval: settings.check_interval,
         operator_version: settings.operator_version.clone(),
         ready_file: settings.ready_file.clone(),
-        watch_critical: settings.watch_critical,
         final_status: settings.final_status,
+        identity: identity(settings, env),
+        follow_leader_lease: settings.follow_leader_lease.clone(),
     };
-    let file = settings.watch_file.clone().map(|f| (f, settings.watch_max_age));
-    let sinks = condition_sinks(settings, &config.target);
-    Ok(Agent::new(client, config, Watches::new(settings.watch_urls.clone(), file), pro, sinks))
+    Ok(Agent::new(client, config, signals, sinks))
 }
 
-/// The probes, OperatorCondition and ClusterOperator the settings ask for.
-fn condition_sinks(settings: &Settings, target: &StatusConfigMap) -> ConditionSinks {
+/// This instance's name in the publisher lock: `--identity`, else the pod's
+/// name (`POD_NAME` from the downward API; `HOSTNAME` is the pod's name in
+/// Kubernetes), else the host's name.
+fn identity(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> String {
+    let from_env = |name| env(name).and_then(|v| crate::cli::check_identity(v.trim()).ok()).filter(|v| !v.is_empty());
+    settings
+        .identity
+        .clone()
+        .or_else(|| from_env("POD_NAME"))
+        .or_else(|| from_env("HOSTNAME"))
+        .or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+            crate::cli::check_identity(host.trim()).ok().filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| format!("opstatus-{}", std::process::id()))
+}
+
+/// The ClusterOperator with its versions and related objects: the
+/// namespace, the status ConfigMap, the OperatorCondition (when set), then
+/// the `--related-object`s.
+fn cluster_operator(
+    settings: &Settings,
+    co: &ClusterOperatorSettings,
+    target: &StatusConfigMap,
+) -> ClusterOperatorSink {
     let namespace = &target.namespace;
-    let prober = Prober::new(settings.probes.clone(), settings.probe_crds.clone(), settings.probe_namespaces.clone());
-    let operator_condition =
-        settings.operator_condition.clone().map(|name| OperatorConditionSink::new(namespace.clone(), name));
-    if operator_condition.is_some() && prober.is_empty() {
-        log::warn!(
-            "The OperatorCondition is set but no probe is: opstatus leaves its conditions to the operator \
-             (add --probe or --probe-from-crd-annotations)"
-        );
+    let mut related = vec![
+        RelatedObject::new("", "namespaces", "", namespace),
+        RelatedObject::new("", "configmaps", namespace, &target.name),
+    ];
+    if let Some(oc) = &settings.operator_condition {
+        related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
     }
-    let cluster_operator = settings.cluster_operator.clone().map(|name| {
-        let mut related = vec![
-            RelatedObject::new("", "namespaces", "", namespace),
-            RelatedObject::new("", "configmaps", namespace, &target.name),
-        ];
-        if let Some(oc) = &settings.operator_condition {
-            related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
-        }
-        related.extend(settings.related_objects.iter().cloned());
-        let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
-        targets.extend(settings.operand_versions.iter().cloned());
-        ClusterOperatorSetup {
-            sink: ClusterOperatorSink::new(name),
-            targets,
-            version_file: settings.version_file.clone(),
-            related,
-            inertia: settings.degraded_inertia,
-        }
-    });
-    ConditionSinks::new(prober, operator_condition, cluster_operator)
+    related.extend(co.related_objects.iter().cloned());
+    let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
+    targets.extend(co.operand_versions.iter().cloned());
+    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.
@@ -119,7 +210,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
     .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
     let mut agent = agent_for(settings, env)?;
     if let Some(addr) = settings.listen {
-        let bound = serve::spawn(addr, agent.shared())
+        let bound = endpoint::spawn(addr, agent.shared())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
         log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
     }
@@ -131,7 +222,13 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut agent = agent_for(settings, env)?;
     agent.check();
-    agent.heartbeat().map_err(|e| Failure::Runtime(format!("failed to write status ConfigMap: {e}")))
+    match agent.write_once() {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            Err(Failure::Runtime("not written: another instance publishes this status (see the log line above)".into()))
+        }
+        Err(e) => Err(Failure::Runtime(format!("failed to write status ConfigMap: {e}"))),
+    }
 }
 
 /// `opstatus get`: read and interpret the published status; prints it.
@@ -147,19 +244,45 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let reading = status
         .and_then(|s| reader::interpret(s.as_deref(), now))
         .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
+    // Who publishes, from the lock beside the status (never inside it).
+    let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
+    let record = lock.as_ref().and_then(Seen::record);
     Ok(match output {
-        OutputFormat::Json => serde_json::to_string(&reading).expect("plain data serialises") + "\n",
-        OutputFormat::Text => reader::render_text(&reading, &target.name, &target.namespace, now),
+        OutputFormat::Json => {
+            let mut json = serde_json::to_value(&reading).expect("plain data serialises");
+            // Added only when someone holds the lock: scripts see no change
+            // otherwise.
+            if let Some(r) = record.filter(|r| !r.holder_identity.is_empty()) {
+                json["publisher"] = serde_json::json!({
+                    "identity": r.holder_identity, "since": r.acquire_time, "renewed": r.renew_time,
+                });
+            }
+            json.to_string() + "\n"
+        }
+        OutputFormat::Text => {
+            let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
+            match record {
+                Some(r) if !r.holder_identity.is_empty() => {
+                    text += &format!(
+                        "Publisher:   {} (since {}, renewed {})\n",
+                        r.holder_identity, r.acquire_time, r.renew_time
+                    )
+                }
+                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renew_time),
+                None => {}
+            }
+            text
+        }
     })
 }
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
 pub fn probe(settings: &Settings) -> Result<String, Failure> {
     let path = settings.ready_file.as_deref().expect("config requires --ready-file for probe");
-    let contents = match std::fs::read_to_string(path) {
-        Ok(c) => Some(c),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Failure::NotReady(format!("not ready: cannot read {}: {e}", path.display()))),
+    let contents = match crate::util::files::read_bounded(path, crate::util::files::SMALL_LIMIT, "readiness file") {
+        Ok(raw) => Some(String::from_utf8_lossy(&raw).into_owned()),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(Failure::NotReady(format!("not ready: {e}"))),
     };
     ready_file::check(path, contents.as_deref(), SystemTime::now(), settings.max_age)
         .map(|line| line + "\n")

@@ -40,10 +40,6 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn from_bool(b: bool) -> Status {
-        if b { Status::True } else { Status::False }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Status::True => "True",
@@ -68,11 +64,6 @@ impl Desired {
     pub fn new(kind: &'static str, status: Status, reason: &str, message: impl Into<String>) -> Desired {
         Desired { kind, status, reason: reason.to_string(), message: message.into() }
     }
-}
-
-/// The condition of type `kind`, if present.
-pub fn find<'a>(conditions: &'a [Condition], kind: &str) -> Option<&'a Condition> {
-    conditions.iter().find(|c| c.kind == kind)
 }
 
 /// Sets `desired` in `conditions` at `now` (RFC 3339); true when anything
@@ -121,6 +112,7 @@ pub fn set_all(conditions: &mut Vec<Condition>, desired: &[Desired], generation:
     desired.iter().fold(false, |changed, d| set(conditions, d, generation, now) | changed)
 }
 
+#[cfg(test)]
 /// Whether `reason` matches metav1.Condition's pattern
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$` (CamelCase in practice).
 pub fn is_reason(reason: &str) -> bool {
@@ -134,6 +126,7 @@ pub fn is_reason(reason: &str) -> bool {
     }
 }
 
+#[cfg(test)]
 /// Whether `message` follows the conventions: non-empty and starting with a
 /// capital letter.
 pub fn is_sentence(message: &str) -> bool {

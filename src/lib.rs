@@ -4,63 +4,66 @@
 //! publishes it where the cluster looks: the kube9 status ConfigMap
 //! (`kube9-operator-status`), written by one server-side apply request per
 //! heartbeat; OLM's OperatorCondition (`Upgradeable`, `Important`, computed
-//! from the operator's own resources); OpenShift's ClusterOperator.
+//! from the operator's own resources); OpenShift's ClusterOperator; a
+//! readiness endpoint or file; Prometheus metrics.
 //!
 //! The crate is synchronous: one loop, no async runtime. Two helper threads
 //! exist only where blocking calls demand them: the probe endpoint (kubelet
 //! must get answers while an API call blocks) and the shutdown watchdog.
-//! The pieces, one concept each:
 //!
-//! | module | owns |
+//! The layout is the pipeline, input → signals → one verdict per tick →
+//! sinks, over the Kubernetes client and pure cores:
+//!
+//! | room | owns |
 //! |---|---|
-//! | [`config`] | flags and environment variables, validated with clear messages |
-//! | [`cluster`] | choosing credentials (in-cluster or kubeconfig) and the namespace |
-//! | [`kube`] | the minimal Kubernetes REST client |
-//! | [`http`] | what every outgoing HTTP client shares (no env proxy, no redirects, bounded phases) |
-//! | [`status`] | the kube9 status document and the health rules (pure) |
-//! | [`sinks`] | the published resources: status ConfigMap, OperatorCondition, ClusterOperator |
-//! | [`conditions`] | metav1.Condition semantics: set, transition times (pure) |
-//! | [`expr`] | the condition expressions `!A`, `A && B`, `A \|\| B`, three-valued (pure) |
-//! | [`probes`] | conditions computed from the operator's own resources (OLM's Probe design) |
-//! | [`condition_sinks`] | running the probes and the two condition sinks on each check |
-//! | [`backoff`] | exponential backoff with jitter, `Retry-After` (pure) |
-//! | [`agent`] | the loop: checks, heartbeats, change-driven writes, shutdown |
-//! | [`watch`] | the operator's own health: watched URLs and heartbeat file |
-//! | [`serve`] | the probe and metrics endpoint (its own thread) |
-//! | [`metrics`] | Prometheus text format |
-//! | [`registration`] | the kube9-server registration state machine (pure) |
-//! | [`kube9`] | the kube9-server client, the API key, the cluster identifier |
-//! | [`pro_tier`] | the pro tier at run time: key watching and registration |
-//! | [`ready_file`] | the readiness file and `opstatus probe` (pure check) |
-//! | [`reader`] | interpreting a published status as kube9 readers do (pure) |
-//! | [`shutdown`] | SIGTERM / SIGINT: wake the loop, bound the shutdown |
-//! | [`logging`] | one line per event on stderr, secrets kept out |
-//! | [`time`] | RFC 3339 timestamps |
-//! | [`app`] | the commands: `run`, `once`, `get`, `probe` |
+//! | `cli` | flags and environment variables: one table, validated with clear messages |
+//! | `app` | the composition root: settings → credentials → the agent with its signals and sinks; the commands |
+//! | `signals` | what is looked at on each check: the operator's watches, the probes of its resources |
+//! | `pro` | the pro tier as a signal: the API key, kube9-server registration |
+//! | `agent` | the loop: one observation, one verdict per tick, the heartbeat, backoff, shutdown |
+//! | `sinks` | where the verdict goes: the status ConfigMap (primary), OperatorCondition, ClusterOperator |
+//! | `endpoint` | the probe and metrics endpoint (its own thread), Prometheus text |
+//! | `kube` | the minimal Kubernetes REST client, credentials, object names |
+//! | `status`, `conditions`, `expr`, `reader`, `ready_file` | pure cores: the kube9 document and health rules, metav1.Condition semantics, condition expressions, the reader's interpretation, the readiness file |
+//! | `util` | backoff, time, signals, logging, the outbound HTTP policy |
+//!
+//! Modules are private; what the integration tests and the fuzz targets
+//! exercise directly is re-exported below.
 
 #![forbid(unsafe_code)]
 
-pub mod agent;
+mod agent;
 pub mod app;
-pub mod backoff;
-pub mod cluster;
-pub mod condition_sinks;
-pub mod conditions;
-pub mod config;
-pub mod expr;
-pub mod http;
-pub mod kube;
-pub mod kube9;
-pub mod logging;
-pub mod metrics;
-pub mod pro_tier;
-pub mod probes;
-pub mod reader;
-pub mod ready_file;
-pub mod registration;
-pub mod serve;
-pub mod shutdown;
-pub mod sinks;
-pub mod status;
-pub mod time;
-pub mod watch;
+pub mod cli;
+mod conditions;
+mod endpoint;
+mod expr;
+mod kube;
+mod lock;
+mod pro;
+mod reader;
+mod ready_file;
+mod signals;
+mod sinks;
+mod status;
+mod util;
+
+/// What `main` uses besides [`app`] and [`cli`].
+pub use util::logging;
+
+/// What the integration tests and the fuzz targets use directly: the pure
+/// parsers the fuzzers feed, the clock formats, and the Kubernetes client
+/// the end-to-end tests create many objects with.
+pub mod testing {
+    pub use crate::endpoint::MAX_HEAD;
+    pub use crate::endpoint::routes::{Parsed, parse_request};
+    pub use crate::expr::{Expr, Grammar, MAX_LEN, Truth};
+    pub use crate::kube::credentials::kubeconfig_credentials;
+    pub use crate::kube::yaml::parse as parse_yaml;
+    pub use crate::kube::{Auth, Client, Credentials, Secret};
+    pub use crate::pro::client::classify;
+    pub use crate::reader::{interpret, render_text, status_of_configmap};
+    pub use crate::signals::probes::grammar::parse_probe;
+    pub use crate::util::backoff::parse_retry_after;
+    pub use crate::util::time::{format_rfc3339, parse_rfc3339};
+}

@@ -2,13 +2,13 @@
 //! (0 success, 1 runtime failure, 2 usage or configuration).
 
 use opstatus::app::{self, Failure};
-use opstatus::config::{self, Command};
+use opstatus::cli::{self, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let env = |name: &str| std::env::var(name).ok();
-    let invocation = match config::parse(&args, &env) {
+    let invocation = match cli::parse(&args, &env) {
         Ok(inv) => inv,
         Err(e) => return fail(&Failure::Config(e.to_string())),
     };
@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     let settings = &invocation.settings;
     let result = match invocation.command {
         Command::Help => {
-            print!("{}", config::help_text());
+            print!("{}", cli::help_text());
             Ok(())
         }
         Command::Version => {

@@ -11,7 +11,7 @@
 //! - `lastUpdate` older than 5 minutes → stale → mode `degraded`. A missing
 //!   or unparsable `lastUpdate` cannot prove freshness and counts as stale.
 
-use crate::time::{format_rfc3339, parse_rfc3339};
+use crate::util::time::{format_rfc3339, parse_rfc3339};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;

@@ -2,13 +2,15 @@
 //! probes in images without a shell (`opstatus probe`).
 //!
 //! The file holds one line, `health=healthy time=2025-11-10T15:30:00Z`. It is
-//! rewritten atomically (write aside, then rename) on every check tick while
+//! rewritten atomically (write aside to a fresh, unguessable name, then
+//! rename) on every check tick while
 //! the health is not `unhealthy`, removed when it becomes `unhealthy` and at
 //! exit. [`check`] is the probe's verdict, pure: contents and clock in.
 
 use crate::status::Health;
-use crate::time::{format_rfc3339, parse_rfc3339};
-use std::io;
+use crate::util::time::{format_rfc3339, parse_rfc3339};
+use std::fs::OpenOptions;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -22,11 +24,34 @@ pub fn render(health: Health, now: SystemTime) -> String {
 
 /// Writes the file atomically: a reader sees the old or the new contents,
 /// never a partial line.
+///
+/// The contents are written aside, to a new file whose name nobody can
+/// guess (random, from the OS), created exclusively: `O_EXCL` fails on any
+/// existing name, a symbolic link included, so a link planted in the
+/// directory never redirects the write to a file of the attacker's choice.
 pub fn write(path: &Path, health: Health, now: SystemTime) -> io::Result<()> {
-    let mut aside: PathBuf = path.into();
-    aside.as_mut_os_string().push(".tmp");
-    std::fs::write(&aside, render(health, now))?;
-    std::fs::rename(&aside, path)
+    let aside = aside_name(path, random_u64()?);
+    let mut file = OpenOptions::new().write(true).create_new(true).open(&aside)?;
+    // From here on the aside file is ours: remove it if anything fails.
+    let written = file.write_all(render(health, now).as_bytes()).and_then(|()| std::fs::rename(&aside, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
+    written
+}
+
+/// `DIR/.NAME.<16 hex digits>.tmp`: beside the file (a rename does not
+/// cross file systems), hidden, and unpredictable.
+fn aside_name(path: &Path, random: u64) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{random:016x}.tmp"))
+}
+
+fn random_u64() -> io::Result<u64> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new().fill(&mut bytes).map_err(|_| io::Error::other("the OS random source failed"))?;
+    Ok(u64::from_le_bytes(bytes))
 }
 
 /// Removes the file; a missing file is fine.
@@ -126,5 +151,36 @@ mod tests {
         remove(&path).unwrap();
         assert!(!path.exists());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn planted_links_do_not_redirect_the_write() {
+        let dir = std::env::temp_dir().join(format!("opstatus-ready-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "precious\n").unwrap();
+        let path = dir.join("ready");
+        // The old fixed temporary name, and names a guesser would try.
+        let planted = [dir.join("ready.tmp"), aside_name(&path, 0), aside_name(&path, 1), aside_name(&path, u64::MAX)];
+        for link in &planted {
+            std::os::unix::fs::symlink(&victim, link).unwrap();
+        }
+        for tick in 0..20 {
+            write(&path, Health::Healthy, at(tick)).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n", "the planted link was followed");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), render(Health::Healthy, at(19)));
+        assert!(!std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+        // Nothing left behind but the file, the victim and the planted links.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2 + planted.len());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_aside_name_is_hidden_beside_the_file_and_differs_each_time() {
+        assert_eq!(aside_name(Path::new("/run/ready"), 0xab), Path::new("/run/.ready.00000000000000ab.tmp"));
+        let names: std::collections::HashSet<_> = (0..16).map(|_| random_u64().unwrap()).collect();
+        assert_eq!(names.len(), 16, "random names repeat");
     }
 }

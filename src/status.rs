@@ -3,10 +3,17 @@
 //! [`StatusDocument`] serialises to exactly the JSON of the kube9 spec (field
 //! names, order, enum spellings, `error: null` when healthy, `clusterId`
 //! omitted when unset). [`evaluate_health`] is the spec's ordered rule list as
-//! a pure function of [`HealthInputs`]: no I/O, no clock.
+//! a pure function of the [`Problem`]s the signals and sinks report: no I/O,
+//! no clock.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
+
+/// Readers call a status older than 5 minutes stale: a longer interval would
+/// make every healthy status look stale between writes.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(240);
+pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `mode`: whether an API key is configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,33 +117,74 @@ impl StatusDocument {
     }
 }
 
-/// Everything the health rules look at. Each `Option<&str>` is the reason
-/// text of a problem, `None` when there is none.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HealthInputs<'a> {
-    /// The last write of the status ConfigMap failed (rule 1).
-    pub status_write_error: Option<&'a str>,
-    /// Another published resource (the OperatorCondition, the
+/// The document's `mode`, `tier`, `registered` and `clusterId`: what the
+/// pro tier decides. Without an API key: `operated`, `free`, not
+/// registered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProFields {
+    pub mode: Mode,
+    pub tier: Tier,
+    pub registered: bool,
+    pub cluster_id: Option<String>,
+}
+
+impl Default for ProFields {
+    fn default() -> ProFields {
+        ProFields { mode: Mode::Operated, tier: Tier::Free, registered: false, cluster_id: None }
+    }
+}
+
+/// Where a problem stands in the health rules: the earlier rule wins.
+/// A new signal picks the rule it belongs to; it adds no field anywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rule {
+    /// kube9 rule 1: the status ConfigMap cannot be written.
+    StatusWrite,
+    /// kube9 rule 2: the configuration, as re-read at run time, is invalid.
+    Configuration,
+    /// opstatus: the operator itself is not well (a watched health URL
+    /// fails, its heartbeat file is stale).
+    Operator,
+    /// opstatus: another published resource (the OperatorCondition, the
     /// ClusterOperator) cannot be written: `degraded`, since the status
     /// ConfigMap, the primary contract, still is.
-    pub sink_problem: Option<&'a str>,
-    /// The operator's own resources cannot be probed, or an `Important`
-    /// expression holds: `degraded`, with the reason.
-    pub resources_problem: Option<&'a str>,
-    /// The configuration, as re-read at run time, is invalid (rule 2).
-    pub config_error: Option<&'a str>,
-    /// The operator itself is not well: a watched health URL fails or its
-    /// heartbeat file is stale.
-    pub operator_problem: Option<&'a str>,
-    /// Whether that makes the status `unhealthy` (else `degraded`).
-    pub operator_problem_critical: bool,
-    /// An API key is configured (rule 3 applies only then).
-    pub api_key_configured: bool,
-    pub registered: bool,
-    /// Consecutive failed registration attempts (rule 4).
-    pub registration_failures: u32,
-    /// Why registration last failed, when it did.
-    pub registration_error: Option<&'a str>,
+    Publishing,
+    /// opstatus: the operator's own resources cannot be probed, or an
+    /// `Important` expression holds.
+    Resources,
+    /// kube9 rules 3 and 4: an API key without registration, or more than
+    /// [`REGISTRATION_FAILURES_TOLERATED`] failures in a row.
+    Registration,
+}
+
+/// One thing that is wrong, as a signal or sink reports it: where it
+/// stands in the rules, what it makes the health, and the reason that goes
+/// into `error`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub rule: Rule,
+    pub health: Health,
+    pub reason: String,
+}
+
+impl Problem {
+    pub fn degraded(rule: Rule, reason: impl Into<String>) -> Problem {
+        Problem { rule, health: Health::Degraded, reason: reason.into() }
+    }
+
+    pub fn unhealthy(rule: Rule, reason: impl Into<String>) -> Problem {
+        Problem { rule, health: Health::Unhealthy, reason: reason.into() }
+    }
+
+    /// Rule 1, in the spec's words.
+    pub fn status_write(error: &str) -> Problem {
+        Problem::unhealthy(Rule::StatusWrite, format!("Failed to write status ConfigMap: {error}"))
+    }
+
+    /// Rule 2, in the spec's words.
+    pub fn configuration(error: &str) -> Problem {
+        Problem::unhealthy(Rule::Configuration, format!("Invalid configuration: {error}"))
+    }
 }
 
 /// More than this many consecutive registration failures degrade health.
@@ -149,7 +197,7 @@ pub struct Verdict {
     pub error: Option<String>,
 }
 
-/// The kube9 health rules, first match wins:
+/// The health rules, first match wins:
 /// 1. the status cannot be written → `unhealthy`;
 /// 2. the configuration is invalid → `unhealthy`;
 ///
@@ -161,33 +209,19 @@ pub struct Verdict {
 /// 3. an API key is set but the operator is not registered → `degraded`;
 /// 4. more than 3 consecutive registration failures → `degraded`;
 /// 5. otherwise `healthy`.
-pub fn evaluate_health(inputs: &HealthInputs<'_>) -> Verdict {
-    let unhealthy = |reason: String| Verdict { health: Health::Unhealthy, error: Some(reason) };
-    let degraded = |reason: String| Verdict { health: Health::Degraded, error: Some(reason) };
-    if let Some(e) = inputs.status_write_error {
-        return unhealthy(format!("Failed to write status ConfigMap: {e}"));
+///
+/// The problems come in any order; among equal rules the first given wins.
+pub fn evaluate_health<'a>(problems: impl IntoIterator<Item = &'a Problem>) -> Verdict {
+    let mut first: Option<&Problem> = None;
+    for p in problems {
+        if first.is_none_or(|f| p.rule < f.rule) {
+            first = Some(p);
+        }
     }
-    if let Some(e) = inputs.config_error {
-        return unhealthy(format!("Invalid configuration: {e}"));
+    match first {
+        Some(p) => Verdict { health: p.health, error: Some(p.reason.clone()) },
+        None => Verdict { health: Health::Healthy, error: None },
     }
-    if let Some(problem) = inputs.operator_problem {
-        return match inputs.operator_problem_critical {
-            true => unhealthy(problem.to_string()),
-            false => degraded(problem.to_string()),
-        };
-    }
-    if let Some(problem) = inputs.sink_problem.or(inputs.resources_problem) {
-        return degraded(problem.to_string());
-    }
-    if inputs.api_key_configured && !inputs.registered {
-        let reason = inputs.registration_error.unwrap_or("API key configured but the operator is not registered yet");
-        return degraded(reason.to_string());
-    }
-    if inputs.registration_failures > REGISTRATION_FAILURES_TOLERATED {
-        let reason = inputs.registration_error.unwrap_or("registration keeps failing");
-        return degraded(format!("{} consecutive registration failures: {reason}", inputs.registration_failures));
-    }
-    Verdict { health: Health::Healthy, error: None }
 }
 
 /// Whether a string is a semantic version (`MAJOR.MINOR.PATCH`, optional
@@ -247,19 +281,17 @@ mod tests {
 
     #[test]
     fn healthy_when_nothing_is_wrong() {
-        let v = evaluate_health(&HealthInputs::default());
+        let v = evaluate_health(&[]);
         assert_eq!(v, Verdict { health: Health::Healthy, error: None });
     }
 
     #[test]
     fn rule_1_failed_status_write_is_unhealthy_and_wins() {
-        let v = evaluate_health(&HealthInputs {
-            status_write_error: Some("connection refused"),
-            config_error: Some("bad"),
-            api_key_configured: true,
-            registration_failures: 9,
-            ..Default::default()
-        });
+        let v = evaluate_health(&[
+            Problem::configuration("bad"),
+            Problem::degraded(Rule::Registration, "9 consecutive registration failures: x"),
+            Problem::status_write("connection refused"),
+        ]);
         assert_eq!(v.health, Health::Unhealthy);
         assert_eq!(v.error.as_deref(), Some("Failed to write status ConfigMap: connection refused"));
     }
@@ -268,34 +300,30 @@ mod tests {
     fn other_sinks_and_the_operators_resources_degrade_with_their_reason() {
         let sink = "Failed to update OperatorCondition ops/op.v1: 403 Forbidden";
         let resources = "Attention needed for 1 resource: Foo ops/a: BadConnectivity";
-        let v = evaluate_health(&HealthInputs {
-            sink_problem: Some(sink),
-            resources_problem: Some(resources),
-            ..Default::default()
-        });
+        let v = evaluate_health(&[
+            Problem::degraded(Rule::Resources, resources),
+            Problem::degraded(Rule::Publishing, sink),
+        ]);
         assert_eq!(v, Verdict { health: Health::Degraded, error: Some(sink.into()) });
-        let v = evaluate_health(&HealthInputs {
-            resources_problem: Some(resources),
-            api_key_configured: true,
-            ..Default::default()
-        });
+        let v = evaluate_health(&[
+            Problem::degraded(Rule::Registration, "API key configured but the operator is not registered yet"),
+            Problem::degraded(Rule::Resources, resources),
+        ]);
         assert_eq!(v, Verdict { health: Health::Degraded, error: Some(resources.into()) });
         // The operator being down says more.
-        let v = evaluate_health(&HealthInputs {
-            sink_problem: Some(sink),
-            operator_problem: Some("Operator down"),
-            ..Default::default()
-        });
+        let v = evaluate_health(&[
+            Problem::degraded(Rule::Publishing, sink),
+            Problem::degraded(Rule::Operator, "Operator down"),
+        ]);
         assert_eq!(v.error.as_deref(), Some("Operator down"));
     }
 
     #[test]
     fn rule_2_invalid_configuration_is_unhealthy() {
-        let v = evaluate_health(&HealthInputs {
-            config_error: Some("API key file is empty"),
-            api_key_configured: true,
-            ..Default::default()
-        });
+        let v = evaluate_health(&[
+            Problem::degraded(Rule::Registration, "not registered"),
+            Problem::configuration("API key file is empty"),
+        ]);
         assert_eq!(v.health, Health::Unhealthy);
         assert_eq!(v.error.as_deref(), Some("Invalid configuration: API key file is empty"));
     }
@@ -303,48 +331,22 @@ mod tests {
     #[test]
     fn a_failing_operator_watch_degrades_or_with_critical_makes_unhealthy() {
         let problem = "Operator health check http://127.0.0.1:8081/healthz failed: connection refused";
-        let inputs = HealthInputs { operator_problem: Some(problem), api_key_configured: true, ..Default::default() };
-        assert_eq!(evaluate_health(&inputs), Verdict { health: Health::Degraded, error: Some(problem.into()) });
-        let critical = HealthInputs { operator_problem_critical: true, ..inputs };
-        assert_eq!(evaluate_health(&critical), Verdict { health: Health::Unhealthy, error: Some(problem.into()) });
+        let registration = Problem::degraded(Rule::Registration, "not registered");
+        let watch = Problem::degraded(Rule::Operator, problem);
+        let v = evaluate_health(&[registration.clone(), watch]);
+        assert_eq!(v, Verdict { health: Health::Degraded, error: Some(problem.into()) });
+        let critical = Problem::unhealthy(Rule::Operator, problem);
+        let v = evaluate_health(&[registration.clone(), critical.clone()]);
+        assert_eq!(v, Verdict { health: Health::Unhealthy, error: Some(problem.into()) });
         // A failing write still wins: it is what is wrong with the status itself.
-        let writing = HealthInputs { status_write_error: Some("timed out"), ..critical };
-        assert_eq!(evaluate_health(&writing).error.as_deref(), Some("Failed to write status ConfigMap: timed out"));
+        let v = evaluate_health(&[registration, critical, Problem::status_write("timed out")]);
+        assert_eq!(v.error.as_deref(), Some("Failed to write status ConfigMap: timed out"));
     }
 
     #[test]
-    fn rule_3_key_without_registration_is_degraded() {
-        let v = evaluate_health(&HealthInputs {
-            api_key_configured: true,
-            registration_error: Some("Failed to connect to kube9-server: connection refused"),
-            registration_failures: 1,
-            ..Default::default()
-        });
-        assert_eq!(v.health, Health::Degraded);
-        assert_eq!(v.error.as_deref(), Some("Failed to connect to kube9-server: connection refused"));
-    }
-
-    #[test]
-    fn rule_4_more_than_three_registration_failures_is_degraded() {
-        let registered_but_failing = |n| {
-            evaluate_health(&HealthInputs {
-                api_key_configured: true,
-                registered: true,
-                registration_failures: n,
-                registration_error: Some("HTTP 503"),
-                ..Default::default()
-            })
-        };
-        assert_eq!(registered_but_failing(3).health, Health::Healthy);
-        let v = registered_but_failing(4);
-        assert_eq!(v.health, Health::Degraded);
-        assert_eq!(v.error.as_deref(), Some("4 consecutive registration failures: HTTP 503"));
-    }
-
-    #[test]
-    fn no_key_means_registration_does_not_matter() {
-        let v = evaluate_health(&HealthInputs { registered: false, ..Default::default() });
-        assert_eq!(v.health, Health::Healthy);
+    fn among_equal_rules_the_first_given_wins() {
+        let v = evaluate_health(&[Problem::degraded(Rule::Publishing, "a"), Problem::degraded(Rule::Publishing, "b")]);
+        assert_eq!(v.error.as_deref(), Some("a"));
     }
 
     #[test]

@@ -211,7 +211,7 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
             "current-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:1', insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: x}\n",
             "always verifies TLS",
         ),
-        ("a: b\n  c: d\n", "line 2: unexpected indentation"),
+        ("a: b\n  c: d\n", "line 2, column 3: unexpected indentation"),
     ];
     for (i, (text, expect)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("kubeconfig-{i}"));
@@ -222,6 +222,27 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(&format!("kubeconfig {}: ", path.display())) && stderr.contains(expect), "{stderr}");
     }
+}
+
+#[test]
+fn a_malformed_token_line_is_placed_by_line_and_column_and_never_quoted() {
+    let dir = TempDir::new("kubeconfig-token-line");
+    let secret = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0";
+    let path = dir.path().join("kubeconfig");
+    let text = format!(
+        "current-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\nusers:\n- name: u\n  user:\n    token: \"{secret}\" {secret}-tail\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    let out =
+        run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let expect = format!(
+        "kubeconfig {}: line 8, column 44: expected the end of the line or a `# comment` after the value",
+        path.display()
+    );
+    assert!(stderr.contains(&expect), "{stderr}");
+    assert!(!stderr.contains("eyJ") && !stderr.contains("tail"), "the token leaked: {stderr}");
 }
 
 #[test]

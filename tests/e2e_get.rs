@@ -58,7 +58,7 @@ fn e2e_get_fresh_status_written_by_opstatus_is_operated() {
 #[test]
 fn e2e_get_old_last_update_is_degraded() {
     let ns = support::control_plane::unique_namespace("get-stale");
-    let ten_minutes_ago = opstatus::time::format_rfc3339(SystemTime::now() - Duration::from_secs(600));
+    let ten_minutes_ago = opstatus::testing::format_rfc3339(SystemTime::now() - Duration::from_secs(600));
     create_status(
         &ns,
         &format!(

@@ -27,7 +27,7 @@ fn put_status(server: &FakeApiServer, status: &str) {
 
 fn status_at(t: SystemTime) -> String {
     json!({"mode": "enabled", "tier": "pro", "version": "1.0.0", "health": "healthy",
-           "lastUpdate": opstatus::time::format_rfc3339(t), "registered": true, "error": null,
+           "lastUpdate": opstatus::testing::format_rfc3339(t), "registered": true, "error": null,
            "namespace": "ops", "clusterId": "cls_123"})
     .to_string()
 }

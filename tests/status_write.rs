@@ -5,13 +5,13 @@ mod support;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 use support::fake_apiserver::FakeApiServer;
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end};
+use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end, wait_for};
 
 const TOKEN: &str = "sa-token-for-status-write-tests";
 const CM: &str = "kube9-operator-status";
 
 #[test]
-fn once_creates_the_configmap_with_one_apply_request() {
+fn once_reads_creates_and_writes_the_status_with_one_apply() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let out = run_to_end(
@@ -22,9 +22,17 @@ fn once_creates_the_configmap_with_one_apply_request() {
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
+    // The first look of a new instance (the publisher lock, see
+    // tests/e2e_publisher.rs): a read, the apply that creates and labels
+    // the ConfigMap holding no lock; then the status in one apply.
     let requests = server.requests();
-    assert_eq!(requests.len(), 1, "exactly one request: {requests:?}");
-    let r = &requests[0];
+    let calls: Vec<(&str, &str)> = requests.iter().map(|r| (r.method.as_str(), r.query.as_str())).collect();
+    assert_eq!(
+        calls,
+        [("GET", ""), ("PATCH", "fieldManager=opstatus-init"), ("PATCH", "fieldManager=opstatus&force=true")],
+        "{requests:?}"
+    );
+    let r = &requests[2];
     assert_eq!(r.method, "PATCH");
     assert_eq!(r.path, "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
     assert_eq!(r.query, "fieldManager=opstatus&force=true");
@@ -43,7 +51,7 @@ fn once_creates_the_configmap_with_one_apply_request() {
             r#"{{"mode":"operated","tier":"free","version":"1.2.3","health":"healthy","lastUpdate":"{last_update}","registered":false,"error":null,"namespace":"ops"}}"#
         )
     );
-    let written = opstatus::time::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
+    let written = opstatus::testing::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
     let age = SystemTime::now().duration_since(written).unwrap_or_default();
     assert!(age < Duration::from_secs(5), "lastUpdate {last_update} is not now");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -59,7 +67,12 @@ fn run_writes_within_a_second_and_then_every_interval() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let started = std::time::Instant::now();
     let _agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
-    let requests = server.wait_requests(5, Duration::from_secs(15)).expect("five heartbeats within 15 s");
+    let writes = || -> Vec<_> { server.requests().into_iter().filter(|r| r.query.ends_with("&force=true")).collect() };
+    let requests = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
+        let w = writes();
+        (w.len() >= 5).then_some(w)
+    })
+    .expect("five heartbeats within 15 s");
     assert!(
         requests[0].at - started < Duration::from_secs(1),
         "first write {:?} after start",
@@ -85,7 +98,8 @@ fn namespace_comes_from_the_flag_then_pod_namespace_then_the_service_account() {
     env.push(("POD_NAMESPACE".into(), "from-env".into()));
     once(&["once"], &env);
     once(&["once", "--namespace", "from-flag", "--configmap", "custom-name"], &env);
-    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    let mut paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    paths.dedup();
     assert_eq!(
         paths,
         [

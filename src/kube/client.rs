@@ -2,15 +2,16 @@
 
 use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
-use crate::backoff::parse_retry_after;
-use crate::http::{self, Timeouts};
+use super::identity::client_identity;
+use crate::util::backoff::parse_retry_after;
+use crate::util::http::{self, Timeouts};
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
-use ureq::tls::{ClientCert, RootCerts, TlsConfig};
+use ureq::tls::{RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
@@ -109,7 +110,10 @@ impl Client {
                     .map_err(|why| CredentialsError(format!("token file {}: {why}", path.display())))?;
                 token = Token::File { path: path.clone(), current, read_at: Instant::now() };
             }
-            Auth::ClientCert { cert_pem, key_pem } => tls = tls.client_cert(Some(client_cert(cert_pem, key_pem)?)),
+            Auth::ClientCert { cert_pem, key_pem } => {
+                let identity = client_identity(cert_pem, key_pem).map_err(CredentialsError)?;
+                tls = tls.client_cert(Some(identity));
+            }
             Auth::Anonymous => {}
         }
         let agent = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true).build().new_agent();
@@ -123,14 +127,23 @@ impl Client {
 
     /// Server-side apply: creates the object or updates the fields this
     /// field manager owns, in one request, keeping everyone else's fields.
-    pub fn apply(&mut self, object: &ObjectRef<'_>, field_manager: &str, body: &[u8]) -> Result<(), KubeError> {
-        let url = format!("{}{}?fieldManager={field_manager}&force=true", self.server, object.path());
+    /// `force` takes over fields another manager set (else that is a 409).
+    /// Returns the object as stored.
+    pub fn apply(
+        &mut self,
+        object: &ObjectRef<'_>,
+        field_manager: &str,
+        force: bool,
+        body: &[u8],
+    ) -> Result<Vec<u8>, KubeError> {
+        let force = if force { "&force=true" } else { "" };
+        let url = format!("{}{}?fieldManager={field_manager}{force}", self.server, object.path());
         let request = Request { method: Method::Apply(body), url: &url, action: &object.action("patch") };
-        self.send(request, false).map(drop).map_err(|e| match e {
+        self.send(request).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
             // carries an empty reason ("... is forbidden: ").
-            KubeError::Api { code: 403, reason, message, retry_after, .. }
+            KubeError::Api { code: 403, reason, message, retry_after, grant, .. }
                 if message.trim_end().ends_with("is forbidden:") =>
             {
                 KubeError::Api {
@@ -139,6 +152,7 @@ impl Client {
                     message: format!("{} server-side apply must create the missing object", message.trim_end()),
                     action: object.action("create"),
                     retry_after,
+                    grant,
                 }
             }
             other => other,
@@ -165,7 +179,7 @@ impl Client {
     /// ([`KubeError::is_missing_object`]).
     pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Get, url: &url, action }, true)
+        self.send(Request { method: Method::Get, url: &url, action })
     }
 
     /// PUT a whole object (an update: the body carries the
@@ -173,27 +187,27 @@ impl Client {
     /// never silently overwritten). Returns the stored object.
     pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action }, true)
+        self.send(Request { method: Method::Put(body), url: &url, action })
     }
 
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Post(body), url: &url, action }, true)
+        self.send(Request { method: Method::Post(body), url: &url, action })
     }
 
-    fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+    fn send(&mut self, request: Request<'_>) -> Result<Vec<u8>, KubeError> {
         self.refresh_token_if_due();
-        let first = self.send_once(&request, want_body);
+        let first = self.send_once(&request);
         match first {
             // A rotated token answers 401 until we read the new one: read it
             // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request, want_body),
+            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request),
             other => other,
         }
     }
 
-    fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+    fn send_once(&self, request: &Request<'_>) -> Result<Vec<u8>, KubeError> {
         let authorization = match &self.token {
             Token::None => None,
             Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
@@ -227,12 +241,6 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let body = response.body_mut();
-        if (200..300).contains(&code) && !want_body {
-            // Drain (bounded) so the connection can be reused, keeping nothing.
-            let mut reader = body.with_config().limit(MAX_BODY).reader();
-            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink()).map_err(|e| self.body_error(e))?;
-            return Ok(Vec::new());
-        }
         if !(200..300).contains(&code) {
             // A `Status` is a few hundred bytes: the head of a larger error
             // body is all the message needs, so a huge one costs no memory.
@@ -329,11 +337,4 @@ enum Method<'a> {
     Apply(&'a [u8]),
     Put(&'a [u8]),
     Post(&'a [u8]),
-}
-
-fn client_cert(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, CredentialsError> {
-    let chain = pem_certificates(cert_pem, "the client certificate").map_err(CredentialsError)?;
-    let key = ureq::tls::PrivateKey::from_pem(key_pem.expose().as_bytes())
-        .map_err(|_| CredentialsError("the client key is not a PEM private key".into()))?;
-    Ok(ClientCert::new_with_certs(&chain, key))
 }

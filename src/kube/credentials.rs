@@ -3,9 +3,13 @@
 //!
 //! Everything here runs once at start and fails with a [`CredentialsError`]
 //! that names the file or variable at fault (exit code 2), before any network
-//! traffic. Secrets are held in [`Secret`], whose `Debug` never shows them.
+//! traffic. Files are read through [`files::read_bounded`] (regular files
+//! only, each kind with its size limit); a client certificate is checked
+//! with its key ([`identity`]). Secrets are held in [`Secret`], whose `Debug`
+//! never shows them.
 
-use super::yaml;
+use super::{identity, yaml};
+use crate::util::files;
 use serde_json::Value;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -77,13 +81,13 @@ fn fail<T>(msg: impl Into<String>) -> Result<T, CredentialsError> {
     Err(CredentialsError(msg.into()))
 }
 
-fn read_file(path: &Path, what: &str) -> Result<Vec<u8>, CredentialsError> {
-    std::fs::read(path).or_else(|e| fail(format!("cannot read {what} {}: {e}", path.display())))
+fn read_file(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, CredentialsError> {
+    files::read_bounded(path, limit, what).map_err(|e| CredentialsError(e.to_string()))
 }
 
 /// Reads a token file: surrounding white space is not part of the token.
 pub fn read_token(path: &Path) -> Result<Secret, CredentialsError> {
-    let raw = read_file(path, "token file")?;
+    let raw = read_file(path, files::TOKEN_LIMIT, "token file")?;
     let token = String::from_utf8(raw).or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
     let token = token.trim();
     if token.is_empty() {
@@ -133,12 +137,15 @@ pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Resu
     let token_path = sa_dir.join("token");
     let initial = read_token(&token_path)?;
     let ca_path = sa_dir.join("ca.crt");
-    let ca_pem = read_file(&ca_path, "CA file")?;
+    let ca_pem = read_file(&ca_path, files::CA_LIMIT, "CA file")?;
     let ca_source = ca_path.display().to_string();
     check_ca(&ca_pem, &ca_source)?;
     // client-go treats the namespace file as optional; so do we.
-    let namespace =
-        std::fs::read_to_string(sa_dir.join("namespace")).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
+    let namespace = match files::read_bounded(&sa_dir.join("namespace"), files::SMALL_LIMIT, "namespace file") {
+        Ok(raw) => Some(String::from_utf8_lossy(&raw).trim().to_string()).filter(|s| !s.is_empty()),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return fail(e.to_string()),
+    };
     Ok(Credentials {
         server: format!("https://{host}:{port}"),
         ca_pem,
@@ -150,7 +157,7 @@ pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Resu
 
 /// Credentials from a kubeconfig file's current context.
 pub fn from_kubeconfig(path: &Path) -> Result<Credentials, CredentialsError> {
-    let text = read_file(path, "kubeconfig")?;
+    let text = read_file(path, files::KUBECONFIG_LIMIT, "kubeconfig")?;
     let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
     let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
@@ -170,7 +177,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         str_field(context, "cluster").ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
     let cluster = named(doc, "clusters", cluster_name, "cluster")?;
     let user = match str_field(context, "user") {
-        Some(u) if !u.is_empty() => Some(named(doc, "users", u, "user")?),
+        Some(u) if !u.is_empty() => Some((u, named(doc, "users", u, "user")?)),
         _ => None,
     };
 
@@ -191,7 +198,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         (decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?, source)
     } else if let Some(file) = str_field(cluster, "certificate-authority") {
         let path = base.join(file);
-        (read_file(&path, "CA file")?, path.display().to_string())
+        (read_file(&path, files::CA_LIMIT, "CA file")?, path.display().to_string())
     } else {
         return fail(format!(
             "cluster {cluster_name:?} has no certificate-authority or certificate-authority-data: \
@@ -202,7 +209,9 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
 
     let auth = match user {
         None => Auth::Anonymous,
-        Some(user) => user_auth(user, base)?,
+        Some((name, user)) => {
+            user_auth(user, base).map_err(|CredentialsError(e)| err(format!("user {name:?}: {e}")))?
+        }
     };
     Ok(Credentials {
         server: server.to_string(),
@@ -222,11 +231,14 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
         let initial = read_token(&path)?;
         return Ok(Auth::TokenFile { path, initial });
     }
-    let cert = pem_field(user, "client-certificate", base)?;
-    let key = pem_field(user, "client-key", base)?;
+    let cert = pem_field(user, "client-certificate", files::CA_LIMIT, base)?;
+    let key = pem_field(user, "client-key", files::KEY_LIMIT, base)?;
     match (cert, key) {
         (Some(cert_pem), Some(key_pem)) => {
-            return Ok(Auth::ClientCert { cert_pem, key_pem: Secret::new(String::from_utf8_lossy(&key_pem)) });
+            let key_pem = Secret::new(String::from_utf8_lossy(&key_pem));
+            // Checked now: ureq would abort the process at the first handshake.
+            identity::client_identity(&cert_pem, &key_pem).map_err(err)?;
+            return Ok(Auth::ClientCert { cert_pem, key_pem });
         }
         (Some(_), None) | (None, Some(_)) => {
             return fail("the user has only one of client-certificate and client-key");
@@ -243,12 +255,12 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
     Ok(Auth::Anonymous)
 }
 
-fn pem_field(user: &Value, key: &str, base: &Path) -> Result<Option<Vec<u8>>, CredentialsError> {
+fn pem_field(user: &Value, key: &str, limit: u64, base: &Path) -> Result<Option<Vec<u8>>, CredentialsError> {
     if let Some(data) = str_field(user, &format!("{key}-data")) {
         return decode_base64(data).map(Some).ok_or_else(|| err(format!("{key}-data is not valid base64")));
     }
     match str_field(user, key) {
-        Some(file) => read_file(&base.join(file), key).map(Some),
+        Some(file) => read_file(&base.join(file), limit, &format!("{key} file")).map(Some),
         None => Ok(None),
     }
 }
@@ -364,20 +376,31 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("opstatus-kc-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("tok"), "  tok-from-file\n").unwrap();
-        std::fs::write(dir.join("client.crt"), "CERT").unwrap();
-        std::fs::write(dir.join("client.key"), "KEY").unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["u1".to_string()]).unwrap().self_signed(&key).unwrap().pem();
+        std::fs::write(dir.join("client.crt"), &cert).unwrap();
         let c = kubeconfig_credentials(&kubeconfig(json!({"tokenFile": "tok"})), &dir).unwrap();
         assert!(
             matches!(&c.auth, Auth::TokenFile { initial, path } if initial.expose() == "tok-from-file" && path == &dir.join("tok"))
         );
         let c = kubeconfig_credentials(
-            &kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(b"KEY")})),
+            &kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(key.serialize_pem().as_bytes())})),
             &dir,
         )
         .unwrap();
         assert!(
-            matches!(&c.auth, Auth::ClientCert { cert_pem, key_pem } if cert_pem == b"CERT" && key_pem.expose() == "KEY")
+            matches!(&c.auth, Auth::ClientCert { cert_pem, key_pem } if cert_pem == cert.as_bytes() && key_pem.expose() == key.serialize_pem())
         );
+        // A key that is not the certificate's: refused now, naming the user.
+        let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
+        let e = kubeconfig_credentials(
+            &kubeconfig(
+                json!({"client-certificate": "client.crt", "client-key-data": encode_base64(other.as_bytes())}),
+            ),
+            &dir,
+        )
+        .unwrap_err();
+        assert_eq!(e.0, "user \"u1\": the client key does not match the client certificate (their public keys differ)");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -437,6 +460,11 @@ mod tests {
             (kubeconfig(json!({"exec": {"command": "aws"}})), "`exec` authentication is not supported"),
             (kubeconfig(json!({"client-certificate-data": encode_base64(b"C")})), "only one of client-certificate"),
             (kubeconfig(json!({"tokenFile": "/nonexistent/tok"})), "cannot read token file /nonexistent/tok"),
+            (kubeconfig(json!({"tokenFile": "/dev/zero"})), "token file /dev/zero is a character device"),
+            (
+                kubeconfig(json!({"client-certificate": "/dev", "client-key": "k"})),
+                "client-certificate file /dev is a directory",
+            ),
         ];
         for (doc, needle) in cases {
             let e = kubeconfig_credentials(&doc, Path::new("/")).unwrap_err();

@@ -5,20 +5,6 @@ use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
 
-/// Where to look when the permission for `action` is missing: the
-/// manifest that grants it.
-pub fn rbac_hint(action: &str) -> &'static str {
-    if action.contains("operatorconditions") {
-        "OLM grants get, update, patch on it to the operator's ServiceAccounts"
-    } else if action.contains("clusteroperators") {
-        "see manifests/openshift/cluster-operator.yaml"
-    } else if action.contains("customresourcedefinitions") || action.starts_with("list ") {
-        "see manifests/olm"
-    } else {
-        "see manifests/base/role.yaml"
-    }
-}
-
 /// A failed request to the API server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeError {
@@ -35,12 +21,25 @@ pub enum KubeError {
         /// What the request was, e.g. `patch configmaps "x" in namespace "y"`.
         action: String,
         retry_after: Option<Duration>,
+        /// Where the permission is granted (a manifest, or who grants it),
+        /// supplied by the feature that made the request: the client knows
+        /// no features.
+        grant: Option<&'static str>,
     },
     /// A success status with a body that is not what the API promises.
     Response { message: String },
 }
 
 impl KubeError {
+    /// Says where the permission for this request is granted, for a 403's
+    /// message.
+    pub fn granted_by(mut self, manifest: &'static str) -> KubeError {
+        if let KubeError::Api { grant, .. } = &mut self {
+            *grant = Some(manifest);
+        }
+        self
+    }
+
     /// The server's requested wait (`Retry-After` on 429 and 503).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -63,6 +62,12 @@ impl KubeError {
     pub fn is_missing_object(&self) -> bool {
         matches!(self, KubeError::Api { code: 404, reason, message, .. }
             if reason == "NotFound" && !message.starts_with(NON_STATUS))
+    }
+
+    /// A server-side apply without force that would change fields another
+    /// field manager owns (as opposed to a stale `resourceVersion`).
+    pub fn is_apply_conflict(&self) -> bool {
+        matches!(self, KubeError::Api { code: 409, message, .. } if message.starts_with("Apply failed with"))
     }
 
     /// A short, bounded label for metrics (`error_type`).
@@ -88,7 +93,7 @@ impl fmt::Display for KubeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KubeError::Transport { message } | KubeError::Response { message } => f.write_str(message),
-            KubeError::Api { code, reason, message, action, .. } => {
+            KubeError::Api { code, reason, message, action, grant, .. } => {
                 write!(f, "{code} {reason}")?;
                 if !message.is_empty() {
                     write!(f, ": {message}")?;
@@ -99,7 +104,10 @@ impl fmt::Display for KubeError {
                         " (the API server rejected the credentials: the token is expired or revoked, \
                          or its ServiceAccount was deleted)"
                     ),
-                    403 => write!(f, " (grant the permission to {action}: {})", rbac_hint(action)),
+                    403 => match grant {
+                        Some(manifest) => write!(f, " (grant the permission to {action}: {manifest})"),
+                        None => write!(f, " (grant the permission to {action})"),
+                    },
                     _ => Ok(()),
                 }
             }
@@ -143,7 +151,7 @@ pub(crate) fn from_response(code: u16, body: &[u8], action: &str, retry_after: O
             (reason_phrase(code).into(), message)
         }
     };
-    KubeError::Api { code, reason, message, action: action.to_string(), retry_after }
+    KubeError::Api { code, reason, message, action: action.to_string(), retry_after, grant: None }
 }
 
 fn reason_phrase(code: u16) -> &'static str {
@@ -176,7 +184,7 @@ mod tests {
     #[test]
     fn forbidden_names_the_permission_and_the_manifest() {
         let body = br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"kube9-operator-status\" is forbidden: User \"system:serviceaccount:ops:op\" cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ops\"","reason":"Forbidden","details":{"name":"kube9-operator-status","kind":"configmaps"},"code":403}"#;
-        let e = from_response(403, body, ACTION, None);
+        let e = from_response(403, body, ACTION, None).granted_by("see manifests/base/role.yaml");
         assert_eq!(e.kind(), "forbidden");
         assert_eq!(
             e.to_string(),

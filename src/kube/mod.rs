@@ -1,17 +1,24 @@
 //! The minimal Kubernetes REST client opstatus needs.
 //!
-//! - [`credentials`]: in-cluster and kubeconfig credentials, read at start.
+//! - [`credentials`]: in-cluster and kubeconfig credentials, read at start;
+//!   a client certificate is checked with its key then (`identity`).
 //! - [`Client`]: verified TLS, bounded timeouts and body sizes, bearer-token
 //!   reload (at least once a minute, and at once after a 401), and
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
+//! - [`names`]: Kubernetes object-name rules.
+//!
+//! It knows no feature: a request's caller says what the request is for
+//! and where its permission is granted ([`KubeError::granted_by`]).
 
 mod client;
 pub mod credentials;
 mod error;
+mod identity;
+pub mod names;
 pub mod yaml;
 
-pub use client::{Client, ObjectRef, TOKEN_RELOAD_INTERVAL};
+pub use client::{Client, ObjectRef};
 pub use credentials::{Auth, Credentials, CredentialsError, Secret};
 pub use error::KubeError;

@@ -6,20 +6,26 @@
 //! (`{}`, `[]`, `{cluster: a, user: b}`), comments, and sometimes JSON. That
 //! is what this module accepts; anything else (anchors, tags, block scalars,
 //! multi-line flow) is refused with the line number, never guessed at.
+//!
+//! An error says where (line and column) and what was expected, and never
+//! quotes the input: a kubeconfig holds tokens and keys, and a parse error
+//! ends up in logs.
 
 use serde_json::{Map, Value};
 use std::fmt;
 
-/// Why a document could not be read, with its 1-based line.
+/// Why a document could not be read, with its 1-based line and column (in
+/// characters). The message never holds text from the document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct YamlError {
     pub line: usize,
+    pub column: usize,
     pub message: String,
 }
 
 impl fmt::Display for YamlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "line {}: {}", self.line, self.message)
+        write!(f, "line {}, column {}: {}", self.line, self.column, self.message)
     }
 }
 
@@ -53,20 +59,20 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
             continue;
         }
         let indent = content.len() - trimmed.len();
-        if content[..indent].contains('\t') {
-            return Err(err(number, "tabs are not allowed in indentation"));
+        if let Some(tab) = content[..indent].find('\t') {
+            return Err(err(number, tab + 1, "tabs are not allowed in indentation"));
         }
         if indent == 0 && (trimmed == "---" || trimmed.starts_with("--- ")) {
             if lines.is_empty() {
                 continue;
             }
-            return Err(err(number, "only one YAML document is supported"));
+            return Err(err(number, 1, "only one YAML document is supported"));
         }
         if indent == 0 && trimmed == "..." {
             break;
         }
         if indent == 0 && trimmed.starts_with('%') {
-            return Err(err(number, "YAML directives are not supported"));
+            return Err(err(number, 1, "YAML directives are not supported"));
         }
         lines.push(Line { number, indent, text: trimmed });
     }
@@ -77,13 +83,23 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
     let indent = parser.lines[0].indent;
     let value = parser.block(indent, 0)?;
     if let Some(extra) = parser.lines.get(parser.pos) {
-        return Err(err(extra.number, "unexpected indentation"));
+        return Err(at_line(extra, "unexpected indentation"));
     }
     Ok(value)
 }
 
-fn err(line: usize, message: impl Into<String>) -> YamlError {
-    YamlError { line, message: message.into() }
+fn err(line: usize, column: usize, message: impl Into<String>) -> YamlError {
+    YamlError { line, column, message: message.into() }
+}
+
+/// An error about a whole line: its column is where the line's text starts.
+fn at_line(line: &Line<'_>, message: impl Into<String>) -> YamlError {
+    err(line.number, line.indent + 1, message)
+}
+
+/// The 1-based column of `part`, a suffix of `line.text`.
+fn column_of(line: &Line<'_>, part: &str) -> usize {
+    line.indent + 1 + line.text[..line.text.len() - part.len()].chars().count()
 }
 
 struct Parser<'a> {
@@ -99,7 +115,7 @@ impl<'a> Parser<'a> {
     fn block(&mut self, indent: usize, depth: usize) -> Result<Value, YamlError> {
         let line = &self.lines[self.pos];
         if depth > MAX_DEPTH {
-            return Err(err(line.number, "nesting is too deep"));
+            return Err(at_line(line, "nesting is too deep"));
         }
         if is_sequence_item(line.text) {
             self.sequence(indent, depth)
@@ -108,7 +124,7 @@ impl<'a> Parser<'a> {
         } else {
             let line = line.clone();
             self.pos += 1;
-            scalar_or_flow(line.text, line.number)
+            scalar_or_flow(line.text, line.number, line.indent + 1)
         }
     }
 
@@ -135,15 +151,18 @@ impl<'a> Parser<'a> {
                 break;
             }
             if line.indent > indent {
-                return Err(err(line.number, "unexpected indentation"));
+                return Err(at_line(&line, "unexpected indentation"));
             }
-            let (key, rest) = split_key(line.text).ok_or_else(|| err(line.number, "expected `key: value`"))?;
-            let key = key_text(key, line.number)?;
+            let (key, rest) = split_key(line.text).ok_or_else(|| at_line(&line, "expected `key: value`"))?;
+            let key = key_text(key, line.number, line.indent + 1)?;
             self.pos += 1;
-            let value =
-                if rest.is_empty() { self.nested(indent, true, depth)? } else { scalar_or_flow(rest, line.number)? };
-            if map.insert(key.clone(), value).is_some() {
-                return Err(err(line.number, format!("duplicate key `{key}`")));
+            let value = if rest.is_empty() {
+                self.nested(indent, true, depth)?
+            } else {
+                scalar_or_flow(rest, line.number, column_of(&line, rest))?
+            };
+            if map.insert(key, value).is_some() {
+                return Err(at_line(&line, "duplicate key: this key is already set in the same mapping"));
             }
         }
         Ok(Value::Object(map))
@@ -154,7 +173,7 @@ impl<'a> Parser<'a> {
         while let Some(line) = self.lines.get(self.pos).cloned() {
             if line.indent != indent || !is_sequence_item(line.text) {
                 if line.indent > indent {
-                    return Err(err(line.number, "unexpected indentation"));
+                    return Err(at_line(&line, "unexpected indentation"));
                 }
                 break;
             }
@@ -170,7 +189,7 @@ impl<'a> Parser<'a> {
                 items.push(self.block(column, depth + 1)?);
             } else {
                 self.pos += 1;
-                items.push(scalar_or_flow(rest, line.number)?);
+                items.push(scalar_or_flow(rest, line.number, column_of(&line, rest))?);
             }
         }
         Ok(Value::Array(items))
@@ -216,39 +235,46 @@ fn closing_quote(text: &str, quote: char) -> Option<usize> {
     None
 }
 
-fn key_text(key: &str, line: usize) -> Result<String, YamlError> {
-    match scalar_or_flow(key, line)? {
+fn key_text(key: &str, line: usize, column: usize) -> Result<String, YamlError> {
+    match scalar_or_flow(key, line, column)? {
         Value::String(s) => Ok(s),
         Value::Null => Ok(String::new()),
         Value::Bool(b) => Ok(b.to_string()),
-        _ => Err(err(line, "keys must be scalars")),
+        _ => Err(err(line, column, "keys must be scalars")),
     }
 }
 
 /// An inline value: a quoted or plain scalar or a one-line flow collection,
-/// with an optional trailing comment.
-fn scalar_or_flow(text: &str, line: usize) -> Result<Value, YamlError> {
-    let mut flow = Flow { text, pos: 0, line };
+/// with an optional trailing comment. `column` is where `text` starts.
+fn scalar_or_flow(text: &str, line: usize, column: usize) -> Result<Value, YamlError> {
+    let mut flow = Flow { text, pos: 0, line, column };
     let value = flow.value(0, false)?;
     flow.skip_spaces();
     let rest = &text[flow.pos..];
     if !rest.is_empty() && !rest.starts_with('#') {
-        return Err(err(line, format!("unexpected `{rest}` after the value")));
+        return Err(flow.error("expected the end of the line or a `# comment` after the value"));
     }
     Ok(value)
-}
-
-fn unclosed(line: usize, close: char) -> YamlError {
-    err(line, format!("unclosed flow collection: expected `{close}` on the same line"))
 }
 
 struct Flow<'a> {
     text: &'a str,
     pos: usize,
     line: usize,
+    /// The column of `text`'s first character.
+    column: usize,
 }
 
 impl<'a> Flow<'a> {
+    /// An error at the current position.
+    fn error(&self, message: impl Into<String>) -> YamlError {
+        err(self.line, self.column + self.text[..self.pos].chars().count(), message)
+    }
+
+    fn unclosed(&self, close: char) -> YamlError {
+        self.error(format!("unclosed flow collection: expected `,` or `{close}` on the same line"))
+    }
+
     fn rest(&self) -> &'a str {
         &self.text[self.pos..]
     }
@@ -260,15 +286,15 @@ impl<'a> Flow<'a> {
 
     fn value(&mut self, depth: usize, in_flow: bool) -> Result<Value, YamlError> {
         if depth > MAX_DEPTH {
-            return Err(err(self.line, "nesting is too deep"));
+            return Err(self.error("nesting is too deep"));
         }
         self.skip_spaces();
         match self.rest().chars().next() {
             Some('{') => self.collection('}', depth),
             Some('[') => self.collection(']', depth),
             Some(q @ ('"' | '\'')) => self.quoted(q).map(Value::String),
-            Some('|' | '>') => Err(err(self.line, "block scalars (| and >) are not supported")),
-            Some('&' | '*' | '!') => Err(err(self.line, "anchors, aliases and tags are not supported")),
+            Some('|' | '>') => Err(self.error("block scalars (| and >) are not supported")),
+            Some('&' | '*' | '!') => Err(self.error("anchors, aliases and tags are not supported")),
             _ => Ok(self.plain(in_flow)),
         }
     }
@@ -284,14 +310,14 @@ impl<'a> Flow<'a> {
                 break;
             }
             if self.rest().is_empty() {
-                return Err(unclosed(self.line, close));
+                return Err(self.unclosed(close));
             }
             let item = self.value(depth + 1, true)?;
             self.skip_spaces();
             if close == '}' {
                 let key = match item {
                     Value::String(s) => s,
-                    _ => return Err(err(self.line, "flow mapping keys must be strings")),
+                    _ => return Err(self.error("flow mapping keys must be strings")),
                 };
                 let value = if self.rest().starts_with(':') {
                     self.pos += 1;
@@ -307,9 +333,9 @@ impl<'a> Flow<'a> {
             if self.rest().starts_with(',') {
                 self.pos += 1;
             } else if self.rest().is_empty() {
-                return Err(unclosed(self.line, close));
+                return Err(self.unclosed(close));
             } else if !self.rest().starts_with(close) {
-                return Err(err(self.line, format!("expected `,` or `{close}` in a flow collection")));
+                return Err(self.error(format!("expected `,` or `{close}` in a flow collection")));
             }
         }
         Ok(if close == '}' { Value::Object(map) } else { Value::Array(items) })
@@ -317,35 +343,44 @@ impl<'a> Flow<'a> {
 
     fn quoted(&mut self, quote: char) -> Result<String, YamlError> {
         let rest = self.rest();
-        let close = closing_quote(rest, quote).ok_or_else(|| err(self.line, "unterminated quoted string"))?;
+        let close = closing_quote(rest, quote).ok_or_else(|| {
+            self.error(format!("unterminated quoted string: expected a closing {quote} on the same line"))
+        })?;
         let body = &rest[1..close];
         self.pos += close + 1;
         if quote == '\'' {
             return Ok(body.replace("''", "'"));
         }
+        // Escape errors point at the backslash; `self.pos` is past the string.
+        let body_column = self.column + self.text[..self.pos - close].chars().count();
+        let escape_error =
+            |offset: usize, message: &str| err(self.line, body_column + body[..offset].chars().count(), message);
         let mut out = String::with_capacity(body.len());
-        let mut chars = body.chars();
-        while let Some(c) = chars.next() {
+        let mut chars = body.char_indices();
+        while let Some((at, c)) = chars.next() {
             if c != '\\' {
                 out.push(c);
                 continue;
             }
-            let escaped = match chars.next() {
+            let escaped = match chars.next().map(|(_, c)| c) {
                 Some('n') => '\n',
                 Some('t') => '\t',
                 Some('r') => '\r',
                 Some('0') => '\0',
                 Some(c @ ('"' | '\\' | '/' | ' ')) => c,
                 Some('u') => {
-                    let hex: String = chars.by_ref().take(4).collect();
+                    let hex: String = chars.by_ref().take(4).map(|(_, c)| c).collect();
                     u32::from_str_radix(&hex, 16)
                         .ok()
                         .filter(|_| hex.len() == 4)
                         .and_then(char::from_u32)
-                        .ok_or_else(|| err(self.line, format!("bad escape `\\u{hex}`")))?
+                        .ok_or_else(|| escape_error(at, "bad escape: expected `\\u` and 4 hex digits of a character"))?
                 }
-                other => {
-                    return Err(err(self.line, format!("unsupported escape `\\{}`", other.unwrap_or(' '))));
+                _ => {
+                    return Err(escape_error(
+                        at,
+                        "unsupported escape: expected one of \\n \\t \\r \\0 \\\" \\\\ \\/ \\u after a backslash",
+                    ));
                 }
             };
             out.push(escaped);
@@ -442,23 +477,45 @@ users:
     }
 
     #[test]
-    fn refuses_what_it_does_not_understand_with_the_line() {
+    fn refuses_what_it_does_not_understand_with_the_line_and_column() {
         let cases = [
-            ("a: b\n  c: d\n", 2, "unexpected indentation"),
-            ("a: |\n  text\n", 1, "block scalars"),
-            ("a: &x b\n", 1, "anchors"),
-            ("a: b\n\tc: d\n", 2, "tabs"),
-            ("a: {b: c\n", 1, "unclosed"),
-            ("a: 'open\n", 1, "unterminated"),
-            ("a: b\na: c\n", 2, "duplicate key"),
-            ("a: b\n---\nc: d\n", 2, "one YAML document"),
-            ("a: \"x\" y\n", 1, "unexpected `y`"),
-            ("a: \"\\q\"\n", 1, "unsupported escape"),
+            ("a: b\n  c: d\n", 2, 3, "unexpected indentation"),
+            ("a: |\n  text\n", 1, 4, "block scalars"),
+            ("a: &x b\n", 1, 4, "anchors"),
+            ("a: b\n\tc: d\n", 2, 1, "tabs"),
+            ("a: {b: c\n", 1, 9, "unclosed flow collection: expected `,` or `}`"),
+            ("a: 'open\n", 1, 4, "unterminated quoted string: expected a closing '"),
+            ("a: b\na: c\n", 2, 1, "duplicate key"),
+            ("a: b\n---\nc: d\n", 2, 1, "one YAML document"),
+            ("a: \"x\" y\n", 1, 8, "expected the end of the line or a `# comment` after the value"),
+            ("a: \"x\\q\"\n", 1, 6, "unsupported escape: expected one of"),
+            ("a: \"\\u12\"\n", 1, 5, "bad escape: expected `\\u` and 4 hex digits"),
+            ("l:\n  - [1, {a: b} c]\n", 2, 16, "expected `,` or `]`"),
+            ("k:\n  é: \"x\" y\n", 2, 10, "after the value"),
         ];
-        for (doc, line, needle) in cases {
+        for (doc, line, column, needle) in cases {
             let e = parse(doc).unwrap_err();
-            assert_eq!(e.line, line, "{doc:?}: {e}");
+            assert_eq!((e.line, e.column), (line, column), "{doc:?}: {e}");
             assert!(e.message.contains(needle), "{doc:?}: {e}");
+            assert_eq!(e.to_string(), format!("line {line}, column {column}: {}", e.message));
+        }
+    }
+
+    #[test]
+    fn errors_never_quote_the_document() {
+        // Each puts a secret where a careless message would echo it.
+        let docs = [
+            "users:\n- name: u\n  user:\n    token: \"SECRET\" SECRET-TAIL\n",
+            "users:\n- user: {token: SECRET, \"x\" SECRET-TAIL}\n",
+            "token: 'SECRET\n",
+            "token: \"SECRET\\qSECRET\"\n",
+            "token: \"\\uSECRET\"\n",
+            "SECRET: a\nSECRET: b\n",
+            "token: [SECRET, {SECRET]\n",
+        ];
+        for doc in docs {
+            let e = parse(doc).unwrap_err();
+            assert!(!e.to_string().contains("SECRET") && !e.to_string().contains("SEC"), "{doc:?}: {e}");
         }
     }
 

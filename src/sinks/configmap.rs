@@ -1,21 +1,47 @@
-//! The kube9 status ConfigMap, written by server-side apply.
+//! The kube9 status ConfigMap, the primary sink, written by server-side
+//! apply.
 //!
-//! One `PATCH` with `application/apply-patch+yaml` creates the ConfigMap when
-//! it is missing and otherwise updates only the fields opstatus owns (its
-//! labels and the `status` key), keeping every other manager's labels,
-//! annotations and data keys. It needs only `patch` (and `get`) on the one
-//! name: `create` cannot be restricted by `resourceNames`, apply does not
-//! need it. No GET is made before writing.
+//! One `PATCH` with `application/apply-patch+yaml` updates only the fields
+//! opstatus owns — the `status` key and the publisher lock's annotation
+//! ([`crate::lock`]) — keeping every other manager's labels, annotations
+//! and data keys. Each write carries the `resourceVersion` last seen, so a
+//! write based on a stale view of the lock is a 409, never a silent
+//! overwrite; the answer carries the new one. No GET is made before a
+//! heartbeat.
+//!
+//! The labels (`app.kubernetes.io/name`, `app.kubernetes.io/managed-by`)
+//! are set once, by [`StatusConfigMap::init`], under a field manager of
+//! their own and without force: on a ConfigMap another tool labels (Helm's
+//! `managed-by: Helm`), opstatus leaves them alone instead of seizing them
+//! on every heartbeat. The same request creates the ConfigMap when it is
+//! missing, holding no lock, so two instances starting at once cannot both
+//! create it as theirs.
 
 use crate::kube::{Client, KubeError, ObjectRef};
+use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
+use serde::Deserialize;
 use serde_json::json;
+use std::collections::BTreeMap;
 
-/// The field manager that owns what opstatus writes.
+/// The field manager that owns the status and the lock.
 pub const FIELD_MANAGER: &str = "opstatus";
+
+/// The field manager that creates the ConfigMap and owns its labels.
+pub const INIT_FIELD_MANAGER: &str = "opstatus-init";
 
 /// The data key that holds the status JSON.
 pub const STATUS_KEY: &str = "status";
+
+/// The ConfigMap's name, from the kube9 spec.
+pub const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
+
+/// The spec's last resort when neither `--namespace` nor the credentials
+/// name one.
+pub const DEFAULT_NAMESPACE: &str = "kube9-system";
+
+/// Where the permissions to read and write the status are granted.
+const GRANT: &str = "see manifests/base/role.yaml";
 
 /// Where the status is published.
 #[derive(Clone, Debug)]
@@ -24,61 +50,171 @@ pub struct StatusConfigMap {
     pub name: String,
 }
 
+/// What a read or a write of the ConfigMap saw: the version to write
+/// against and the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Current {
+    pub resource_version: String,
+    pub lock: Seen,
+}
+
+/// The ConfigMap as far as the lock needs it: nothing of `data` is kept.
+#[derive(Deserialize)]
+struct Head {
+    metadata: HeadMeta,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeadMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// The labels opstatus gives a status ConfigMap nobody else labelled.
+const LABELS: [(&str, &str); 2] =
+    [("app.kubernetes.io/name", "opstatus"), ("app.kubernetes.io/managed-by", "opstatus")];
+
 impl StatusConfigMap {
     pub fn object(&self) -> ObjectRef<'_> {
         ObjectRef { api: "/api/v1", resource: "configmaps", namespace: Some(&self.namespace), name: &self.name }
     }
 
-    /// The apply body: the whole intent of this field manager.
-    pub fn apply_body(&self, status: &StatusDocument) -> Vec<u8> {
+    /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
+    /// (apply removes what a manager stops sending).
+    pub fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
+        let mut metadata = json!({
+            "name": self.name,
+            "namespace": self.namespace,
+            "annotations": { lock::ANNOTATION: record.to_json() },
+        });
+        if !resource_version.is_empty() {
+            metadata["resourceVersion"] = json!(resource_version);
+        }
         json!({
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {
-                "name": self.name,
-                "namespace": self.namespace,
-                "labels": {
-                    "app.kubernetes.io/name": "opstatus",
-                    "app.kubernetes.io/managed-by": "opstatus",
-                },
-            },
+            "metadata": metadata,
             "data": { STATUS_KEY: status.to_json() },
         })
         .to_string()
         .into_bytes()
     }
 
-    /// Writes `status`: exactly one request.
-    pub fn publish(&self, client: &mut Client, status: &StatusDocument) -> Result<(), KubeError> {
-        client.apply(&self.object(), FIELD_MANAGER, &self.apply_body(status))
+    /// The first look: reads the ConfigMap; creates it if it is missing
+    /// (no status, no lock) and labels it if nobody did (an apply without
+    /// force, so another manager's labels stay theirs). A GET, and an
+    /// apply only the first time.
+    pub fn init(&self, client: &mut Client) -> Result<Current, KubeError> {
+        if let Some(body) = self.fetch(client)? {
+            let labelled = labels(&body).is_some_and(|l| LABELS.iter().any(|(k, _)| l.contains_key(*k)));
+            if labelled {
+                return seen(&body);
+            }
+        }
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": LABELS.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            },
+        });
+        let applied = client.apply(&self.object(), INIT_FIELD_MANAGER, false, body.to_string().as_bytes());
+        match applied {
+            Ok(answer) => seen(&answer),
+            // Another manager owns a label with another value: theirs.
+            Err(e) if e.is_apply_conflict() => {
+                log::debug!("The status ConfigMap's labels belong to another manager: {e}");
+                self.read(client)?.ok_or(e)
+            }
+            Err(e) => Err(e.granted_by(GRANT)),
+        }
     }
 
-    /// Reads the published `status` value: `Ok(None)` when the ConfigMap
-    /// does not exist.
-    pub fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
-        client.get(&self.object())
+    /// Reads the ConfigMap's version and lock; `None` when it is missing.
+    pub fn read(&self, client: &mut Client) -> Result<Option<Current>, KubeError> {
+        match self.fetch(client)? {
+            Some(body) => seen(&body).map(Some),
+            None => Ok(None),
+        }
     }
+
+    /// Writes `status` and the lock `record`, against `resource_version`:
+    /// exactly one request. Returns what the write left.
+    pub fn publish(
+        &self,
+        client: &mut Client,
+        status: &StatusDocument,
+        record: &Record,
+        resource_version: &str,
+    ) -> Result<Current, KubeError> {
+        let body = self.apply_body(status, record, resource_version);
+        let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
+        seen(&answer)
+    }
+
+    /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
+    pub fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
+        client.get(&self.object()).map_err(|e| e.granted_by(GRANT))
+    }
+}
+
+fn labels(body: &[u8]) -> Option<BTreeMap<String, String>> {
+    serde_json::from_slice::<Head>(body).ok().map(|h| h.metadata.labels)
+}
+
+/// The version and lock of a ConfigMap body.
+pub fn seen(body: &[u8]) -> Result<Current, KubeError> {
+    let head: Head = serde_json::from_slice(body)
+        .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })?;
+    let lock = Seen::parse(head.metadata.annotations.get(lock::ANNOTATION).map(String::as_str));
+    Ok(Current { resource_version: head.metadata.resource_version, lock })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, SystemTime};
 
     #[test]
-    fn apply_body_carries_labels_and_only_the_status_key() {
+    fn apply_body_carries_the_status_the_lock_and_the_version_read() {
         let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
         let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
-        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc)).unwrap();
+        let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
+        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record, "42")).unwrap();
         assert_eq!(
             body,
             json!({
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
-                "metadata": {"name": "kube9-operator-status", "namespace": "ops",
-                             "labels": {"app.kubernetes.io/name": "opstatus", "app.kubernetes.io/managed-by": "opstatus"}},
+                "metadata": {"name": "kube9-operator-status", "namespace": "ops", "resourceVersion": "42",
+                             "annotations": {lock::ANNOTATION: record.to_json()}},
                 "data": {"status": doc.to_json()}
             })
         );
         assert_eq!(cm.object().path(), "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
+        // No labels: they are set once by init, never forced.
+        let unversioned: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record, "")).unwrap();
+        assert!(
+            unversioned["metadata"].get("resourceVersion").is_none() && unversioned["metadata"].get("labels").is_none()
+        );
+    }
+
+    #[test]
+    fn reads_the_version_and_the_lock_and_nothing_else() {
+        let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
+        let body = json!({"metadata": {"resourceVersion": "7", "annotations": {lock::ANNOTATION: record.to_json(), "x": "y"}},
+                          "data": {"status": "{}"}});
+        let s = seen(body.to_string().as_bytes()).unwrap();
+        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record) });
+        let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
+        assert_eq!(bare.lock, Seen::Absent);
+        assert!(seen(b"[]").is_err());
     }
 }

@@ -1,18 +1,32 @@
-//! The resources opstatus publishes, one module each.
+//! The sinks: where the tick's verdict is published.
 //!
-//! The status ConfigMap is written by server-side apply (one request, no
-//! read). The OperatorCondition and the ClusterOperator hold lists that
-//! other writers share (conditions), so they are written as the APIs ask:
-//! read, change only what opstatus owns, write back with the
-//! `resourceVersion` that was read, and on a conflict (409) start over from
-//! a fresh read: [`read_modify_write`].
+//! The status ConfigMap ([`configmap`]) is the primary, special sink: its
+//! write is the heartbeat, and its failure is health rule 1, so the agent
+//! drives it itself. Every other published resource is a [`Sink`]: one
+//! value in the [`Sinks`] list, given the tick's one [`Observation`] and
+//! verdict, written only when what it would say changed or a drift check
+//! is due. A sink's failure is a `degraded` [`Problem`] for the next
+//! verdict (and for the other sinks); what a sink says about health leaves
+//! its own failure out, as library-go's status syncer does. Adding a sink
+//! is one file implementing [`Sink`], its flag, and one line where the
+//! agent is composed (`app.rs`).
+//!
+//! The OperatorCondition and the ClusterOperator hold lists that other
+//! writers share (conditions), so they are written as the APIs ask: read,
+//! change only what opstatus owns, write back with the `resourceVersion`
+//! that was read, and on a conflict (409) start over from a fresh read:
+//! [`read_modify_write`].
 
 pub mod cluster_operator;
 pub mod configmap;
 pub mod operator_condition;
 
 use crate::kube::{Client, KubeError};
+use crate::signals::Observation;
+use crate::status::{Problem, Rule, Verdict, evaluate_health};
+use crate::util::reported::Reported;
 use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Attempts per write when others keep changing the object (409 Conflict).
 pub const CONFLICT_ATTEMPTS: u32 = 3;
@@ -61,8 +75,20 @@ impl<T: PartialEq> LastWritten<T> {
 /// GETs `path`, lets `modify` change the object (it returns whether it
 /// did), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
 /// carrying the `resourceVersion` it read. A 409 starts over from a fresh
-/// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned.
+/// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
+/// a 403 naming `grant` as where the permission comes from.
 pub fn read_modify_write(
+    client: &mut Client,
+    path: &str,
+    write_suffix: &str,
+    action: &str,
+    grant: &'static str,
+    modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
+) -> Result<Written, KubeError> {
+    read_modify_write_once(client, path, write_suffix, action, modify).map_err(|e| e.granted_by(grant))
+}
+
+fn read_modify_write_once(
     client: &mut Client,
     path: &str,
     write_suffix: &str,
@@ -87,5 +113,151 @@ pub fn read_modify_write(
             }
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// `Upgradeable=False, Important=True`: what a write said, for its log line.
+pub fn summarize(conditions: &[crate::conditions::Desired]) -> String {
+    let said: Vec<String> = conditions.iter().map(|c| format!("{}={}", c.kind, c.status.as_str())).collect();
+    said.join(", ")
+}
+
+/// What a sink is given on each check: the tick's one observation and
+/// verdict.
+pub struct Tick<'a> {
+    pub observation: &'a Observation,
+    /// The health as it would be published, this sink's own failure left
+    /// out.
+    pub verdict: &'a Verdict,
+    pub now: Instant,
+    /// For timestamps written into objects.
+    pub wall: SystemTime,
+    /// Read and repair even when nothing changed (someone else may have
+    /// changed what opstatus owns): once per heartbeat interval.
+    pub drift_check: bool,
+}
+
+/// What one sync did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Synced {
+    /// Nothing to say, or what it would say was last written and no drift
+    /// check is due: no request.
+    Skipped,
+    /// The object already said it: read, nothing written.
+    Unchanged,
+    /// Written; the summary (`Upgradeable=False, ...`) is logged.
+    Updated(String),
+}
+
+/// A published resource other than the status ConfigMap.
+pub trait Sink {
+    /// The `sink` label in metrics: `operator_condition`.
+    fn name(&self) -> &'static str;
+    /// `OperatorCondition ns/name`, for messages.
+    fn describe(&self) -> String;
+    /// Brings the resource up to date with the tick; an error is the
+    /// sentence a cluster admin reads as the status's reason.
+    fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String>;
+}
+
+/// Syncs by result, for `/metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyncCounts {
+    pub updated: u64,
+    pub unchanged: u64,
+    pub failed: u64,
+}
+
+struct Entry {
+    sink: Box<dyn Sink>,
+    problem: Reported,
+    /// `problem` as the health rules take it.
+    as_problem: Option<Problem>,
+    counts: SyncCounts,
+}
+
+/// Every [`Sink`], synced in order on each check.
+#[derive(Default)]
+pub struct Sinks {
+    entries: Vec<Entry>,
+    next_drift_check: Option<Instant>,
+}
+
+impl Sinks {
+    pub fn add(&mut self, sink: Box<dyn Sink>) {
+        self.entries.push(Entry {
+            sink,
+            problem: Reported::default(),
+            as_problem: None,
+            counts: SyncCounts::default(),
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Why sinks cannot be written, as health problems.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.entries.iter().filter_map(|e| e.as_problem.as_ref())
+    }
+
+    /// Counters per sink, in order, for `/metrics`.
+    pub fn counts(&self) -> Vec<(&'static str, SyncCounts)> {
+        self.entries.iter().map(|e| (e.sink.name(), e.counts)).collect()
+    }
+
+    /// Syncs every sink with `observation`. Each sink's verdict is the
+    /// health rules over `problems` (the signals' and the status write's)
+    /// and the other sinks' problems, its own left out. A drift check is
+    /// due once per `interval`.
+    pub fn sync_all(
+        &mut self,
+        client: &mut Client,
+        observation: &Observation,
+        problems: &[Problem],
+        now: Instant,
+        interval: Duration,
+    ) {
+        let drift_check = self.next_drift_check.is_none_or(|at| now >= at);
+        let wall = SystemTime::now();
+        for i in 0..self.entries.len() {
+            let others = self.entries.iter().enumerate().filter(|(j, _)| *j != i);
+            let verdict = evaluate_health(problems.iter().chain(others.filter_map(|(_, e)| e.as_problem.as_ref())));
+            let tick = Tick { observation, verdict: &verdict, now, wall, drift_check };
+            let entry = &mut self.entries[i];
+            let result = entry.sink.sync(client, &tick);
+            entry.record(result);
+        }
+        if drift_check {
+            self.next_drift_check = Some(now + interval);
+        }
+    }
+}
+
+impl Entry {
+    /// Logs a sync's outcome in one line, keeps its problem, counts it.
+    fn record(&mut self, result: Result<Synced, String>) {
+        let what = self.sink.describe();
+        let failure = match &result {
+            Ok(Synced::Skipped) => return,
+            Ok(Synced::Unchanged) => {
+                self.counts.unchanged += 1;
+                None
+            }
+            Ok(Synced::Updated(_)) => {
+                self.counts.updated += 1;
+                None
+            }
+            Err(why) => {
+                self.counts.failed += 1;
+                Some(why.clone())
+            }
+        };
+        self.problem.update(failure, log::Level::Warn, &format!("{what} is writable again"));
+        if let Ok(Synced::Updated(summary)) = &result {
+            log::info!("{what} updated: {summary}");
+        }
+        self.as_problem = self.problem.get().map(|why| Problem::degraded(Rule::Publishing, why));
     }
 }

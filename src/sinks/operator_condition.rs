@@ -10,12 +10,16 @@
 //! admin's `spec.overrides`, are left as they are. Nothing is sent when
 //! nothing changed.
 
-use super::{LastWritten, Written, read_modify_write};
+use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write, summarize};
 use crate::conditions::{self, Condition, Desired};
 use crate::kube::{Client, KubeError};
+use crate::util::time::format_rfc3339;
 use serde_json::Value;
 
 pub const API: &str = "/apis/operators.coreos.com/v2";
+
+/// Who grants the permission: OLM, to the operator's ServiceAccounts.
+const GRANT: &str = "OLM grants get, update, patch on it to the operator's ServiceAccounts";
 
 /// The OperatorCondition to write, and what was last written to it.
 pub struct OperatorConditionSink {
@@ -34,24 +38,39 @@ impl OperatorConditionSink {
         format!("{API}/namespaces/{}/operatorconditions/{}", self.namespace, self.name)
     }
 
-    /// `OperatorCondition ns/name`, for messages.
-    pub fn describe(&self) -> String {
+    /// Brings the owned conditions to `desired` at `now` (RFC 3339). Errors
+    /// are sentences for the status's reason.
+    fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<Written, String> {
+        let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
+        let result = read_modify_write(client, &self.path(), "", &action, GRANT, &mut |object| {
+            set_conditions(object, &desired, now)
+        });
+        let describe = self.describe();
+        self.written.record(desired, result, |e| explain(e, &describe))
+    }
+}
+
+impl Sink for OperatorConditionSink {
+    fn name(&self) -> &'static str {
+        "operator_condition"
+    }
+
+    fn describe(&self) -> String {
         format!("OperatorCondition {}/{}", self.namespace, self.name)
     }
 
-    /// Whether `desired` is what was last written.
-    pub fn is_current(&self, desired: &[Desired]) -> bool {
-        self.written.matches(desired)
-    }
-
-    /// Brings the owned conditions to `desired` at `now` (RFC 3339). Errors
-    /// are sentences for the status's reason.
-    pub fn sync(&mut self, client: &mut Client, desired: &[Desired], now: &str) -> Result<Written, String> {
-        let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
-        let result =
-            read_modify_write(client, &self.path(), "", &action, &mut |object| set_conditions(object, desired, now));
-        let describe = self.describe();
-        self.written.record(desired.to_vec(), result, |e| explain(e, &describe))
+    /// The probes' `Upgradeable` and `Important`, when they can be said.
+    fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
+        let Some(outcome) = &tick.observation.probes else { return Ok(Synced::Skipped) };
+        let desired: Vec<Desired> = [&outcome.upgradeable, &outcome.important].into_iter().flatten().cloned().collect();
+        if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
+            return Ok(Synced::Skipped);
+        }
+        let summary = summarize(&desired);
+        match self.write(client, desired, &format_rfc3339(tick.wall))? {
+            Written::Updated => Ok(Synced::Updated(summary)),
+            Written::Unchanged => Ok(Synced::Unchanged),
+        }
     }
 }
 

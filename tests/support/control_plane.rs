@@ -193,15 +193,15 @@ impl ControlPlane {
 
     /// A client with the admin token: for tests that write many objects
     /// (thousands of kubectl processes would take minutes).
-    pub fn admin_client(&self) -> opstatus::kube::Client {
-        let creds = opstatus::kube::Credentials {
+    pub fn admin_client(&self) -> opstatus::testing::Client {
+        let creds = opstatus::testing::Credentials {
             server: self.var("APISERVER_URL").to_string(),
             ca_pem: self.ca_pem().into_bytes(),
             ca_source: self.ca_path().to_string(),
-            auth: opstatus::kube::Auth::Token(opstatus::kube::Secret::new(self.var("ADMIN_TOKEN"))),
+            auth: opstatus::testing::Auth::Token(opstatus::testing::Secret::new(self.var("ADMIN_TOKEN"))),
             namespace: None,
         };
-        opstatus::kube::Client::new(&creds).expect("admin client")
+        opstatus::testing::Client::new(&creds).expect("admin client")
     }
 
     /// A TokenRequest token for `sa` in `ns` (600 s, the API's minimum).
@@ -239,7 +239,7 @@ impl ControlPlane {
                 code: e["responseStatus"]["code"].as_u64().unwrap_or(0) as u16,
                 received: e["requestReceivedTimestamp"]
                     .as_str()
-                    .and_then(opstatus::time::parse_rfc3339)
+                    .and_then(opstatus::testing::parse_rfc3339)
                     .unwrap_or(SystemTime::UNIX_EPOCH),
             })
             .collect()

@@ -236,9 +236,24 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
             if intent["metadata"]["name"] != json!(name) || intent["kind"] != json!("ConfigMap") {
                 return status_response(400, "the name or kind of the object does not match the request");
             }
-            s.resource_version += 1;
-            let rv = s.resource_version.to_string();
+            // A resourceVersion in the apply body is a precondition on an
+            // existing object (409 when it moved on), ignored when the apply
+            // creates the object: both as kube-apiserver v1.20 does.
+            let sent_rv = &intent["metadata"]["resourceVersion"];
+            if let Some(stored) = s.objects.get(&key)
+                && sent_rv.is_string()
+                && stored["metadata"]["resourceVersion"] != *sent_rv
+            {
+                return status_response(
+                    409,
+                    &format!(
+                        "Operation cannot be fulfilled on configmaps \"{name}\": the object has been modified; \
+                         please apply your changes to the latest version and try again"
+                    ),
+                );
+            }
             let created = !s.objects.contains_key(&key);
+            let before = s.objects.get(&key).cloned();
             let obj = s.objects.entry(key).or_insert_with(
                 || json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}}),
             );
@@ -256,7 +271,11 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
                     obj["data"][k] = v.clone();
                 }
             }
-            obj["metadata"]["resourceVersion"] = json!(rv);
+            // An apply that changes nothing is no write: the version stays.
+            if before.as_ref() != Some(obj) {
+                s.resource_version += 1;
+                obj["metadata"]["resourceVersion"] = json!(s.resource_version.to_string());
+            }
             json_response(if created { 201 } else { 200 }, obj)
         }
         "PATCH" => match s.objects.get(&key) {

@@ -6,12 +6,15 @@
 
 #![allow(dead_code)] // Each test binary uses a different subset.
 
+pub mod arch;
+pub mod client_cert;
 pub mod control_plane;
 pub mod fake_apiserver;
 pub mod fake_kube9;
 pub mod http;
 pub mod https;
 pub mod pki;
+pub mod replicas;
 pub mod resources;
 
 use std::fs;

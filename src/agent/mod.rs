@@ -1,0 +1,402 @@
+//! The agent: the loop that keeps the status ConfigMap (and the readiness
+//! file, probe endpoint, OperatorCondition and ClusterOperator) current.
+//!
+//! One tick is the pipeline: the signals make one [`Observation`], the
+//! health rules make one verdict of it, and the sinks publish that verdict.
+//! The agent owns the schedule and the primary sink, the status ConfigMap;
+//! it knows the signals and the other sinks only as the values in its two
+//! lists ([`Signal`], [`Sinks`]).
+//!
+//! Two cadences drive it. Every check interval (5 s by default) it checks
+//! the watched signals (the operator's health URLs and heartbeat file),
+//! refreshes the readiness file and what the endpoint serves. Every
+//! heartbeat interval (60 s) it writes the status, and it writes at once
+//! when the health it would publish changed. A failed write is retried with
+//! exponential backoff and full jitter (base 1 s, cap = the interval,
+//! `Retry-After` honoured); the agent never exits on an API error and never
+//! spins. While writes fail its health is `unhealthy` with the failure as
+//! the reason (spec rule 1): that is what its logs, `/readyz` and metrics
+//! say, and readers of the ConfigMap see it as a `lastUpdate` that stops
+//! moving. The first write that succeeds again publishes the state as it is
+//! then, not the outage that just ended: the document describes the present.
+
+use crate::endpoint::prometheus::Metrics;
+mod publisher;
+
+use crate::endpoint::{Shared, Snapshot};
+use crate::kube::{Client, KubeError};
+use crate::ready_file;
+use crate::signals::{Observation, Signal};
+use crate::sinks::Sinks;
+use crate::sinks::configmap::StatusConfigMap;
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::util::backoff::{Backoff, Jitter};
+use crate::util::reported::Reported;
+use crate::util::shutdown::Shutdown;
+use crate::util::time::format_rfc3339;
+use publisher::Publisher;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The first retry after a failed write waits at least this long.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+
+/// The reason published when the agent stops.
+pub const SHUTDOWN_REASON: &str = "Shutting down";
+
+/// The longest a stopping holder waits for a standby to take over: well
+/// inside kubelet's default 30 s grace period, whatever `--check-interval`.
+const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
+
+/// What `/status` serves.
+#[derive(serde::Serialize)]
+struct Served<'a> {
+    #[serde(flatten)]
+    doc: &'a StatusDocument,
+    /// Who publishes, as last seen.
+    publisher: Option<&'a str>,
+    /// Whether this instance does.
+    publishing: bool,
+}
+
+/// What the agent needs to know, fixed at start.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub target: StatusConfigMap,
+    pub interval: Duration,
+    pub check_interval: Duration,
+    pub operator_version: String,
+    pub ready_file: Option<PathBuf>,
+    /// Publish `unhealthy` / "Shutting down" when stopped by a signal
+    /// (and no other instance takes over).
+    pub final_status: bool,
+    /// This instance's name in the publisher lock (the pod's name).
+    pub identity: String,
+    /// The operator's leader-election Lease whose leader's sidecar
+    /// publishes.
+    pub follow_leader_lease: Option<String>,
+}
+
+pub struct Agent {
+    client: Client,
+    config: AgentConfig,
+    /// What is looked at on each check, in order.
+    signals: Vec<Box<dyn Signal>>,
+    /// What the signals saw on the last check.
+    observation: Observation,
+    /// Every published resource but the status ConfigMap.
+    sinks: Sinks,
+    backoff: Backoff,
+    jitter: Jitter,
+    /// Why the last status write failed (rule 1); `None` after a success.
+    write_error: Option<Problem>,
+    /// The last status written, without its timestamp; `None` while
+    /// another instance publishes.
+    published: Option<StatusDocument>,
+    /// The last status written, as written (what a stopping holder leaves
+    /// for readers while it hands over).
+    last_written: Option<StatusDocument>,
+    /// Whether this instance publishes (the lock).
+    publisher: Publisher,
+    /// Whether the sinks were synced since this instance last became the
+    /// holder (a new holder's first write is followed by its sinks').
+    sinks_synced: bool,
+    /// A broken readiness-file mount is reported once, not every tick.
+    ready_file_error: Reported,
+    shared: Shared,
+}
+
+impl Agent {
+    pub fn new(client: Client, config: AgentConfig, signals: Vec<Box<dyn Signal>>, sinks: Sinks) -> Agent {
+        let shared = Arc::new(Mutex::new(Snapshot {
+            verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
+            status_json: String::new(),
+            metrics: Metrics::default(),
+            last_tick: Instant::now(),
+            // `/healthz` fails only when the loop has not completed a tick
+            // for three heartbeat intervals.
+            liveness_window: config.interval * 3,
+        }));
+        Agent {
+            client,
+            backoff: Backoff::new(BACKOFF_BASE, config.interval),
+            signals,
+            observation: Observation::default(),
+            sinks,
+            jitter: Jitter::from_os(),
+            write_error: None,
+            published: None,
+            last_written: None,
+            publisher: Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval),
+            config,
+            sinks_synced: false,
+            ready_file_error: Reported::default(),
+            shared,
+        }
+    }
+
+    /// What the probe endpoint serves; updated on every tick.
+    pub fn shared(&self) -> Shared {
+        self.shared.clone()
+    }
+
+    /// The heartbeat: kube9-server's `statusUpdateIntervalSeconds` while
+    /// registered (within the allowed range), else `--interval`.
+    fn interval(&self) -> Duration {
+        let asked = self.observation.asked_interval;
+        asked.map_or(self.config.interval, |d| d.clamp(MIN_INTERVAL, MAX_INTERVAL))
+    }
+
+    /// The health as the agent sees it now, write failures included.
+    pub fn verdict(&self) -> Verdict {
+        let problems = self.observation.problems.iter().chain(self.sinks.problems());
+        evaluate_health(self.write_error.iter().chain(problems))
+    }
+
+    /// The health to publish: the status write's own failure is left out,
+    /// because if this write succeeds, writing works.
+    fn publishable(&self) -> Verdict {
+        evaluate_health(self.observation.problems.iter().chain(self.sinks.problems()))
+    }
+
+    fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
+        let pro = &self.observation.pro;
+        StatusDocument {
+            mode: pro.mode,
+            tier: pro.tier,
+            version: self.config.operator_version.clone(),
+            health: verdict.health,
+            last_update: format_rfc3339(now),
+            registered: pro.registered,
+            error: verdict.error,
+            namespace: self.config.target.namespace.clone(),
+            cluster_id: pro.cluster_id.clone(),
+        }
+    }
+
+    /// The status as it would be written now, without its timestamp: what
+    /// a change is measured against (health, reason, mode, tier,
+    /// registration, clusterId).
+    fn content(&self) -> StatusDocument {
+        StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
+    }
+
+    /// One check: who publishes; every signal looks again (one
+    /// observation; a standby only at its own pod's cheap signals); then,
+    /// if this instance publishes, every sink is brought up to date.
+    pub fn check(&mut self) {
+        let now = Instant::now();
+        let was_publishing = self.publisher.publishing();
+        self.publisher.check(&mut self.client, &self.config.target, now);
+        if was_publishing && !self.publisher.publishing() {
+            self.published = None;
+        }
+        // Until the lock is read, the instance acts as a publisher would
+        // (its first write reads it), so that write says all it knows.
+        let active = self.publisher.may_write();
+        let mut observation = Observation::default();
+        for signal in &mut self.signals {
+            if active || signal.when_standing_by() {
+                signal.observe(&mut self.client, now, &mut observation);
+            }
+        }
+        self.observation = observation;
+        self.sync_sinks(now);
+    }
+
+    /// Brings every other sink up to date with the observation, if this
+    /// instance holds the lock: only the holder writes anything.
+    fn sync_sinks(&mut self, now: Instant) {
+        self.sinks_synced = self.publisher.publishing();
+        if self.sinks.is_empty() || !self.sinks_synced {
+            return;
+        }
+        let mut problems = self.observation.problems.clone();
+        problems.extend(self.write_error.clone());
+        let interval = self.interval();
+        self.sinks.sync_all(&mut self.client, &self.observation, &problems, now, interval);
+    }
+
+    /// Writes the status if this instance publishes: one request. Logs the
+    /// outcome in the spec's words.
+    pub fn heartbeat(&mut self) -> Result<(), KubeError> {
+        self.write(self.publishable(), false)
+    }
+
+    /// `opstatus once`: one write that leaves the lock free, so a running
+    /// instance is not held up; `Ok(false)` when another instance publishes.
+    pub fn write_once(&mut self) -> Result<bool, KubeError> {
+        self.write(self.publishable(), true)?;
+        Ok(self.last_written.is_some())
+    }
+
+    fn write(&mut self, verdict: Verdict, release: bool) -> Result<(), KubeError> {
+        let now = SystemTime::now();
+        let doc = self.document(verdict.clone(), now);
+        let started = Instant::now();
+        let result = match self.publisher.write(&mut self.client, &self.config.target, &doc, release) {
+            Ok(true) => Ok(()),
+            // Another instance publishes: nothing was written.
+            Ok(false) => {
+                self.published = None;
+                return Ok(());
+            }
+            Err(e) => Err(e),
+        };
+        let took = started.elapsed();
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(()) => {
+                shared.metrics.record_update(doc.mode, doc.health, took, now);
+                drop(shared);
+                if self.write_error.take().is_some() {
+                    log::info!(
+                        "Status ConfigMap {}/{} is writable again after {} failed attempts",
+                        self.config.target.namespace,
+                        self.config.target.name,
+                        self.backoff.failures()
+                    );
+                }
+                self.backoff.reset();
+                self.published = Some(StatusDocument { last_update: String::new(), ..doc.clone() });
+                self.last_written = Some(doc.clone());
+                log::info!(
+                    "Status updated: mode={}, tier={}, health={}, registered={}",
+                    doc.mode.as_str(),
+                    doc.tier.as_str(),
+                    doc.health,
+                    doc.registered
+                );
+                // A new holder's sinks follow its first write; what they
+                // report (a sink that cannot be written) goes out at once.
+                if !self.sinks_synced && self.publisher.publishing() {
+                    self.sync_sinks(Instant::now());
+                    if verdict.error.as_deref() != Some(SHUTDOWN_REASON) && self.published != Some(self.content()) {
+                        return self.write(self.publishable(), release);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                shared.metrics.record_error(e.kind(), took);
+                drop(shared);
+                self.write_error = Some(Problem::status_write(&e.to_string()));
+                Err(e)
+            }
+        }
+    }
+
+    /// After each tick: the readiness file and what the endpoint serves.
+    /// `content` is this tick's [`Self::content`], reused rather than
+    /// rendered again.
+    fn after_tick(&mut self, content: StatusDocument) {
+        let verdict = self.verdict();
+        let now = SystemTime::now();
+        if let Some(path) = &self.config.ready_file {
+            let result = match verdict.health {
+                Health::Unhealthy => ready_file::remove(path),
+                _ => ready_file::write(path, verdict.health, now),
+            };
+            let error = result.err().map(|e| format!("Cannot update the readiness file {}: {e}", path.display()));
+            self.ready_file_error.update(error, log::Level::Warn, "");
+        }
+        let doc = StatusDocument { last_update: format_rfc3339(now), ..content };
+        let publishing = self.publisher.publishing();
+        // `/status` adds who publishes to the document (readers ignore
+        // fields they do not know); the ConfigMap holds the document alone.
+        let served = Served { doc: &doc, publisher: self.publisher.holder(), publishing };
+        let status_json = serde_json::to_string(&served).expect("a document and two plain fields serialise");
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.verdict = verdict;
+        shared.status_json = status_json;
+        shared.metrics.sinks = self.sinks.counts();
+        shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
+        shared.metrics.publishing = publishing;
+        shared.last_tick = Instant::now();
+    }
+
+    /// The loop, until SIGTERM or SIGINT; then the final status.
+    pub fn run(&mut self, shutdown: &mut Shutdown) {
+        log::info!(
+            "Status ConfigMap {}/{} on {}: a heartbeat every {}s, checks every {}s; {} publishes while it holds the lock",
+            self.config.target.namespace,
+            self.config.target.name,
+            self.client.server(),
+            self.config.interval.as_secs(),
+            self.config.check_interval.as_secs(),
+            self.publisher.identity(),
+        );
+        let start = Instant::now();
+        let (mut next_check, mut next_write) = (start, start);
+        while !shutdown.wait_until(next_check.min(next_write)) {
+            let now = Instant::now();
+            if now >= next_check {
+                self.check();
+                next_check = now + self.config.check_interval.min(self.interval());
+            }
+            // A change (anything but the timestamp) is published at once,
+            // unless writes are failing: then it goes out with the next
+            // retry, on the backoff schedule.
+            // A write never changes the content (its own failure is left
+            // out of it), so this serves after_tick too.
+            let content = self.content();
+            let changed = self.published.as_ref() != Some(&content);
+            let due = now >= next_write || (changed && self.write_error.is_none());
+            if due && self.publisher.may_write() {
+                next_write = match self.heartbeat() {
+                    // Scheduled from the attempt's start, so the cadence does
+                    // not drift by the request's duration.
+                    Ok(()) => now + self.interval(),
+                    Err(e) => {
+                        let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
+                        log::warn!(
+                            "Failed to write status ConfigMap {}/{}: {e}; health={}; retrying in {:.1}s (attempt {})",
+                            self.config.target.namespace,
+                            self.config.target.name,
+                            self.verdict().health,
+                            delay.as_secs_f64(),
+                            self.backoff.failures()
+                        );
+                        Instant::now() + delay
+                    }
+                };
+            }
+            self.after_tick(content);
+        }
+        self.stop(shutdown);
+    }
+
+    /// After a signal: no readiness file, and, if this instance publishes,
+    /// the lock handed over. When no other instance takes over within the
+    /// handover wait, the final status (unless disabled) says so; when one
+    /// does, readers see the live instance's status, never "Shutting down".
+    /// The shutdown watchdog bounds how long this may take.
+    fn stop(&mut self, shutdown: &Shutdown) {
+        log::info!("Shutting down");
+        if let Some(path) = &self.config.ready_file {
+            let _ = ready_file::remove(path);
+        }
+        if !self.publisher.publishing() {
+            return;
+        }
+        let last = self.last_written.clone().unwrap_or_else(|| self.document(self.publishable(), SystemTime::now()));
+        // A standby looks once per check interval.
+        let wait = if self.config.final_status {
+            (self.config.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)
+        } else {
+            Duration::ZERO
+        };
+        shutdown.extend_until(Instant::now() + wait);
+        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait) {
+            Ok(true) => return,
+            Ok(false) if !self.config.final_status => return,
+            Ok(false) => {}
+            Err(e) => log::warn!("Could not hand over the status: {e}"),
+        }
+        let last = Verdict { health: Health::Unhealthy, error: Some(SHUTDOWN_REASON.into()) };
+        if let Err(e) = self.write(last, true) {
+            log::warn!("Could not publish the final status: {e}");
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Whether this instance publishes: the publisher lock ([`crate::lock`])
+//! at run time, over the status ConfigMap.
+//!
+//! The holder's heartbeat is its renewal: no request of its own, and a 409
+//! on a heartbeat means someone else changed the ConfigMap (perhaps took
+//! the lock), so the holder reads and decides again. A standby reads the
+//! ConfigMap once per check and takes the lock when it is free, released or
+//! expired; with `--follow-leader-lease` everyone reads the operator's
+//! Lease once per check and the sidecar beside the operator's leader
+//! publishes. A holder that stops hands the lock over ([`Publisher::hand_over`]).
+
+use crate::kube::{Client, KubeError};
+use crate::lock::{self, Decision, Observer, Record, Seen};
+use crate::sinks::configmap::{Current, StatusConfigMap};
+use crate::status::StatusDocument;
+use crate::util::reported::Reported;
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often a stopping holder looks whether a standby took over.
+const HANDOVER_POLL: Duration = Duration::from_secs(1);
+
+/// Where the permission to read the operator's Lease is granted.
+const LEASE_GRANT: &str = "see manifests/examples/sidecar/role-leader-lease.yaml";
+
+/// Where this instance stands. It holds the lock only once a write of its
+/// claim succeeded: two instances deciding at once may both claim, but the
+/// `resourceVersion` lets one write win, so only one ever holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// The lock was not read yet.
+    Unknown,
+    /// The lock is free, released, expired or its own: its next write
+    /// claims it.
+    Claiming,
+    Holding,
+    StandingBy,
+}
+
+pub struct Publisher {
+    me: String,
+    /// The operator's own leader-election Lease (name), when followed.
+    follow: Option<String>,
+    /// The lease this instance announces when it holds the lock.
+    lease: Duration,
+    observer: Observer,
+    /// The ConfigMap's version and lock as last read or written; `None`
+    /// until the first read.
+    current: Option<Current>,
+    /// Who leads the operator, as last read (when followed).
+    leader: Option<Result<String, String>>,
+    role: Role,
+    /// Why this instance stands by, as last logged.
+    standing_by: Reported,
+    /// Why the lock could not be read, logged once.
+    read_error: Reported,
+}
+
+impl Publisher {
+    pub fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
+        Publisher {
+            me,
+            follow,
+            lease: lock::lease_duration(interval),
+            observer: Observer::default(),
+            current: None,
+            leader: None,
+            role: Role::Unknown,
+            standing_by: Reported::default(),
+            read_error: Reported::default(),
+        }
+    }
+
+    /// Whether this instance publishes now.
+    pub fn publishing(&self) -> bool {
+        self.role == Role::Holding
+    }
+
+    /// Whether this instance should try to write: it publishes, or it has
+    /// not been able to read the lock yet (the write reads it first, and
+    /// its failures are the status write's, with their backoff).
+    pub fn may_write(&self) -> bool {
+        self.role != Role::StandingBy
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.me
+    }
+
+    /// Who holds the lock, as last seen (`None`: nobody, or not read yet).
+    pub fn holder(&self) -> Option<&str> {
+        let record = self.current.as_ref()?.lock.record()?;
+        Some(record.holder_identity.as_str()).filter(|h| !h.is_empty())
+    }
+
+    /// On each check: standbys look again; with a followed Lease everyone
+    /// does. The holder otherwise relies on its own writes.
+    pub fn check(&mut self, client: &mut Client, target: &StatusConfigMap, now: Instant) {
+        if let Some(name) = &self.follow {
+            self.leader = Some(read_leader(client, &target.namespace, name));
+            self.decide(now);
+        }
+        // Not read yet: the first write reads it. The holder's writes tell
+        // it all it needs.
+        if self.current.is_none() || self.role == Role::Holding {
+            return;
+        }
+        let read = target.read(client);
+        match read {
+            Ok(current) => {
+                self.read_error.update(None, log::Level::Warn, "");
+                self.current = Some(current.unwrap_or_else(missing));
+                self.decide(now);
+            }
+            Err(e) => {
+                let why = format!("Cannot read the status ConfigMap to see who publishes: {e}");
+                self.read_error.update(Some(why), log::Level::Warn, "");
+            }
+        }
+    }
+
+    fn decide(&mut self, now: Instant) {
+        let Some(current) = &self.current else {
+            // Before the first read only the operator's leader can decide.
+            if self.leader.is_some() {
+                self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, self.leader()));
+            }
+            return;
+        };
+        let unchanged = self.observer.observe(&current.lock, now);
+        if let Seen::Unreadable(why) = &current.lock
+            && unchanged.is_zero()
+        {
+            log::warn!("{why}: treating the lock as expired");
+        }
+        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader());
+        self.apply_decision(decision);
+    }
+
+    fn leader(&self) -> Option<Result<&str, &str>> {
+        self.leader.as_ref().map(|l| l.as_ref().map(|pod| lock::leader_pod(pod)).map_err(String::as_str))
+    }
+
+    fn apply_decision(&mut self, decision: Decision) {
+        match decision {
+            Decision::Publish if self.role == Role::Holding => {}
+            Decision::Publish => self.role = Role::Claiming,
+            Decision::StandBy(why) => {
+                self.role = Role::StandingBy;
+                self.standing_by.update(Some(format!("Standing by: {why}")), log::Level::Info, "");
+            }
+        }
+    }
+
+    /// Writes `doc` if this instance publishes: `Ok(false)` when it does
+    /// not (or lost the lock on the way). `release` leaves the lock free
+    /// (`opstatus once`, and a holder that stops).
+    pub fn write(
+        &mut self,
+        client: &mut Client,
+        target: &StatusConfigMap,
+        doc: &StatusDocument,
+        release: bool,
+    ) -> Result<bool, KubeError> {
+        if self.current.is_none() {
+            self.current = Some(target.init(client)?);
+            self.decide(Instant::now());
+        }
+        for attempt in 1..=2 {
+            if self.role == Role::StandingBy {
+                return Ok(false);
+            }
+            let current = self.current.as_ref().expect("read above");
+            let wall = SystemTime::now();
+            let mut record = Record::claim(&self.me, current.lock.record(), self.lease, wall);
+            if release {
+                record = record.released(wall);
+            }
+            match target.publish(client, doc, &record, &current.resource_version) {
+                Ok(written) => {
+                    self.current = Some(written);
+                    if self.role != Role::Holding {
+                        log::info!("Publishing as {}", self.me);
+                        self.standing_by = Reported::default();
+                        self.role = Role::Holding;
+                    }
+                    return Ok(true);
+                }
+                // Someone changed the ConfigMap since: look at the lock again.
+                Err(e) if e.code() == Some(409) && attempt == 1 => {
+                    log::debug!("The status ConfigMap changed under us ({e}); reading it again");
+                    if let Some(name) = &self.follow {
+                        self.leader = Some(read_leader(client, &target.namespace, name));
+                    }
+                    self.current = Some(target.read(client)?.unwrap_or_else(missing));
+                    self.decide(Instant::now());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
+    }
+
+    /// A holder that stops: leaves `last` (the status it last published)
+    /// with the lock released, then waits up to `window` for a standby to
+    /// take it. True when the status is now someone else's to publish (a
+    /// standby took over, or this instance did not hold the lock): nothing
+    /// more is to be written.
+    pub fn hand_over(
+        &mut self,
+        client: &mut Client,
+        target: &StatusConfigMap,
+        last: &StatusDocument,
+        window: Duration,
+    ) -> Result<bool, KubeError> {
+        if !self.write(client, target, last, true)? {
+            return Ok(true);
+        }
+        let deadline = Instant::now() + window;
+        while Instant::now() < deadline {
+            std::thread::sleep(HANDOVER_POLL.min(deadline.saturating_duration_since(Instant::now())));
+            let Some(current) = target.read(client)? else { continue };
+            let holder = current.lock.record().map(|r| r.holder_identity.clone()).unwrap_or_default();
+            self.current = Some(current);
+            if !holder.is_empty() && holder != self.me {
+                log::info!("Handed over to {holder}");
+                self.role = Role::StandingBy;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// A ConfigMap that does not exist (any more): writing creates it.
+fn missing() -> Current {
+    Current { resource_version: String::new(), lock: Seen::Absent }
+}
+
+/// The pod the operator's leader runs in, from its Lease's
+/// `spec.holderIdentity`; `Err` says why nobody can be told.
+fn read_leader(client: &mut Client, namespace: &str, name: &str) -> Result<String, String> {
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
+    let action = format!("get leases {name:?} in namespace {namespace:?}");
+    let lease = match client.get_path(&path, &action) {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            return Err(format!(
+                "Lease {namespace}/{name} does not exist: the operator has not elected a leader (yet)"
+            ));
+        }
+        Err(e) => return Err(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT))),
+    };
+    let lease: Value =
+        serde_json::from_slice(&lease).map_err(|e| format!("Lease {namespace}/{name} is not JSON: {e}"))?;
+    match lease.pointer("/spec/holderIdentity").and_then(Value::as_str) {
+        Some(holder) if !holder.is_empty() => Ok(holder.to_string()),
+        _ => Err(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now")),
+    }
+}

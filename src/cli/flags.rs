@@ -1,0 +1,591 @@
+//! Every flag, defined once in [`FLAGS`]: its name, its variable, its
+//! documented default, its help line and what it does to the [`Settings`].
+//! The raw-value rules all flags share (the flag wins over its variable,
+//! empty values are errors, lists and switches from variables) live here
+//! once, in [`Flag::apply`].
+
+use super::UsageError;
+use super::settings::{DEFAULT_SERVICE_ACCOUNT_DIR, Settings, cluster_operator};
+use super::values::{Given, parse_interval, parse_listen, parse_switch};
+use crate::kube::names::{check_dns_label, check_dns_subdomain};
+use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
+use std::time::Duration;
+
+/// The operator's watched namespaces (OLM sets it from the
+/// `olm.targetNamespaces` annotation): the probes' default scope.
+pub const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
+
+/// The API key's variable. Never a flag: command lines are visible to
+/// every process on the node.
+pub const API_KEY_ENV: &str = "KUBE9_API_KEY";
+
+/// Empty means unset for this one variable, as for kubectl.
+const KUBECONFIG_ENV: &str = "KUBECONFIG";
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// A lock holder's name: a pod name in practice; printable and bounded,
+/// since it is written into the ConfigMap and shown to readers.
+pub fn check_identity(v: &str) -> Result<String, String> {
+    if v.len() > 253 || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err("is not a usable identity (at most 253 characters, no spaces or control characters)".into());
+    }
+    Ok(v.to_string())
+}
+
+/// One setting: its flag, its variable, its default, its help line, and
+/// what its value does.
+pub(crate) struct Flag {
+    pub name: &'static str,
+    pub env: &'static str,
+    pub default: Default,
+    pub help: &'static str,
+    pub kind: Kind,
+}
+
+/// How a flag takes its value, and what the validated value does.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// `--flag VALUE` or `--flag=VALUE`; the last one counts.
+    Value(fn(&mut Settings, Given) -> Result<(), UsageError>),
+    /// `--flag` alone (or `--flag=true|false`); its variable takes
+    /// true/false/1/0/yes/no. Applied only when given.
+    Switch(fn(&mut Settings, bool)),
+    /// Repeatable; its variable is a comma-separated list. Applied per item.
+    List(fn(&mut Settings, Given) -> Result<(), UsageError>),
+}
+
+/// The default `--help` and the README show.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Default {
+    /// A value: giving it changes nothing (a test holds the code to it).
+    Value(&'static str),
+    /// A value, then a remark about it.
+    ValueThen(&'static str, &'static str),
+    /// Words for a setting that stays unset or empty (a test checks it).
+    Prose(&'static str),
+    /// Lists only: another program's variable, read leniently (empty items
+    /// are skipped: empty means none) when the flag and its own variable
+    /// are absent; then the words.
+    Env(&'static str, &'static str),
+}
+
+impl Default {
+    pub fn text(self) -> String {
+        match self {
+            Default::Value(v) => v.to_string(),
+            Default::ValueThen(v, then) => format!("{v} {then}"),
+            Default::Prose(words) | Default::Env(_, words) => words.to_string(),
+        }
+    }
+
+    /// The concrete value, when there is one (the tests hold the code to it).
+    #[cfg(test)]
+    pub fn value(self) -> Option<&'static str> {
+        match self {
+            Default::Value(v) | Default::ValueThen(v, _) => Some(v),
+            Default::Prose(_) | Default::Env(..) => None,
+        }
+    }
+}
+
+pub(crate) const FLAGS: &[Flag] = &[
+    Flag {
+        name: "--namespace",
+        env: "POD_NAMESPACE",
+        default: Default::Prose("the service-account namespace, else kube9-system"),
+        help: "Namespace of the status ConfigMap (the operator's namespace).",
+        kind: Kind::Value(|s, v| {
+            s.namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--configmap",
+        env: "OPSTATUS_CONFIGMAP",
+        default: Default::Value(crate::sinks::configmap::DEFAULT_CONFIGMAP),
+        help: "Name of the status ConfigMap.",
+        kind: Kind::Value(|s, v| {
+            s.configmap = v.name(check_dns_subdomain, "is not a valid ConfigMap name")?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--interval",
+        env: "OPSTATUS_INTERVAL",
+        default: Default::Value("60s"),
+        help: "Heartbeat: how often the status is written (1s to 4m; 90, 90s, 2m).",
+        kind: Kind::Value(|s, v| {
+            s.interval = v.parse(parse_interval)?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--operator-version",
+        env: "OPSTATUS_OPERATOR_VERSION",
+        default: Default::Prose("opstatus's own version"),
+        help: "Semantic version of the operator this sidecar reports for.",
+        kind: Kind::Value(|s, v| {
+            if !crate::status::is_semver(&v.value) {
+                return Err(v.blame("is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.4.2; no leading v)"));
+            }
+            s.operator_version = v.value;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--service-account-dir",
+        env: "OPSTATUS_SERVICE_ACCOUNT_DIR",
+        default: Default::Value(DEFAULT_SERVICE_ACCOUNT_DIR),
+        help: "Where the in-cluster token, ca.crt and namespace files are.",
+        kind: Kind::Value(|s, v| {
+            s.service_account_dir = v.value.into();
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--kubeconfig",
+        env: KUBECONFIG_ENV,
+        default: Default::Prose("in-cluster credentials, else ~/.kube/config"),
+        help: "Kubeconfig file to use instead of in-cluster credentials.",
+        kind: Kind::Value(|s, v| {
+            s.kubeconfig = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--check-interval",
+        env: "OPSTATUS_CHECK_INTERVAL",
+        default: Default::ValueThen("5s", "(at most --interval)"),
+        help: "How often the watched signals are checked; a health change is published at once.",
+        kind: Kind::Value(|s, v| {
+            s.check_interval = v.duration(MIN_INTERVAL..=MAX_INTERVAL)?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--listen",
+        env: "OPSTATUS_LISTEN",
+        default: Default::Prose("off"),
+        help: "Serve /healthz, /readyz, /status, /metrics on IP:PORT or :PORT (suggested :8090).",
+        kind: Kind::Value(|s, v| {
+            s.listen = Some(v.parse(parse_listen)?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--ready-file",
+        env: "OPSTATUS_READY_FILE",
+        default: Default::Prose("off"),
+        help: "Keep this file fresh while ready (for `opstatus probe` in images without a shell).",
+        kind: Kind::Value(|s, v| {
+            s.ready_file = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--max-age",
+        env: "OPSTATUS_PROBE_MAX_AGE",
+        default: Default::Value("30s"),
+        help: "`opstatus probe`: the oldest readiness file that still counts as ready.",
+        kind: Kind::Value(|s, v| {
+            s.max_age = v.duration(MIN_INTERVAL..=DAY)?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--watch-url",
+        env: "OPSTATUS_WATCH_URLS",
+        default: Default::Prose("none"),
+        help: "The operator's own health endpoint, e.g. http://127.0.0.1:8081/healthz (repeatable; env: comma-separated).",
+        kind: Kind::List(|s, v| {
+            v.parse(crate::signals::watch::check_url)?;
+            s.watch.urls.push(v.value);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--watch-critical",
+        env: "OPSTATUS_WATCH_CRITICAL",
+        default: Default::Value("false"),
+        help: "A failing watch makes the status unhealthy instead of degraded.",
+        kind: Kind::Switch(|s, on| s.watch.critical = on),
+    },
+    Flag {
+        name: "--watch-file",
+        env: "OPSTATUS_WATCH_FILE",
+        default: Default::Prose("none"),
+        help: "A heartbeat file the operator touches; stale or missing means the operator is not well.",
+        kind: Kind::Value(|s, v| {
+            s.watch.file = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--watch-max-age",
+        env: "OPSTATUS_WATCH_MAX_AGE",
+        default: Default::Value("60s"),
+        help: "The oldest --watch-file that still counts as fresh.",
+        kind: Kind::Value(|s, v| {
+            s.watch.max_age = v.duration(MIN_INTERVAL..=DAY)?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--no-final-status",
+        env: "OPSTATUS_NO_FINAL_STATUS",
+        default: Default::Value("false"),
+        help: "On SIGTERM, do not publish the final unhealthy \"Shutting down\" status.",
+        kind: Kind::Switch(|s, on| s.final_status = !on),
+    },
+    Flag {
+        name: "--identity",
+        env: "OPSTATUS_IDENTITY",
+        default: Default::Prose("POD_NAME, else HOSTNAME"),
+        help: "This instance's name in the publisher lock (instances sharing a status ConfigMap elect one publisher).",
+        kind: Kind::Value(|s, v| {
+            s.identity = Some(v.parse(check_identity)?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--follow-leader-lease",
+        env: "OPSTATUS_FOLLOW_LEADER_LEASE",
+        default: Default::Prose("off"),
+        help: "The operator's leader-election Lease (in the namespace): the sidecar beside its leader publishes.",
+        kind: Kind::Value(|s, v| {
+            s.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--api-key-file",
+        env: "OPSTATUS_API_KEY_FILE",
+        default: Default::Prose("none (then KUBE9_API_KEY)"),
+        help: "The kube9 API key, e.g. a mounted Secret; re-read on every check, so adding or removing it needs no restart.",
+        kind: Kind::Value(|s, v| {
+            s.pro.api_key.file = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--server-url",
+        env: "KUBE9_SERVER_URL",
+        default: Default::Value(crate::pro::client::DEFAULT_SERVER_URL),
+        help: "kube9-server, for registration (pro tier); http:// only when you mean it.",
+        kind: Kind::Value(|s, v| {
+            if !v.value.starts_with("https://") && !v.value.starts_with("http://") {
+                return Err(v.blame("must start with https:// (or http:// to mean it)"));
+            }
+            s.pro.server_url = v.value;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--server-ca-file",
+        env: "OPSTATUS_SERVER_CA_FILE",
+        default: Default::Prose("the system CA bundle"),
+        help: "CA bundle that kube9-server's certificate must chain to.",
+        kind: Kind::Value(|s, v| {
+            s.pro.server_ca_file = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--operator-condition",
+        env: "OPERATOR_CONDITION_NAME",
+        default: Default::Prose("off (OLM sets the variable for operators it installs)"),
+        help: "OLM OperatorCondition (in the namespace) to publish the probes' Upgradeable and Important on.",
+        kind: Kind::Value(|s, v| {
+            s.operator_condition = Some(v.name(check_dns_subdomain, "is not a valid name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--probe",
+        env: "OPSTATUS_PROBES",
+        default: Default::Prose("none"),
+        help: "Conditions from the operator's resources: GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR], \
+               e.g. example.com/v1/foos:Upgradeable=!Migrating (repeatable; env: comma-separated).",
+        kind: Kind::List(|s, v| {
+            let spec = crate::signals::probes::grammar::parse_probe(&v.value)
+                .map_err(|why| UsageError(format!("{}: {:?}: {why}", v.source, v.value)))?;
+            s.probes.specs.push(spec);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--probe-from-crd-annotations",
+        env: "OPSTATUS_PROBE_CRDS",
+        default: Default::Prose("none"),
+        help: "CRD names whose olm.operatorframework.io/condition.Upgradeable/.Important annotations give probes \
+               (repeatable; env: comma-separated).",
+        kind: Kind::List(|s, v| {
+            let crd = v.name(check_dns_subdomain, "is not a CRD name")?;
+            if !crd.contains('.') {
+                return Err(v.blame("is not a CRD name (PLURAL.GROUP, e.g. foos.example.com)"));
+            }
+            s.probes.crds.push(crd);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--probe-namespace",
+        env: "OPSTATUS_PROBE_NAMESPACES",
+        default: Default::Env(WATCH_NAMESPACE_ENV, "WATCH_NAMESPACE (OLM's target namespaces), else all namespaces"),
+        help: "Namespaces whose resources the probes list (repeatable; env: comma-separated).",
+        kind: Kind::List(|s, v| {
+            s.probes.namespaces.push(v.name(check_dns_label, "is not a valid namespace name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--cluster-operator",
+        env: "OPSTATUS_CLUSTER_OPERATOR",
+        default: Default::Prose("off"),
+        help: "OpenShift ClusterOperator to create and keep current (versions, Available, Degraded, ...).",
+        kind: Kind::Value(|s, v| {
+            cluster_operator(s).name = v.name(check_dns_subdomain, "is not a valid name")?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--operand-version",
+        env: "OPSTATUS_OPERAND_VERSIONS",
+        default: Default::Prose("none"),
+        help: "ClusterOperator: an operand's version, NAME=VERSION (repeatable; env: comma-separated).",
+        kind: Kind::List(|s, v| {
+            let version = v.parse(crate::sinks::cluster_operator::intent::parse_operand_version)?;
+            let versions = &mut cluster_operator(s).operand_versions;
+            if versions.iter().any(|o| o.name == version.name) {
+                return Err(v.blame(format!("names {:?} twice", version.name)));
+            }
+            versions.push(version);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--version-file",
+        env: "OPSTATUS_VERSION_FILE",
+        default: Default::Prose("none (the flags' versions count as running)"),
+        help: "ClusterOperator: a file the operator writes once a version runs (VERSION or NAME=VERSION lines); \
+               until then the old version is reported and Progressing is True.",
+        kind: Kind::Value(|s, v| {
+            cluster_operator(s).version_file = Some(v.value.into());
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--related-object",
+        env: "OPSTATUS_RELATED_OBJECTS",
+        default: Default::Prose("the namespace, the status ConfigMap, the OperatorCondition"),
+        help: "ClusterOperator: another related object, GROUP/RESOURCE/NAMESPACE/NAME (repeatable).",
+        kind: Kind::List(|s, v| {
+            let object = v.parse(crate::sinks::cluster_operator::intent::parse_related_object)?;
+            cluster_operator(s).related_objects.push(object);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--degraded-inertia",
+        env: "OPSTATUS_DEGRADED_INERTIA",
+        default: Default::Value("2m"),
+        help: "ClusterOperator: how long bad health must last before Degraded turns True.",
+        kind: Kind::Value(|s, v| {
+            let d = v.duration(Duration::ZERO..=Duration::from_secs(3600))?;
+            cluster_operator(s).degraded_inertia = d;
+            Ok(())
+        }),
+    },
+];
+
+impl Flag {
+    /// Reads this flag's raw values (`given` on the command line, else its
+    /// variable) and applies them to `s`; nothing when it is absent.
+    pub fn apply(
+        &self,
+        s: &mut Settings,
+        given: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), UsageError> {
+        match self.kind {
+            Kind::Value(apply) => match self.one(given, env)? {
+                Some(v) => apply(s, v),
+                None => Ok(()),
+            },
+            Kind::Switch(apply) => {
+                if let Some(v) = self.one(given, env)? {
+                    apply(s, v.parse(parse_switch)?);
+                }
+                Ok(())
+            }
+            Kind::List(apply) => self.list(given, env)?.into_iter().try_for_each(|v| apply(s, v)),
+        }
+    }
+
+    /// The last value given, else the variable's.
+    fn one(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Given>, UsageError> {
+        if let Some(v) = given.last() {
+            if v.is_empty() {
+                return Err(UsageError(format!("{} is empty", self.name)));
+            }
+            return Ok(Some(Given { value: v.clone(), source: self.name }));
+        }
+        match env(self.env) {
+            Some(v) if v.is_empty() && self.env == KUBECONFIG_ENV => Ok(None),
+            Some(v) if v.is_empty() => Err(UsageError(format!("{} is set but empty", self.env))),
+            Some(v) => Ok(Some(Given { value: v, source: self.env })),
+            None => Ok(None),
+        }
+    }
+
+    /// Every value given, else the variable's comma-separated items, else
+    /// those of the variable the default names.
+    fn list(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Given>, UsageError> {
+        if !given.is_empty() {
+            return given
+                .iter()
+                .map(|v| match v.is_empty() {
+                    true => Err(UsageError(format!("{} is empty", self.name))),
+                    false => Ok(Given { value: v.clone(), source: self.name }),
+                })
+                .collect();
+        }
+        if let Some(v) = env(self.env) {
+            let items: Vec<&str> = v.split(',').map(str::trim).collect();
+            if items.iter().any(|item| item.is_empty()) {
+                return Err(UsageError(format!("{} has an empty item: {v:?}", self.env)));
+            }
+            return Ok(items.into_iter().map(|item| Given { value: item.into(), source: self.env }).collect());
+        }
+        let Default::Env(var, _) = self.default else { return Ok(Vec::new()) };
+        let v = env(var).unwrap_or_default();
+        let items = v.split(',').map(str::trim).filter(|item| !item.is_empty());
+        Ok(items.map(|item| Given { value: item.into(), source: var }).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{help_text, parse};
+    use super::*;
+
+    fn parse_args(args: &[&str], vars: &[(&str, &str)]) -> Settings {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let lookup = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        parse(&args, &lookup).unwrap_or_else(|e| panic!("{args:?}: {e}")).settings
+    }
+
+    #[test]
+    fn help_lists_every_flag_with_env_and_default() {
+        let help = help_text();
+        for f in FLAGS {
+            assert!(help.contains(f.name) && help.contains(f.env) && help.contains(&f.default.text()), "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn names_and_variables_are_unique() {
+        for (i, f) in FLAGS.iter().enumerate() {
+            assert!(f.name.starts_with("--"), "{}", f.name);
+            assert!(FLAGS[..i].iter().all(|g| g.name != f.name && g.env != f.env), "{} twice", f.name);
+        }
+    }
+
+    /// The default --help and the README document is the one the code uses.
+    #[test]
+    fn documented_defaults_are_the_defaults() {
+        // With a ClusterOperator, so that its flags' defaults have an effect.
+        let base = ["--cluster-operator", "demo"];
+        let baseline = parse_args(&base, &[]);
+        for f in FLAGS {
+            let Some(value) = f.default.value() else { continue };
+            let explicit = format!("{}={value}", f.name);
+            assert_eq!(parse_args(&[&base[..], &[&explicit]].concat(), &[]), baseline, "{explicit}");
+            let from_env = parse_args(&base, &[(f.env, value)]);
+            assert_eq!(from_env, baseline, "{}={value}", f.env);
+        }
+    }
+
+    /// Flags whose default is words leave their setting unset (or at a value
+    /// stated here), whatever the words say.
+    #[test]
+    fn prose_defaults_leave_the_setting_unset() {
+        let s = parse_args(&[], &[]);
+        let co = parse_args(&["--cluster-operator", "demo"], &[]).cluster_operator.unwrap();
+        for f in FLAGS {
+            if let Default::Env(var, words) = f.default {
+                assert!(words.starts_with(var), "{}: the default names {var}", f.name);
+            }
+            if f.default.value().is_some() {
+                continue;
+            }
+            let unset = match f.name {
+                "--namespace" => s.namespace.is_none(),
+                "--operator-version" => s.operator_version == env!("CARGO_PKG_VERSION"),
+                "--kubeconfig" => s.kubeconfig.is_none(),
+                "--listen" => s.listen.is_none(),
+                "--ready-file" => s.ready_file.is_none(),
+                "--watch-url" => s.watch.urls.is_empty(),
+                "--watch-file" => s.watch.file.is_none(),
+                "--api-key-file" => s.pro.api_key.file.is_none(),
+                "--server-ca-file" => s.pro.server_ca_file.is_none(),
+                "--operator-condition" => s.operator_condition.is_none(),
+                "--probe" => s.probes.specs.is_empty(),
+                "--probe-from-crd-annotations" => s.probes.crds.is_empty(),
+                "--probe-namespace" => s.probes.namespaces.is_empty(),
+                "--cluster-operator" => s.cluster_operator.is_none(),
+                "--identity" => s.identity.is_none(),
+                "--follow-leader-lease" => s.follow_leader_lease.is_none(),
+                "--operand-version" => co.operand_versions.is_empty(),
+                "--version-file" => co.version_file.is_none(),
+                "--related-object" => co.related_objects.is_empty(),
+                other => panic!("{other}: a default in words needs its check here"),
+            };
+            assert!(unset, "{}", f.name);
+        }
+    }
+
+    /// One row of the README's flag table: the flag cell, the variable
+    /// cell, the default cell.
+    fn readme_rows() -> Vec<(String, String, String)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let readme = std::fs::read_to_string(path).unwrap();
+        let section = readme.split("\n## Flags\n").nth(1).expect("README has ## Flags");
+        let section = section.split("\n## ").next().unwrap();
+        let rows = section.lines().filter(|l| l.starts_with('|')).skip(2);
+        rows.map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+            (cells[0].to_string(), cells[1].to_string(), cells[2].to_string())
+        })
+        .collect()
+    }
+
+    fn first_code(cell: &str) -> &str {
+        cell.split('`').nth(1).unwrap_or("")
+    }
+
+    #[test]
+    fn the_readme_table_matches_the_flags() {
+        let rows = readme_rows();
+        for f in FLAGS {
+            let row = rows.iter().find(|(flag, ..)| first_code(flag) == f.name);
+            let (flag, env, default) = row.unwrap_or_else(|| panic!("README lacks {}", f.name));
+            assert_eq!(first_code(env), f.env, "{}", f.name);
+            let repeatable = matches!(f.kind, Kind::List(_));
+            assert_eq!(flag.contains("(repeatable)"), repeatable, "{}: README says repeatable?", f.name);
+            if let Some(value) = f.default.value() {
+                assert!(default.contains(value), "{}: README default {default:?} lacks {value}", f.name);
+            }
+        }
+        for (flag, env, _) in &rows {
+            match first_code(flag) {
+                // The `get` command's own option, not a setting.
+                "-o" => assert!(flag.contains("`--output`")),
+                // The environment-only API key.
+                "" => assert_eq!(first_code(env), API_KEY_ENV),
+                name => assert!(FLAGS.iter().any(|f| f.name == name), "README documents unknown {name}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The command line: flags and environment variables, validated up front.
+//!
+//! [`parse`] turns the command line plus an environment lookup into an
+//! [`Invocation`] or a [`UsageError`] (exit code 2) whose message names the
+//! flag or variable at fault. A flag wins over its variable. Nothing here
+//! touches the network or the file system: files are checked when the
+//! credentials are loaded, still before any request.
+//!
+//! - `flags`: every flag, defined once (name, variable, default, help, and
+//!   what it does), and the raw-value rules they share.
+//! - `settings`: the validated [`Settings`] and the rules between flags.
+//! - `values`: parsers for durations, addresses and switches.
+
+mod flags;
+mod settings;
+mod values;
+
+use flags::{FLAGS, Kind};
+use std::fmt;
+
+pub use flags::check_identity;
+pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
+
+/// What to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// The agent loop (the default).
+    Run,
+    /// Compute and write the status once.
+    Once,
+    /// Read and interpret the published status.
+    Get {
+        output: OutputFormat,
+    },
+    /// Exec readiness probe: is the readiness file present and fresh?
+    Probe,
+    Help,
+    Version,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invocation {
+    pub command: Command,
+    pub settings: Settings,
+}
+
+/// A usage or configuration error: exit code 2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The `--help` text: every flag with its variable and default.
+pub fn help_text() -> String {
+    let mut s = format!(
+        "opstatus {} - publish a Kubernetes operator's health as the kube9 status ConfigMap\n\n\
+         Usage: opstatus [COMMAND] [FLAGS]\n\n\
+         Commands:\n  \
+           run        Run the agent: write the status now and every interval (default)\n  \
+           once       Compute and write the status once; exit 0 on success, 1 on failure\n  \
+           get        Read the published status and interpret it as kube9 readers do\n             \
+                      (-o, --output text|json)\n  \
+           probe      Exec readiness probe: exit 0 when --ready-file is fresh, 1 otherwise\n  \
+           help       Print this help\n  \
+           version    Print the version\n\nFlags (each also read from an environment variable; the flag wins):\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for f in FLAGS {
+        let value = if matches!(f.kind, Kind::Switch(_)) { "" } else { " VALUE" };
+        s.push_str(&format!(
+            "  {}{value}\n      {}\n      [env: {}] [default: {}]\n",
+            f.name,
+            f.help,
+            f.env,
+            f.default.text()
+        ));
+    }
+    s.push_str(
+        "  -h, --help       Print this help\n  -V, --version    Print the version\n\n\
+         KUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
+         The kube9 API key when --api-key-file gives none; it is never logged or published.\n\n\
+         Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n\
+         Logs go to stderr; RUST_LOG sets the level (default info).\n",
+    );
+    s
+}
+
+/// Parses `args` (without the program name), reading variables via `env`.
+pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, UsageError> {
+    let mut command = None;
+    // The values given for each flag, in FLAGS order.
+    let mut given: Vec<Vec<String>> = vec![Vec::new(); FLAGS.len()];
+    let mut output = None;
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i].as_str();
+        i += 1;
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (arg, None),
+        };
+        let mut take_value = |name: &str| -> Result<String, UsageError> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            let v = args.get(i).ok_or_else(|| UsageError(format!("{name} needs a value")))?;
+            i += 1;
+            Ok(v.clone())
+        };
+        match name {
+            "-h" | "--help" => return Ok(Invocation { command: Command::Help, settings: settings::defaults() }),
+            "-V" | "--version" => return Ok(Invocation { command: Command::Version, settings: settings::defaults() }),
+            "-o" | "--output" => {
+                let v = take_value(name)?;
+                output = Some(match v.as_str() {
+                    "text" => OutputFormat::Text,
+                    "json" => OutputFormat::Json,
+                    _ => return Err(UsageError(format!("{name}: {v:?} is not an output format (text or json)"))),
+                });
+            }
+            _ if name.starts_with('-') => {
+                let index = FLAGS
+                    .iter()
+                    .position(|f| f.name == name)
+                    .ok_or_else(|| UsageError(format!("unknown flag {name} (see opstatus --help)")))?;
+                let v = match (FLAGS[index].kind, &inline) {
+                    (Kind::Switch(_), None) => "true".to_string(),
+                    _ => take_value(name)?,
+                };
+                given[index].push(v);
+            }
+            _ if command.is_none() => {
+                command = Some(match name {
+                    "run" => Command::Run,
+                    "once" => Command::Once,
+                    "get" => Command::Get { output: OutputFormat::Text },
+                    "probe" => Command::Probe,
+                    "help" => Command::Help,
+                    "version" => Command::Version,
+                    _ => {
+                        return Err(UsageError(format!(
+                            "unknown command {name:?} (run, once, get, probe, help, version)"
+                        )));
+                    }
+                });
+            }
+            _ => return Err(UsageError(format!("unexpected argument {name:?}"))),
+        }
+    }
+    let mut command = command.unwrap_or(Command::Run);
+    match (&mut command, output) {
+        (Command::Get { output: o }, Some(v)) => *o = v,
+        (_, Some(_)) => return Err(UsageError("-o/--output is only for `opstatus get`".into())),
+        _ => {}
+    }
+    if matches!(command, Command::Help | Command::Version) {
+        return Ok(Invocation { command, settings: settings::defaults() });
+    }
+    // Table order, so the first bad value reported does not depend on the
+    // order of the command line.
+    let mut s = settings::defaults();
+    for (flag, given) in FLAGS.iter().zip(&given) {
+        flag.apply(&mut s, given, env)?;
+    }
+    // An empty variable means no key, as an unset one does.
+    s.pro.api_key.env = env(flags::API_KEY_ENV).filter(|k| !k.trim().is_empty()).map(crate::kube::Secret::new);
+    let settings = settings::finish(s, &command)?;
+    Ok(Invocation { command, settings })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
+    use std::time::Duration;
+
+    /// A command line, its variables, and the error it must give.
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn parse_with(cmdline: &str, vars: &[(&str, &str)]) -> Result<Invocation, UsageError> {
+        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        parse(&args(cmdline), &move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    }
+
+    fn error_of(cmdline: &str, vars: &[(&str, &str)]) -> String {
+        parse_with(cmdline, vars).unwrap_err().0
+    }
+
+    #[test]
+    fn defaults_run_the_agent() {
+        let inv = parse_with("", &[]).unwrap();
+        assert_eq!(inv.command, Command::Run);
+        assert_eq!(inv.settings, settings::defaults());
+        assert_eq!(inv.settings.interval, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn flags_win_over_environment() {
+        let vars = [("OPSTATUS_INTERVAL", "5"), ("POD_NAMESPACE", "from-env"), ("OPSTATUS_CONFIGMAP", "env-cm")];
+        let inv = parse_with("once --interval=2m --namespace ops", &vars).unwrap();
+        assert_eq!(inv.command, Command::Once);
+        assert_eq!(inv.settings.interval, Duration::from_secs(120));
+        assert_eq!(inv.settings.namespace.as_deref(), Some("ops"));
+        assert_eq!(inv.settings.configmap, "env-cm");
+    }
+
+    #[test]
+    fn get_takes_an_output_format() {
+        assert_eq!(parse_with("get -o json", &[]).unwrap().command, Command::Get { output: OutputFormat::Json });
+        assert_eq!(parse_with("get", &[]).unwrap().command, Command::Get { output: OutputFormat::Text });
+        assert_eq!(error_of("run -o json", &[]), "-o/--output is only for `opstatus get`");
+        assert_eq!(error_of("get -o yaml", &[]), "-o: \"yaml\" is not an output format (text or json)");
+    }
+
+    #[test]
+    fn help_and_version_need_no_valid_settings() {
+        assert_eq!(parse_with("--help", &[("OPSTATUS_INTERVAL", "bad")]).unwrap().command, Command::Help);
+        assert_eq!(parse_with("run -V", &[]).unwrap().command, Command::Version);
+    }
+
+    #[test]
+    fn every_bad_input_names_its_source() {
+        let cases: &[Case] = &[
+            ("--bogus", &[], "unknown flag --bogus (see opstatus --help)"),
+            ("frobnicate", &[], "unknown command \"frobnicate\" (run, once, get, probe, help, version)"),
+            ("run extra", &[], "unexpected argument \"extra\""),
+            ("--interval", &[], "--interval needs a value"),
+            ("--interval=", &[], "--interval is empty"),
+            ("--interval soon", &[], "--interval: \"soon\" is not a duration (use e.g. 90, 90s, 2m)"),
+            (
+                "",
+                &[("OPSTATUS_INTERVAL", "10m")],
+                "OPSTATUS_INTERVAL: \"10m\" must be between 1s and 4m (readers treat a status older than 5 minutes as stale)",
+            ),
+            ("", &[("OPSTATUS_INTERVAL", "")], "OPSTATUS_INTERVAL is set but empty"),
+            (
+                "--namespace Ops",
+                &[],
+                "--namespace: \"Ops\" is not a valid namespace name: only lowercase letters, digits and '-' are allowed",
+            ),
+            (
+                "",
+                &[("POD_NAMESPACE", "-x")],
+                "POD_NAMESPACE: \"-x\" is not a valid namespace name: must start and end with a letter or digit",
+            ),
+            ("--configmap a..b", &[], "--configmap: \"a..b\" is not a valid ConfigMap name: must not be empty"),
+            (
+                "--operator-version v1.0",
+                &[],
+                "--operator-version: \"v1.0\" is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.4.2; no leading v)",
+            ),
+            ("", &[("OPSTATUS_SERVICE_ACCOUNT_DIR", "")], "OPSTATUS_SERVICE_ACCOUNT_DIR is set but empty"),
+        ];
+        for (cmdline, vars, want) in cases {
+            assert_eq!(&error_of(cmdline, vars), want, "{cmdline:?} {vars:?}");
+        }
+    }
+
+    #[test]
+    fn endpoint_readiness_and_watch_settings() {
+        let vars = [
+            ("OPSTATUS_WATCH_URLS", "http://127.0.0.1:8081/healthz, http://127.0.0.1:9000/ready"),
+            ("OPSTATUS_WATCH_CRITICAL", "yes"),
+        ];
+        let s = parse_with("run --listen :8090 --ready-file /run/ready --check-interval 2s --watch-file /tmp/hb --watch-max-age 2m --no-final-status", &vars)
+            .unwrap()
+            .settings;
+        assert_eq!(s.listen, Some("0.0.0.0:8090".parse().unwrap()));
+        assert_eq!(s.ready_file.as_deref(), Some(std::path::Path::new("/run/ready")));
+        assert_eq!(s.check_interval, Duration::from_secs(2));
+        assert_eq!(s.watch.urls, ["http://127.0.0.1:8081/healthz", "http://127.0.0.1:9000/ready"]);
+        assert!(s.watch.critical && !s.final_status);
+        assert_eq!(s.watch.max_age, Duration::from_secs(120));
+        // Flags replace the variable's list; a switch can be turned off.
+        let s = parse_with("--watch-url http://a:1/x --watch-url=http://b:2/y --watch-critical=false", &vars)
+            .unwrap()
+            .settings;
+        assert_eq!(s.watch.urls, ["http://a:1/x", "http://b:2/y"]);
+        assert!(!s.watch.critical);
+        // The check interval never exceeds the heartbeat.
+        assert_eq!(parse_with("--interval 2s", &[]).unwrap().settings.check_interval, Duration::from_secs(2));
+        assert_eq!(parse_with("", &[]).unwrap().settings.check_interval, Duration::from_secs(5));
+        assert_eq!(
+            parse_with("--listen [::1]:9000", &[]).unwrap().settings.listen,
+            Some("[::1]:9000".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn probe_needs_a_ready_file() {
+        assert_eq!(error_of("probe", &[]), "probe needs --ready-file (or OPSTATUS_READY_FILE)");
+        let inv = parse_with("probe --max-age 10s", &[("OPSTATUS_READY_FILE", "/run/ready")]).unwrap();
+        assert_eq!((inv.command, inv.settings.max_age), (Command::Probe, Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn bad_endpoint_and_watch_settings_name_their_source() {
+        let cases: &[Case] = &[
+            (
+                "--listen localhost:8090",
+                &[],
+                "--listen: \"localhost:8090\" is not IP:PORT or :PORT (e.g. :8090, 127.0.0.1:8090, [::]:8090)",
+            ),
+            ("--listen 8090", &[], "--listen: \"8090\" is not IP:PORT or :PORT"),
+            ("--watch-url https://x/healthz", &[], "--watch-url: \"https://x/healthz\" must start with http://"),
+            ("", &[("OPSTATUS_WATCH_URLS", "http://a:1/x,,http://b:2/y")], "OPSTATUS_WATCH_URLS has an empty item"),
+            ("", &[("OPSTATUS_WATCH_CRITICAL", "maybe")], "OPSTATUS_WATCH_CRITICAL: \"maybe\" is not true or false"),
+            ("--check-interval 0s", &[], "--check-interval: \"0s\" must be between 1s and 240s"),
+            ("--watch-max-age forever", &[], "--watch-max-age: \"forever\" is not a duration"),
+            ("probe --ready-file /r --max-age 2d", &[], "--max-age: \"2d\" has an unknown unit \"d\""),
+            ("--ready-file=", &[], "--ready-file is empty"),
+        ];
+        for (cmdline, vars, want) in cases {
+            let got = error_of(cmdline, vars);
+            assert!(got.starts_with(want), "{cmdline:?}: {got}");
+        }
+    }
+
+    #[test]
+    fn olm_and_openshift_settings() {
+        let vars = [
+            ("OPERATOR_CONDITION_NAME", "demo-operator.v1.2.0"),
+            ("OPSTATUS_PROBES", "example.com/v1/foos:Upgradeable=!Migrating, example.com/v1/bars:Important=Broken"),
+        ];
+        let s = parse_with(
+            "--probe-namespace apps --probe-namespace=web --probe-from-crd-annotations foos.example.com \
+             --cluster-operator demo --operand-version engine=2.0.0 --version-file /run/v \
+             --related-object /configmaps/ops/settings --degraded-inertia 0",
+            &vars,
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.operator_condition.as_deref(), Some("demo-operator.v1.2.0"));
+        let probed: Vec<String> = s.probes.specs.iter().map(|p| p.display_name()).collect();
+        assert_eq!(probed, ["foos.example.com", "bars.example.com"]);
+        assert_eq!(
+            (s.probes.namespaces, s.probes.crds),
+            (vec!["apps".into(), "web".into()], vec!["foos.example.com".into()])
+        );
+        let co = s.cluster_operator.unwrap();
+        assert_eq!(co.name, "demo");
+        assert_eq!(co.operand_versions, [Version::new("engine", "2.0.0")]);
+        assert_eq!(co.version_file.as_deref(), Some(std::path::Path::new("/run/v")));
+        assert_eq!(co.related_objects, [RelatedObject::new("", "configmaps", "ops", "settings")]);
+        assert_eq!(co.degraded_inertia, Duration::ZERO);
+        let inertia =
+            |cmdline| parse_with(cmdline, &[]).unwrap().settings.cluster_operator.map(|co| co.degraded_inertia);
+        assert_eq!(inertia("--cluster-operator demo"), Some(Duration::from_secs(120)));
+        // Alone, --degraded-inertia is validated and has nothing to act on.
+        assert_eq!(inertia("--degraded-inertia 5m"), None);
+        // The operator's watched namespaces are the default scope; empty means all.
+        let watched = |v| parse_with("", &[("WATCH_NAMESPACE", v)]).map(|i| i.settings.probes.namespaces);
+        assert_eq!(watched("apps, web"), Ok(vec!["apps".to_string(), "web".to_string()]));
+        assert_eq!(watched(""), Ok(vec![]));
+        assert_eq!(
+            parse_with("--probe-namespace ops", &[("WATCH_NAMESPACE", "apps")]).unwrap().settings.probes.namespaces,
+            ["ops"]
+        );
+        assert_eq!(
+            watched("Apps").unwrap_err().0,
+            "WATCH_NAMESPACE: \"Apps\" is not a valid namespace name: only lowercase letters, digits and '-' are allowed"
+        );
+        assert_eq!(
+            error_of("--cluster-operator demo --operand-version a=1 --operand-version a=2", &[]),
+            "--operand-version: \"a=2\" names \"a\" twice"
+        );
+        assert_eq!(
+            error_of("--cluster-operator demo --degraded-inertia 2h", &[]),
+            "--degraded-inertia: \"2h\" must be between 0s and 3600s"
+        );
+    }
+
+    #[test]
+    fn empty_kubeconfig_variable_means_unset() {
+        assert_eq!(parse_with("", &[("KUBECONFIG", "")]).unwrap().settings.kubeconfig, None);
+    }
+}

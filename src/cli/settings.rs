@@ -1,0 +1,156 @@
+//! The validated [`Settings`] every command shares, their defaults, and the
+//! rules that join flags (applied once every flag has been read).
+
+use super::{Command, UsageError};
+use crate::pro::client::ApiKeySource;
+use crate::signals::probes::grammar::ProbeSpec;
+use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_WATCH_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// The validated settings shared by every command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Explicit namespace (`--namespace` / `POD_NAMESPACE`); when `None` the
+    /// credentials' namespace, then
+    /// [`DEFAULT_NAMESPACE`](crate::sinks::configmap::DEFAULT_NAMESPACE), is used.
+    pub namespace: Option<String>,
+    pub configmap: String,
+    pub interval: Duration,
+    /// How often signals are checked; never longer than `interval`.
+    pub check_interval: Duration,
+    pub operator_version: String,
+    pub service_account_dir: PathBuf,
+    pub kubeconfig: Option<PathBuf>,
+    /// The probe and metrics endpoint's address; off when `None`.
+    pub listen: Option<SocketAddr>,
+    pub ready_file: Option<PathBuf>,
+    /// `opstatus probe`: the oldest readiness file that still counts.
+    pub max_age: Duration,
+    /// Publish `unhealthy` / "Shutting down" on SIGTERM.
+    pub final_status: bool,
+    /// This instance's name in the publisher lock; `None`: `POD_NAME`,
+    /// else `HOSTNAME` (resolved where the agent is composed).
+    pub identity: Option<String>,
+    /// The operator's leader-election Lease to follow; off when `None`.
+    pub follow_leader_lease: Option<String>,
+    pub watch: WatchSettings,
+    pub pro: ProSettings,
+    /// OLM's OperatorCondition name; off when `None`.
+    pub operator_condition: Option<String>,
+    pub probes: ProbeSettings,
+    /// OpenShift's ClusterOperator; off when `None`.
+    pub cluster_operator: Option<ClusterOperatorSettings>,
+}
+
+/// The operator's own health: watched URLs and heartbeat file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchSettings {
+    pub urls: Vec<String>,
+    /// A failing watch makes the status `unhealthy` instead of `degraded`.
+    pub critical: bool,
+    pub file: Option<PathBuf>,
+    pub max_age: Duration,
+}
+
+/// The pro tier: the API key and kube9-server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProSettings {
+    /// Where the kube9 API key comes from (file first, then variable).
+    pub api_key: ApiKeySource,
+    pub server_url: String,
+    pub server_ca_file: Option<PathBuf>,
+}
+
+/// Conditions computed from the operator's own resources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSettings {
+    pub specs: Vec<ProbeSpec>,
+    /// CRDs whose annotations declare probes.
+    pub crds: Vec<String>,
+    /// Where namespaced probed resources are listed; empty: everywhere.
+    pub namespaces: Vec<String>,
+}
+
+/// Everything about the ClusterOperator: it exists only with a name, so a
+/// flag that needs `--cluster-operator` cannot be set without it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterOperatorSettings {
+    pub name: String,
+    pub operand_versions: Vec<Version>,
+    pub version_file: Option<PathBuf>,
+    pub related_objects: Vec<RelatedObject>,
+    pub degraded_inertia: Duration,
+}
+
+pub(crate) fn defaults() -> Settings {
+    Settings {
+        namespace: None,
+        configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
+        interval: DEFAULT_INTERVAL,
+        check_interval: DEFAULT_CHECK_INTERVAL,
+        operator_version: env!("CARGO_PKG_VERSION").into(),
+        service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
+        kubeconfig: None,
+        listen: None,
+        ready_file: None,
+        max_age: crate::ready_file::DEFAULT_MAX_AGE,
+        final_status: true,
+        identity: None,
+        follow_leader_lease: None,
+        watch: WatchSettings { urls: Vec::new(), critical: false, file: None, max_age: DEFAULT_WATCH_MAX_AGE },
+        pro: ProSettings {
+            api_key: ApiKeySource { file: None, env: None },
+            server_url: crate::pro::client::DEFAULT_SERVER_URL.into(),
+            server_ca_file: None,
+        },
+        operator_condition: None,
+        probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
+        cluster_operator: None,
+    }
+}
+
+/// Where the ClusterOperator flags put their values while the flags are
+/// read. Each is validated in table order whether or not `--cluster-operator`
+/// is given, so the first bad value is the one reported; until
+/// `--cluster-operator` names it, the name is empty and [`finish`] either
+/// rejects the flags that need it or drops them.
+pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings {
+    s.cluster_operator.get_or_insert_with(|| ClusterOperatorSettings {
+        name: String::new(),
+        operand_versions: Vec::new(),
+        version_file: None,
+        related_objects: Vec::new(),
+        degraded_inertia: crate::sinks::cluster_operator::DEFAULT_INERTIA,
+    })
+}
+
+/// The rules between flags, and between the command and the flags.
+pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, UsageError> {
+    // Signals are checked at least as often as the heartbeat.
+    s.check_interval = s.check_interval.min(s.interval);
+    if let Some(co) = &s.cluster_operator
+        && co.name.is_empty()
+    {
+        let needs_a_name = [
+            ("--operand-version", !co.operand_versions.is_empty()),
+            ("--version-file", co.version_file.is_some()),
+            ("--related-object", !co.related_objects.is_empty()),
+        ];
+        if let Some((flag, _)) = needs_a_name.iter().find(|(_, given)| *given) {
+            return Err(UsageError(format!("{flag} is for the ClusterOperator: give --cluster-operator too")));
+        }
+        // `--degraded-inertia` alone is valid and has nothing to act on.
+        s.cluster_operator = None;
+    }
+    if *command == Command::Probe && s.ready_file.is_none() {
+        return Err(UsageError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
+    }
+    Ok(s)
+}

@@ -1,0 +1,281 @@
+//! Prometheus metrics, rendered in the text exposition format 0.0.4.
+//!
+//! Names from the kube9 spec (`kube9_operator_*`) plus opstatus's own
+//! (`opstatus_*`). Every label value comes from a small fixed set (modes,
+//! health values, error kinds), so the series count is bounded whatever
+//! happens at run time. Fixed-size arrays, no allocation when counting.
+
+use crate::sinks::SyncCounts;
+use crate::status::{Health, Mode};
+use std::fmt::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Upper bounds (seconds) of the write-latency histogram buckets.
+pub const LATENCY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+
+/// The error kinds `KubeError::kind` can return, in output order.
+pub const ERROR_TYPES: [&str; 10] = [
+    "transport",
+    "response",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "conflict",
+    "invalid",
+    "throttled",
+    "server_error",
+    "client_error",
+];
+
+const MODES: [Mode; 2] = [Mode::Operated, Mode::Enabled];
+
+#[derive(Clone, Debug, Default)]
+pub struct Metrics {
+    /// Syncs of each sink other than the status ConfigMap, in order; set by
+    /// the agent on every tick. Empty: none configured, nothing rendered.
+    pub sinks: Vec<(&'static str, SyncCounts)>,
+    /// Whether this instance publishes (holds the publisher lock).
+    pub publishing: bool,
+    /// The last complete probe evaluation: resources evaluated, blocking;
+    /// `None` (not rendered) without probes or before one completed.
+    pub probes: Option<(u64, u64)>,
+    /// Successful status writes by mode and health.
+    updates: [[u64; 3]; 2],
+    /// Failed status writes by error kind (index into [`ERROR_TYPES`]).
+    errors: [u64; ERROR_TYPES.len()],
+    latency_buckets: [u64; LATENCY_BUCKETS.len()],
+    latency_count: u64,
+    latency_sum: f64,
+    last_success: Option<SystemTime>,
+}
+
+impl Metrics {
+    /// Counts a successful write of a status with `mode` and `health`.
+    pub fn record_update(&mut self, mode: Mode, health: Health, took: Duration, at: SystemTime) {
+        self.updates[mode_index(mode)][health_index(health)] += 1;
+        self.observe_latency(took);
+        self.last_success = Some(at);
+    }
+
+    /// Counts a failed write; `kind` is one of [`ERROR_TYPES`].
+    pub fn record_error(&mut self, kind: &str, took: Duration) {
+        let i = ERROR_TYPES.iter().position(|k| *k == kind).unwrap_or(ERROR_TYPES.len() - 1);
+        self.errors[i] += 1;
+        self.observe_latency(took);
+    }
+
+    fn observe_latency(&mut self, took: Duration) {
+        let secs = took.as_secs_f64();
+        for (bucket, bound) in self.latency_buckets.iter_mut().zip(LATENCY_BUCKETS) {
+            if secs <= bound {
+                *bucket += 1;
+            }
+        }
+        self.latency_count += 1;
+        self.latency_sum += secs;
+    }
+
+    /// The exposition text, with `current` as the one-hot health gauge.
+    pub fn render(&self, current: Health) -> String {
+        let mut out = String::with_capacity(3072);
+        let w = &mut out;
+        header(w, "kube9_operator_status_updates_total", "counter", "Successful writes of the status ConfigMap.");
+        for mode in MODES {
+            for health in Health::ALL {
+                let n = self.updates[mode_index(mode)][health_index(health)];
+                let _ = writeln!(
+                    w,
+                    "kube9_operator_status_updates_total{{mode=\"{}\",health=\"{}\"}} {n}",
+                    mode.as_str(),
+                    health.as_str()
+                );
+            }
+        }
+        header(
+            w,
+            "kube9_operator_status_update_errors_total",
+            "counter",
+            "Failed writes of the status ConfigMap, by error type.",
+        );
+        for (kind, n) in ERROR_TYPES.iter().zip(self.errors) {
+            let _ = writeln!(w, "kube9_operator_status_update_errors_total{{error_type=\"{kind}\"}} {n}");
+        }
+        header(w, "kube9_operator_health_status", "gauge", "1 for the current health, 0 for the others.");
+        for health in Health::ALL {
+            let _ = writeln!(
+                w,
+                "kube9_operator_health_status{{health=\"{}\"}} {}",
+                health.as_str(),
+                u8::from(health == current)
+            );
+        }
+        header(
+            w,
+            "opstatus_publisher",
+            "gauge",
+            "1 while this instance publishes (holds the publisher lock), 0 standing by.",
+        );
+        let _ = writeln!(w, "opstatus_publisher {}", u8::from(self.publishing));
+        header(w, "opstatus_build_info", "gauge", "opstatus's version.");
+        let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
+        header(
+            w,
+            "opstatus_status_write_duration_seconds",
+            "histogram",
+            "Duration of status ConfigMap writes, failed ones included.",
+        );
+        for (bound, n) in LATENCY_BUCKETS.iter().zip(self.latency_buckets) {
+            let _ = writeln!(w, "opstatus_status_write_duration_seconds_bucket{{le=\"{bound}\"}} {n}");
+        }
+        let _ = writeln!(w, "opstatus_status_write_duration_seconds_bucket{{le=\"+Inf\"}} {}", self.latency_count);
+        let _ = writeln!(w, "opstatus_status_write_duration_seconds_sum {}", self.latency_sum);
+        let _ = writeln!(w, "opstatus_status_write_duration_seconds_count {}", self.latency_count);
+        header(
+            w,
+            "opstatus_last_successful_write_timestamp_seconds",
+            "gauge",
+            "Unix time of the last successful status write (0: none yet).",
+        );
+        let last = self.last_success.and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+        let _ = writeln!(w, "opstatus_last_successful_write_timestamp_seconds {last}");
+        self.render_conditions(w);
+        out
+    }
+
+    fn render_conditions(&self, w: &mut String) {
+        if !self.sinks.is_empty() {
+            header(
+                w,
+                "opstatus_condition_syncs_total",
+                "counter",
+                "Syncs of the OperatorCondition / ClusterOperator, by result (unchanged: nothing was sent).",
+            );
+            for (sink, counts) in &self.sinks {
+                let by_result =
+                    [("updated", counts.updated), ("unchanged", counts.unchanged), ("failed", counts.failed)];
+                for (result, n) in by_result {
+                    let _ = writeln!(w, "opstatus_condition_syncs_total{{sink=\"{sink}\",result=\"{result}\"}} {n}");
+                }
+            }
+        }
+        if let Some((evaluated, blocking)) = self.probes {
+            header(w, "opstatus_probe_resources", "gauge", "Resources the last complete probe evaluated.");
+            let _ = writeln!(w, "opstatus_probe_resources {evaluated}");
+            header(w, "opstatus_probe_blocking_resources", "gauge", "Resources whose Upgradeable expression is false.");
+            let _ = writeln!(w, "opstatus_probe_blocking_resources {blocking}");
+        }
+    }
+}
+
+fn header(w: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(w, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+fn mode_index(mode: Mode) -> usize {
+    match mode {
+        Mode::Operated => 0,
+        Mode::Enabled => 1,
+    }
+}
+
+fn health_index(health: Health) -> usize {
+    match health {
+        Health::Healthy => 0,
+        Health::Degraded => 1,
+        Health::Unhealthy => 2,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A strict reader of the text format: every sample line must be
+    /// `name{labels} value` under a `# TYPE` for its family.
+    fn parse(text: &str) -> HashMap<String, f64> {
+        let mut samples = HashMap::new();
+        let mut families = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                assert!(matches!(kind, "counter" | "gauge" | "histogram"), "{line}");
+                families.push(name.to_string());
+                continue;
+            }
+            if line.starts_with("# HELP ") {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("bad line {line:?}"));
+            let name = series.split('{').next().unwrap();
+            assert!(families.iter().any(|f| name.starts_with(f.as_str())), "{name} has no # TYPE");
+            if let Some(labels) = series.strip_prefix(name)
+                && !labels.is_empty()
+            {
+                assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                for pair in labels[1..labels.len() - 1].split(',') {
+                    let (k, v) = pair.split_once('=').unwrap();
+                    assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{line}");
+                    assert!(v.starts_with('"') && v.ends_with('"'), "{line}");
+                }
+            }
+            assert!(samples.insert(series.to_string(), value.parse::<f64>().unwrap()).is_none(), "duplicate {series}");
+        }
+        samples
+    }
+
+    #[test]
+    fn fresh_metrics_parse_back_with_every_series_at_zero() {
+        let m = parse(&Metrics::default().render(Health::Healthy));
+        assert_eq!(m["kube9_operator_status_updates_total{mode=\"operated\",health=\"healthy\"}"], 0.0);
+        assert_eq!(m["kube9_operator_status_update_errors_total{error_type=\"forbidden\"}"], 0.0);
+        assert_eq!(m["kube9_operator_health_status{health=\"healthy\"}"], 1.0);
+        assert_eq!(m["kube9_operator_health_status{health=\"unhealthy\"}"], 0.0);
+        assert_eq!(m[&format!("opstatus_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))], 1.0);
+        assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
+        assert_eq!(m["opstatus_publisher"], 0.0);
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 1 + 13 + 1);
+    }
+
+    #[test]
+    fn records_updates_errors_latency_and_the_last_success() {
+        let mut metrics = Metrics::default();
+        let at = UNIX_EPOCH + Duration::from_secs(1_762_788_600);
+        metrics.record_update(Mode::Operated, Health::Healthy, Duration::from_millis(3), at);
+        metrics.record_update(Mode::Operated, Health::Healthy, Duration::from_millis(40), at);
+        metrics.record_update(Mode::Enabled, Health::Degraded, Duration::from_millis(7), at);
+        metrics.record_error("forbidden", Duration::from_secs(7));
+        metrics.record_error("something-new", Duration::from_millis(1));
+        let m = parse(&metrics.render(Health::Unhealthy));
+        assert_eq!(m["kube9_operator_status_updates_total{mode=\"operated\",health=\"healthy\"}"], 2.0);
+        assert_eq!(m["kube9_operator_status_updates_total{mode=\"enabled\",health=\"degraded\"}"], 1.0);
+        assert_eq!(m["kube9_operator_status_update_errors_total{error_type=\"forbidden\"}"], 1.0);
+        assert_eq!(
+            m["kube9_operator_status_update_errors_total{error_type=\"client_error\"}"], 1.0,
+            "unknown kinds are bounded"
+        );
+        assert_eq!(m["kube9_operator_health_status{health=\"unhealthy\"}"], 1.0);
+        assert_eq!(m["opstatus_status_write_duration_seconds_bucket{le=\"0.005\"}"], 2.0);
+        assert_eq!(m["opstatus_status_write_duration_seconds_bucket{le=\"0.05\"}"], 4.0);
+        assert_eq!(m["opstatus_status_write_duration_seconds_bucket{le=\"5\"}"], 4.0);
+        assert_eq!(m["opstatus_status_write_duration_seconds_bucket{le=\"+Inf\"}"], 5.0);
+        assert_eq!(m["opstatus_status_write_duration_seconds_count"], 5.0);
+        assert!((m["opstatus_status_write_duration_seconds_sum"] - 7.051).abs() < 1e-9);
+        assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 1_762_788_600.0);
+    }
+
+    #[test]
+    fn condition_sink_and_probe_series_appear_only_when_configured() {
+        let mut metrics = Metrics::default();
+        let plain = parse(&metrics.render(Health::Healthy));
+        assert!(plain.keys().all(|k| !k.starts_with("opstatus_condition") && !k.starts_with("opstatus_probe")));
+        metrics.sinks = vec![("operator_condition", SyncCounts { updated: 2, unchanged: 40, failed: 1 })];
+        metrics.probes = Some((2000, 1));
+        let m = parse(&metrics.render(Health::Healthy));
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"updated\"}"], 2.0);
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"unchanged\"}"], 40.0);
+        assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"failed\"}"], 1.0);
+        assert!(!m.keys().any(|k| k.contains("cluster_operator")));
+        assert_eq!((m["opstatus_probe_resources"], m["opstatus_probe_blocking_resources"]), (2000.0, 1.0));
+    }
+}

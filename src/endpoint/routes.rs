@@ -1,0 +1,222 @@
+//! The endpoint's pure half: parsing a request head and answering it
+//! from a [`Snapshot`]. No sockets here; unit-tested.
+
+use super::{MAX_HEAD, Snapshot};
+use crate::status::Health;
+
+/// The outcome of reading a request head so far.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// More bytes are needed.
+    Incomplete,
+    Request {
+        method: &'a str,
+        path: &'a str,
+    },
+    Bad,
+    TooLarge,
+}
+
+/// Parses an HTTP/1.x request head. Only the request line matters here;
+/// headers are skipped, bodies never read.
+pub fn parse_request(buf: &[u8]) -> Parsed<'_> {
+    let end = buf.windows(2).position(|w| w == b"\n\n").or_else(|| buf.windows(4).position(|w| w == b"\r\n\r\n"));
+    if end.is_none() {
+        return if buf.len() >= MAX_HEAD { Parsed::TooLarge } else { Parsed::Incomplete };
+    }
+    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
+    let Ok(line) = std::str::from_utf8(&buf[..line_end]) else {
+        return Parsed::Bad;
+    };
+    let mut parts = line.trim_end_matches('\r').split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Parsed::Bad;
+    };
+    let method_ok = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+    if !method_ok || !target.starts_with('/') || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+        return Parsed::Bad;
+    }
+    let path = target.split('?').next().unwrap_or(target);
+    Parsed::Request { method, path }
+}
+
+/// An answer: status code, content type, body.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Response {
+    pub code: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+fn text(code: u16, body: impl Into<String>) -> Response {
+    Response { code, content_type: TEXT, body: body.into() }
+}
+
+/// Routes one request against the current snapshot.
+pub fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::Instant) -> Response {
+    let (method, path) = match parsed {
+        Parsed::Request { method, path } => (*method, *path),
+        Parsed::TooLarge => return text(431, "request header too large\n"),
+        Parsed::Bad | Parsed::Incomplete => return text(400, "bad request\n"),
+    };
+    if !matches!(path, "/healthz" | "/readyz" | "/status" | "/metrics") {
+        return text(404, "not found: try /healthz, /readyz, /status or /metrics\n");
+    }
+    if method != "GET" {
+        return text(405, "method not allowed: use GET\n");
+    }
+    let reason = snapshot.verdict.error.as_deref().unwrap_or("");
+    match path {
+        "/healthz" => {
+            let quiet = now.saturating_duration_since(snapshot.last_tick);
+            if quiet > snapshot.liveness_window {
+                text(503, format!("the agent loop has not completed a tick for {}s\n", quiet.as_secs()))
+            } else {
+                text(200, "ok\n")
+            }
+        }
+        "/readyz" => match snapshot.verdict.health {
+            Health::Unhealthy => text(503, format!("unhealthy: {reason}\n")),
+            Health::Degraded => text(200, format!("degraded: {reason}\n")),
+            Health::Healthy => text(200, "healthy\n"),
+        },
+        "/status" if snapshot.status_json.is_empty() => text(503, "no status yet: the agent is starting\n"),
+        "/status" => {
+            Response { code: 200, content_type: "application/json", body: snapshot.status_json.clone() + "\n" }
+        }
+        _ => Response {
+            code: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: snapshot.metrics.render(snapshot.verdict.health),
+        },
+    }
+}
+
+fn reason_phrase(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        _ => "Service Unavailable",
+    }
+}
+
+pub fn encode(r: &Response) -> Vec<u8> {
+    let allow = if r.code == 405 { "Allow: GET\r\n" } else { "" };
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+        r.code,
+        reason_phrase(r.code),
+        r.content_type,
+        r.body.len()
+    );
+    let mut out = head.into_bytes();
+    out.extend_from_slice(r.body.as_bytes());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::prometheus::Metrics;
+    use crate::status::Verdict;
+    use std::time::{Duration, Instant};
+
+    fn snapshot(health: Health, error: Option<&str>) -> Snapshot {
+        Snapshot {
+            verdict: Verdict { health, error: error.map(String::from) },
+            status_json: r#"{"mode":"operated"}"#.into(),
+            metrics: Metrics::default(),
+            last_tick: Instant::now(),
+            liveness_window: Duration::from_secs(180),
+        }
+    }
+
+    fn get(path: &str) -> String {
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: kube-probe/1.30\r\n\r\n")
+    }
+
+    #[test]
+    fn parses_complete_requests_and_waits_for_partial_ones() {
+        assert_eq!(parse_request(get("/readyz?x=1").as_bytes()), Parsed::Request { method: "GET", path: "/readyz" });
+        assert_eq!(parse_request(b"GET /healthz HTTP/1.0\n\n"), Parsed::Request { method: "GET", path: "/healthz" });
+        let full = get("/metrics");
+        for cut in 0..full.len() - 1 {
+            assert_eq!(parse_request(&full.as_bytes()[..cut]), Parsed::Incomplete, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn refuses_bad_and_oversize_heads() {
+        for bad in [
+            &b"\r\n\r\n"[..],
+            b"GET\r\n\r\n",
+            b"GET /x\r\n\r\n",
+            b"get /x HTTP/1.1\r\n\r\n",
+            b"GET x HTTP/1.1\r\n\r\n",
+            b"GET /x HTTP/2\r\n\r\n",
+            b"GET /x HTTP/1.1 extra\r\n\r\n",
+            b"\xff\xfe /x HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(parse_request(bad), Parsed::Bad, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut huge = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        huge.resize(MAX_HEAD, b'a');
+        assert_eq!(parse_request(&huge), Parsed::TooLarge);
+        assert_eq!(respond(&Parsed::TooLarge, &snapshot(Health::Healthy, None), Instant::now()).code, 431);
+        assert_eq!(respond(&Parsed::Bad, &snapshot(Health::Healthy, None), Instant::now()).code, 400);
+    }
+
+    #[test]
+    fn routes() {
+        let s = snapshot(Health::Degraded, Some("Operator health check http://x failed: HTTP 500"));
+        let now = Instant::now();
+        let answer = |req: &str| respond(&parse_request(req.as_bytes()), &s, now);
+        assert_eq!(answer(&get("/healthz")), text(200, "ok\n"));
+        assert_eq!(answer(&get("/readyz")), text(200, "degraded: Operator health check http://x failed: HTTP 500\n"));
+        assert_eq!(
+            answer(&get("/status")),
+            Response { code: 200, content_type: "application/json", body: "{\"mode\":\"operated\"}\n".into() }
+        );
+        let metrics = answer(&get("/metrics"));
+        assert_eq!((metrics.code, metrics.content_type), (200, "text/plain; version=0.0.4; charset=utf-8"));
+        assert!(metrics.body.contains("kube9_operator_health_status{health=\"degraded\"} 1"));
+        assert_eq!(answer(&get("/")).code, 404);
+        assert_eq!(answer(&get("/readyz/extra")).code, 404);
+        assert_eq!(answer("POST /readyz HTTP/1.1\r\n\r\n").code, 405);
+        assert_eq!(answer("HEAD /metrics HTTP/1.1\r\n\r\n").code, 405);
+    }
+
+    #[test]
+    fn readyz_fails_when_unhealthy_and_healthz_when_the_loop_stalls() {
+        let s = snapshot(Health::Unhealthy, Some("Failed to write status ConfigMap: 403 Forbidden"));
+        let now = s.last_tick;
+        let r = respond(&parse_request(get("/readyz").as_bytes()), &s, now);
+        assert_eq!(r, text(503, "unhealthy: Failed to write status ConfigMap: 403 Forbidden\n"));
+        let healthy = respond(&parse_request(get("/readyz").as_bytes()), &snapshot(Health::Healthy, None), now);
+        assert_eq!(healthy, text(200, "healthy\n"));
+        let starting = Snapshot { status_json: String::new(), ..s.clone() };
+        assert_eq!(respond(&parse_request(get("/status").as_bytes()), &starting, now).code, 503);
+        let stalled = respond(&parse_request(get("/healthz").as_bytes()), &s, now + Duration::from_secs(181));
+        assert_eq!(stalled, text(503, "the agent loop has not completed a tick for 181s\n"));
+    }
+
+    #[test]
+    fn answers_are_complete_http_with_connection_close() {
+        let bytes = encode(&text(405, "method not allowed: use GET\n"));
+        let s = String::from_utf8(bytes).unwrap();
+        assert!(s.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"), "{s}");
+        assert!(
+            s.contains("\r\nAllow: GET\r\n")
+                && s.contains("\r\nConnection: close\r\n")
+                && s.contains("\r\nContent-Length: 28\r\n"),
+            "{s}"
+        );
+        assert!(s.ends_with("\r\n\r\nmethod not allowed: use GET\n"));
+    }
+}

@@ -1,0 +1,85 @@
+//! A client certificate and its key, checked before they are used.
+//!
+//! ureq hands them to rustls when it builds its TLS configuration and
+//! aborts the process (`expect`) when rustls refuses them: at the first
+//! handshake, not at start. [`client_identity`] runs the very check rustls
+//! runs (`CertifiedKey::from_der` with the ring provider: the key parses, is
+//! a kind ring signs with, and matches the certificate's public key, which
+//! must parse as X.509 v3) at start, so a bad identity is a configuration
+//! error (exit code 2) with a sentence saying what is wrong.
+
+use super::credentials::{Secret, pem_certificates};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::sign::CertifiedKey;
+use rustls::{CertificateError, Error, InconsistentKeys};
+use ureq::tls::{ClientCert, PrivateKey};
+
+/// The identity ureq will present, once rustls is known to accept it; else
+/// a sentence for the person who configured it (never the key itself).
+pub fn client_identity(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, String> {
+    let chain = pem_certificates(cert_pem, "the client certificate")?;
+    let not_a_key = || "the client key is not a PEM private key (PKCS#8, SEC1 or PKCS#1)".to_string();
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem.expose().as_bytes()).map_err(|_| not_a_key())?;
+    let chain_der = chain.iter().map(|c| CertificateDer::from(c.der()).into_owned()).collect();
+    let provider = rustls::crypto::ring::default_provider();
+    CertifiedKey::from_der(chain_der, key_der, &provider).map_err(|e| explain(&e))?;
+    let key = PrivateKey::from_pem(key_pem.expose().as_bytes()).map_err(|_| not_a_key())?;
+    Ok(ClientCert::new_with_certs(&chain, key))
+}
+
+/// rustls's refusal, worded for an admin.
+fn explain(e: &Error) -> String {
+    match e {
+        // The only error of ring's key loader: no signer for this key.
+        Error::General(_) => "the client key is not a key opstatus can sign with: use RSA, ECDSA P-256 or P-384, \
+                              or Ed25519 (P-521 and other curves are not supported)"
+            .into(),
+        Error::InconsistentKeys(InconsistentKeys::KeyMismatch) => {
+            "the client key does not match the client certificate (their public keys differ)".into()
+        }
+        // webpki's `UnsupportedCertVersion`, which rustls passes on as text.
+        Error::InvalidCertificate(CertificateError::Other(other)) if other.to_string() == "UnsupportedCertVersion" => {
+            "the client certificate is X.509 v1, and v1 certificates are not supported: issue an X.509 v3 \
+             certificate (with extensions, e.g. keyUsage and extendedKeyUsage=clientAuth)"
+                .into()
+        }
+        Error::InvalidCertificate(_) => format!("the client certificate cannot be parsed as X.509 v3 ({e})"),
+        other => format!("the client certificate and key cannot be used: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256, PKCS_ED25519};
+
+    fn certificate(key: &KeyPair) -> String {
+        CertificateParams::new(vec!["alice".to_string()]).unwrap().self_signed(key).unwrap().pem()
+    }
+
+    #[test]
+    fn a_v3_certificate_with_its_key_is_accepted() {
+        for alg in [&PKCS_ECDSA_P256_SHA256, &PKCS_ED25519] {
+            let key = KeyPair::generate_for(alg).unwrap();
+            assert!(client_identity(certificate(&key).as_bytes(), &Secret::new(key.serialize_pem())).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_key_of_another_certificate_is_refused() {
+        let key = KeyPair::generate().unwrap();
+        let other = KeyPair::generate().unwrap();
+        let e = client_identity(certificate(&key).as_bytes(), &Secret::new(other.serialize_pem())).unwrap_err();
+        assert_eq!(e, "the client key does not match the client certificate (their public keys differ)");
+    }
+
+    #[test]
+    fn text_that_is_no_key_or_certificate_is_refused_without_echoing_it() {
+        let key = KeyPair::generate().unwrap();
+        let e = client_identity(certificate(&key).as_bytes(), &Secret::new("s3cr3t-not-pem")).unwrap_err();
+        assert!(e.contains("not a PEM private key") && !e.contains("s3cr3t"), "{e}");
+        let e = client_identity(b"CERT", &Secret::new(key.serialize_pem())).unwrap_err();
+        assert!(e.contains("the client certificate holds no PEM certificate"), "{e}");
+    }
+}

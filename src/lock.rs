@@ -1,0 +1,276 @@
+//! The publisher lock: which of the instances that share a status ConfigMap
+//! publishes (the status, and every other sink). Pure: the record, and the
+//! decision from what was seen and when; the clock is an argument.
+//!
+//! The lock is client-go's leader-election record (`holderIdentity`,
+//! `leaseDurationSeconds`, `acquireTime`, `renewTime`,
+//! `leaderTransitions`), kept in an annotation of the status ConfigMap
+//! itself, so the holder's one write per heartbeat is also its renewal, and
+//! every write carries the `resourceVersion` it last saw (optimistic
+//! concurrency: two instances can never both claim it). The kube9 document
+//! in `data.status` holds nothing of it.
+//!
+//! Like client-go, a standby never compares the holder's timestamps with
+//! its own clock (the nodes' clocks may differ): it notes *when it saw* the
+//! record change, and the lock is expired when it has not changed for the
+//! record's lease duration since.
+
+use crate::util::time::format_rfc3339;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The annotation that holds the record, as JSON.
+pub const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
+
+/// Lease durations read from a record are clamped to this range: a record
+/// from outside must not make a standby wait for ever, nor take over at
+/// once from a holder that is alive.
+pub const LEASE_RANGE: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(900));
+
+/// The lease a holder announces: two heartbeats and ten seconds, so one
+/// failed heartbeat (retried with backoff) does not lose the lock, and a
+/// crashed holder is replaced long before readers call the status stale
+/// (5 minutes): 130 s at the default 60 s interval.
+pub fn lease_duration(interval: Duration) -> Duration {
+    (interval * 2 + Duration::from_secs(10)).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
+}
+
+/// client-go's `LeaderElectionRecord`, as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    /// Empty when released.
+    pub holder_identity: String,
+    pub lease_duration_seconds: u64,
+    pub acquire_time: String,
+    pub renew_time: String,
+    #[serde(default)]
+    pub leader_transitions: u64,
+}
+
+impl Record {
+    /// The record `me` writes: a renewal of `previous` when it already
+    /// held it, else an acquisition (one more transition).
+    pub fn claim(me: &str, previous: Option<&Record>, lease: Duration, now: SystemTime) -> Record {
+        let now_text = format_rfc3339(now);
+        let (acquire_time, transitions) = match previous {
+            Some(p) if p.holder_identity == me => (p.acquire_time.clone(), p.leader_transitions),
+            Some(p) => (now_text.clone(), p.leader_transitions + u64::from(!p.holder_identity.is_empty())),
+            None => (now_text.clone(), 0),
+        };
+        Record {
+            holder_identity: me.to_string(),
+            lease_duration_seconds: lease.as_secs(),
+            acquire_time,
+            renew_time: now_text,
+            leader_transitions: transitions,
+        }
+    }
+
+    /// The record a holder leaves when it stops: nobody holds it, and the
+    /// next instance that looks may take it at once.
+    pub fn released(&self, now: SystemTime) -> Record {
+        Record {
+            holder_identity: String::new(),
+            lease_duration_seconds: 1,
+            renew_time: format_rfc3339(now),
+            ..self.clone()
+        }
+    }
+
+    fn lease(&self) -> Duration {
+        Duration::from_secs(self.lease_duration_seconds).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a record of strings and numbers serialises")
+    }
+}
+
+/// What the annotation said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seen {
+    /// No annotation: nobody ever published here (or an older opstatus).
+    Absent,
+    Record(Record),
+    /// Not a record: treated as expired (with a warning), never a crash.
+    Unreadable(String),
+}
+
+impl Seen {
+    /// Parses the annotation's value (`None`: no annotation).
+    pub fn parse(value: Option<&str>) -> Seen {
+        match value {
+            None => Seen::Absent,
+            Some(text) => match serde_json::from_str::<Record>(text) {
+                Ok(r) => Seen::Record(r),
+                Err(e) => Seen::Unreadable(format!("annotation {ANNOTATION} is not a lock record ({e})")),
+            },
+        }
+    }
+
+    pub fn record(&self) -> Option<&Record> {
+        match self {
+            Seen::Record(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// What an instance should do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Write (acquire, or renew what it holds).
+    Publish,
+    /// Someone else publishes (or nobody may: the reason).
+    StandBy(String),
+}
+
+/// Remembers when the record last changed, as seen from here.
+#[derive(Clone, Debug, Default)]
+pub struct Observer {
+    last: Option<(Seen, Instant)>,
+}
+
+impl Observer {
+    /// Notes what was seen at `now`; returns how long it has been unchanged.
+    pub fn observe(&mut self, seen: &Seen, now: Instant) -> Duration {
+        match &self.last {
+            Some((previous, since)) if previous == seen => now.saturating_duration_since(*since),
+            _ => {
+                self.last = Some((seen.clone(), now));
+                Duration::ZERO
+            }
+        }
+    }
+}
+
+/// Who may publish: `me`, given what the annotation says and how long it
+/// has been unchanged; `leader` is the pod the operator's own leader
+/// election names, when the sidecar follows it (`Err`: it cannot be told,
+/// with the reason).
+pub fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
+    if let Some(leader) = leader {
+        // The operator's leader decides, whatever the lock says: its
+        // sidecar takes the lock at once (with the resourceVersion it saw,
+        // so a concurrent write still wins) and everyone else stands by.
+        return match leader {
+            Ok(pod) if pod == me => Decision::Publish,
+            Ok(pod) => Decision::StandBy(format!("{pod} publishes (the operator's leader)")),
+            Err(why) => Decision::StandBy(why.to_string()),
+        };
+    }
+    match seen {
+        Seen::Absent | Seen::Unreadable(_) => Decision::Publish,
+        Seen::Record(r) if r.holder_identity == me || r.holder_identity.is_empty() => Decision::Publish,
+        Seen::Record(r) if unchanged_for >= r.lease() => Decision::Publish,
+        Seen::Record(r) => Decision::StandBy(format!("{} publishes", r.holder_identity)),
+    }
+}
+
+/// The pod a controller-runtime / client-go Lease names: its
+/// `holderIdentity` is `<pod name>_<uuid>` (or the bare pod name).
+pub fn leader_pod(holder_identity: &str) -> &str {
+    match holder_identity.rsplit_once('_') {
+        Some((pod, _)) if !pod.is_empty() => pod,
+        _ => holder_identity,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    fn held_by(who: &str) -> Seen {
+        Seen::Record(Record::claim(who, None, Duration::from_secs(130), at(0)))
+    }
+
+    #[test]
+    fn the_record_is_client_gos() {
+        let r = Record::claim("pod-a", None, Duration::from_secs(130), at(0));
+        assert_eq!(
+            r.to_json(),
+            r#"{"holderIdentity":"pod-a","leaseDurationSeconds":130,"acquireTime":"2027-01-15T08:00:00Z","renewTime":"2027-01-15T08:00:00Z","leaderTransitions":0}"#
+        );
+        assert_eq!(Seen::parse(Some(&r.to_json())), Seen::Record(r.clone()));
+        // A renewal keeps the acquisition; a takeover counts a transition.
+        let renewed = Record::claim("pod-a", Some(&r), Duration::from_secs(130), at(60));
+        assert_eq!((renewed.acquire_time.as_str(), renewed.leader_transitions), (r.acquire_time.as_str(), 0));
+        assert_ne!(renewed.renew_time, r.renew_time);
+        let taken = Record::claim("pod-b", Some(&renewed), Duration::from_secs(130), at(200));
+        assert_eq!((taken.holder_identity.as_str(), taken.leader_transitions), ("pod-b", 1));
+        let released = taken.released(at(300));
+        assert_eq!((released.holder_identity.as_str(), released.lease_duration_seconds), ("", 1));
+        // Taking a released lock is no new transition of a holder.
+        assert_eq!(Record::claim("pod-c", Some(&released), Duration::from_secs(130), at(301)).leader_transitions, 1);
+    }
+
+    #[test]
+    fn lease_is_two_heartbeats_and_ten_seconds_within_bounds() {
+        assert_eq!(lease_duration(Duration::from_secs(60)), Duration::from_secs(130));
+        assert_eq!(lease_duration(Duration::from_secs(1)), Duration::from_secs(12));
+        assert_eq!(lease_duration(Duration::from_secs(240)), Duration::from_secs(490));
+    }
+
+    #[test]
+    fn who_publishes() {
+        let lease = Duration::from_secs(130);
+        assert_eq!(decide("a", &Seen::Absent, Duration::ZERO, None), Decision::Publish);
+        assert_eq!(decide("a", &held_by("a"), Duration::ZERO, None), Decision::Publish);
+        assert_eq!(decide("b", &held_by("a"), Duration::ZERO, None), Decision::StandBy("a publishes".into()));
+        assert_eq!(
+            decide("b", &held_by("a"), lease - Duration::from_secs(1), None),
+            Decision::StandBy("a publishes".into())
+        );
+        assert_eq!(decide("b", &held_by("a"), lease, None), Decision::Publish, "expired");
+        let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
+        assert_eq!(decide("b", &released, Duration::ZERO, None), Decision::Publish);
+    }
+
+    #[test]
+    fn an_unreadable_or_foreign_annotation_is_expired_never_a_crash() {
+        for text in ["", "garbage", "{}", r#"{"holderIdentity":5}"#, "[1,2]", "\u{1b}[2J"] {
+            let seen = Seen::parse(Some(text));
+            assert!(matches!(seen, Seen::Unreadable(_)), "{text:?}");
+            assert_eq!(decide("b", &seen, Duration::ZERO, None), Decision::Publish);
+        }
+        // A huge lease from outside is clamped.
+        let mut r = held_by("a").record().unwrap().clone();
+        r.lease_duration_seconds = u64::MAX;
+        assert_eq!(decide("b", &Seen::Record(r), LEASE_RANGE.1, None), Decision::Publish);
+    }
+
+    #[test]
+    fn the_operators_leader_decides_when_followed() {
+        let seen = held_by("pod-a");
+        assert_eq!(decide("pod-b", &seen, Duration::ZERO, Some(Ok("pod-b"))), Decision::Publish);
+        assert_eq!(
+            decide("pod-a", &seen, Duration::ZERO, Some(Ok("pod-b"))),
+            Decision::StandBy("pod-b publishes (the operator's leader)".into())
+        );
+        assert_eq!(
+            decide("pod-a", &seen, Duration::ZERO, Some(Err("no leader yet"))),
+            Decision::StandBy("no leader yet".into())
+        );
+        assert_eq!(leader_pod("pod-b_0f3a-uuid"), "pod-b");
+        assert_eq!(leader_pod("my_operator-7d9f_1234"), "my_operator-7d9f");
+        assert_eq!(leader_pod("pod-b"), "pod-b");
+        assert_eq!(leader_pod("_x"), "_x");
+    }
+
+    #[test]
+    fn the_observer_measures_how_long_a_record_is_unchanged() {
+        let mut o = Observer::default();
+        let t0 = Instant::now();
+        let a = held_by("a");
+        assert_eq!(o.observe(&a, t0), Duration::ZERO);
+        assert_eq!(o.observe(&a, t0 + Duration::from_secs(7)), Duration::from_secs(7));
+        let renewed = Seen::Record(Record::claim("a", a.record(), Duration::from_secs(130), at(60)));
+        assert_eq!(o.observe(&renewed, t0 + Duration::from_secs(8)), Duration::ZERO);
+        assert_eq!(o.observe(&renewed, t0 + Duration::from_secs(10)), Duration::from_secs(2));
+    }
+}

@@ -1,0 +1,377 @@
+//! The kube9-server client: `POST /v1/operator/register`, and the API key.
+//!
+//! - [`ApiKeySource`]: `--api-key-file` (a mounted Secret, re-read on every
+//!   check so adding or removing the key needs no restart), else
+//!   `KUBE9_API_KEY`. The key is a [`Secret`]: never logged, printed or
+//!   published; its `Authorization` header is marked sensitive.
+//! - [`Kube9Client`]: verified HTTPS (the given CA bundle, else the
+//!   system's), plain HTTP only when the URL says `http://`; every phase of
+//!   a call is bounded so a hung server delays a heartbeat by at most
+//!   [`call_bound`].
+//! - [`classify`]: the server's answer as a registration [`Outcome`] (pure).
+//! - [`cluster_identifier`]: `sha256:` + hex SHA-256 of the cluster CA
+//!   certificate (else of the API server URL): stable, not reversible.
+
+use crate::kube::Secret;
+use crate::kube::credentials::pem_certificates;
+use crate::pro::registration::Outcome;
+use crate::util::files;
+use crate::util::http::{self, Timeouts};
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use ureq::http::HeaderValue;
+use ureq::http::header::AUTHORIZATION;
+use ureq::tls::{PemItem, RootCerts, TlsConfig};
+
+pub const DEFAULT_SERVER_URL: &str = "https://api.kube9.dev";
+
+/// Each phase of a registration call is bounded: the spec's 30 s would
+/// stall a loop that also keeps the heartbeat.
+const TIMEOUTS: Timeouts = Timeouts {
+    connect: Duration::from_secs(2),
+    send: Duration::from_secs(1),
+    response: Duration::from_secs(2),
+    body: Duration::from_secs(1),
+};
+
+#[cfg(test)]
+/// The longest one registration call can take, whatever the server does
+/// (7 s; 2 s for a server that accepts and never answers).
+pub fn call_bound() -> Duration {
+    TIMEOUTS.bound()
+}
+/// Registration answers are small; a larger body is a broken server.
+const MAX_BODY: u64 = 64 * 1024;
+
+/// Where system CA bundles live (Debian, Fedora, Alpine, macOS/BSD).
+const SYSTEM_BUNDLES: [&str; 3] =
+    ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
+
+/// The API key as last read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApiKey {
+    Absent,
+    Present(Secret),
+    /// A key source that is configured but unusable (spec rule 2).
+    Invalid(String),
+}
+
+/// Where the API key comes from, first found wins.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiKeySource {
+    pub file: Option<PathBuf>,
+    pub env: Option<Secret>,
+}
+
+impl ApiKeySource {
+    pub fn is_configured(&self) -> bool {
+        self.file.is_some() || self.env.is_some()
+    }
+
+    /// Reads the key now. A missing file falls through to the variable (an
+    /// optional Secret that is not there means "no key").
+    pub fn read(&self) -> ApiKey {
+        if let Some(path) = &self.file {
+            // Bounded and non-blocking: this runs on every check, in the loop
+            // that also keeps the heartbeat.
+            match files::read_bounded(path, files::API_KEY_LIMIT, "API key file") {
+                Ok(raw) => {
+                    let text = String::from_utf8_lossy(&raw);
+                    if !text.trim().is_empty() {
+                        return checked(text.trim(), &path.display().to_string());
+                    }
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return ApiKey::Invalid(e.to_string()),
+            }
+        }
+        match &self.env {
+            Some(key) if !key.expose().trim().is_empty() => checked(key.expose().trim(), "KUBE9_API_KEY"),
+            _ => ApiKey::Absent,
+        }
+    }
+}
+
+/// Keys look like `kdy_<env>_<random>`; anything else is a configuration
+/// mistake (a pasted file name, a truncated value), reported without the
+/// value itself.
+fn checked(key: &str, source: &str) -> ApiKey {
+    let well_formed = key.starts_with("kdy_")
+        && key.len() > 6
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    match well_formed {
+        true => ApiKey::Present(Secret::new(key)),
+        false => ApiKey::Invalid(format!("the API key in {source} is not a kube9 API key (kdy_<env>_<random>)")),
+    }
+}
+
+/// The registration request body.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterRequest {
+    pub operator_version: String,
+    pub cluster_identifier: String,
+    pub kubernetes_version: String,
+    pub approximate_node_count: u64,
+}
+
+pub struct Kube9Client {
+    agent: ureq::Agent,
+    register_url: String,
+    server: String,
+}
+
+impl Kube9Client {
+    /// Checks the URL and loads the CA bundle: configuration errors (exit 2).
+    pub fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
+        let server = server_url.trim_end_matches('/').to_string();
+        let https = server.starts_with("https://");
+        if !https && !server.starts_with("http://") {
+            return Err(format!("--server-url {server_url:?} must start with https:// (or http:// to mean it)"));
+        }
+        let mut config = http::agent_config(TIMEOUTS);
+        if https && need_tls_roots {
+            let (pem, source) = match ca_file {
+                Some(path) => (
+                    files::read_bounded(path, files::CA_LIMIT, "--server-ca-file").map_err(|e| e.to_string())?,
+                    path.display().to_string(),
+                ),
+                None => system_bundle()?,
+            };
+            let roots = pem_certificates(&pem, &format!("CA bundle {source}"))?;
+            let tls = TlsConfig::builder()
+                .root_certs(RootCerts::new_with_certs(&roots))
+                .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .build();
+            config = config.tls_config(tls);
+        }
+        Ok(Kube9Client {
+            agent: config.build().new_agent(),
+            register_url: format!("{server}/v1/operator/register"),
+            server,
+        })
+    }
+
+    /// One registration attempt, bounded by [`call_bound`].
+    pub fn register(&self, key: &Secret, request: &RegisterRequest) -> Outcome {
+        let mut authorization = match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
+            Ok(h) => h,
+            Err(_) => return Outcome::BadRequest { details: "the API key cannot be sent in an HTTP header".into() },
+        };
+        authorization.set_sensitive(true);
+        let body = serde_json::to_vec(request).expect("plain data serialises");
+        let result = self
+            .agent
+            .post(&self.register_url)
+            .header(AUTHORIZATION, authorization)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .send(&body[..]);
+        let mut response = match result {
+            Ok(r) => r,
+            Err(e) => {
+                return Outcome::Failed { reason: format!("Failed to connect to kube9-server: {}", describe(&e)) };
+            }
+        };
+        let code = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| crate::util::backoff::parse_retry_after(v, SystemTime::now()));
+        match response.body_mut().with_config().limit(MAX_BODY).read_to_vec() {
+            Ok(body) => classify(code, &body, retry_after),
+            Err(e) => Outcome::Failed { reason: format!("kube9-server's answer could not be read: {}", describe(&e)) },
+        }
+    }
+
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+}
+
+fn system_bundle() -> Result<(Vec<u8>, String), String> {
+    let candidates =
+        std::env::var("SSL_CERT_FILE").ok().into_iter().chain(SYSTEM_BUNDLES.iter().map(|s| s.to_string()));
+    for path in candidates {
+        match files::read_bounded(Path::new(&path), files::CA_LIMIT, "CA bundle") {
+            Ok(pem) => return Ok((pem, path)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("no CA bundle to verify kube9-server (none of SSL_CERT_FILE, /etc/ssl/certs/ca-certificates.crt, …): \
+         give --server-ca-file or mount a bundle"
+        .into())
+}
+
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(ureq::Timeout::Connect) => {
+            format!("connection timeout after {}s", TIMEOUTS.connect.as_secs())
+        }
+        ureq::Error::Timeout(_) => format!("no answer within {}s", TIMEOUTS.response.as_secs()),
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        ureq::Error::Io(io) => io.kind().to_string(),
+        ureq::Error::BodyExceedsLimit(limit) => format!("answer larger than {limit} bytes"),
+        ureq::Error::HostNotFound => "cannot resolve the server's host".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The server's answer as an outcome. Pure.
+pub fn classify(code: u16, body: &[u8], retry_after: Option<Duration>) -> Outcome {
+    let json: Option<Value> = serde_json::from_slice(body).ok();
+    match code {
+        200 | 201 => {
+            let Some(v) = json else {
+                return Outcome::Failed { reason: "kube9-server's answer to registration is not JSON".into() };
+            };
+            let Some(cluster_id) = v.get("clusterId").and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+                return Outcome::Failed { reason: "kube9-server's answer to registration has no clusterId".into() };
+            };
+            let configuration = v.get("configuration");
+            let number = |key: &str| configuration.and_then(|c| c.get(key)).and_then(Value::as_u64).filter(|n| *n > 0);
+            Outcome::Registered {
+                cluster_id: cluster_id.to_string(),
+                status_interval: number("statusUpdateIntervalSeconds").map(Duration::from_secs),
+                reregistration: number("reregistrationIntervalHours")
+                    .map(|h| Duration::from_secs(h.saturating_mul(3600))),
+            }
+        }
+        401 => Outcome::Unauthorized,
+        429 => Outcome::RateLimited { retry_after },
+        400 => {
+            let details = json
+                .as_ref()
+                .and_then(|v| v.get("details").or_else(|| v.get("message")).or_else(|| v.get("error")))
+                .map(|d| d.as_str().map(String::from).unwrap_or_else(|| d.to_string()))
+                .unwrap_or_else(|| excerpt(body));
+            Outcome::BadRequest { details }
+        }
+        _ => Outcome::Failed { reason: format!("kube9-server answered HTTP {code} to registration") },
+    }
+}
+
+fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(body).chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect()
+}
+
+/// `sha256:` + hex SHA-256 of the cluster CA certificate (its DER, so PEM
+/// formatting does not matter), else of the API server URL.
+pub fn cluster_identifier(ca_pem: &[u8], server: &str) -> String {
+    let der = ureq::tls::parse_pem(ca_pem).find_map(|item| match item {
+        Ok(PemItem::Certificate(c)) => Some(c.der().to_vec()),
+        _ => None,
+    });
+    let digest = ring::digest::digest(&ring::digest::SHA256, der.as_deref().unwrap_or(server.as_bytes()));
+    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CA: &str = include_str!("../../tests/fixtures/fixture-ca.crt");
+
+    #[test]
+    fn classifies_every_answer_of_the_spec() {
+        let ok = br#"{"status":"registered","clusterId":"cls_abc","tier":"pro","configuration":{"statusUpdateIntervalSeconds":30,"reregistrationIntervalHours":12},"message":"hi"}"#;
+        assert_eq!(
+            classify(200, ok, None),
+            Outcome::Registered {
+                cluster_id: "cls_abc".into(),
+                status_interval: Some(Duration::from_secs(30)),
+                reregistration: Some(Duration::from_secs(12 * 3600)),
+            }
+        );
+        assert_eq!(
+            classify(200, br#"{"status":"reregistered","clusterId":"cls_abc","configuration":{"statusUpdateIntervalSeconds":"x"}}"#, None),
+            Outcome::Registered { cluster_id: "cls_abc".into(), status_interval: None, reregistration: None }
+        );
+        assert_eq!(classify(401, br#"{"error":"INVALID_API_KEY"}"#, None), Outcome::Unauthorized);
+        assert_eq!(
+            classify(429, b"", Some(Duration::from_secs(7))),
+            Outcome::RateLimited { retry_after: Some(Duration::from_secs(7)) }
+        );
+        assert_eq!(
+            classify(400, br#"{"details":"kubernetesVersion is required"}"#, None),
+            Outcome::BadRequest { details: "kubernetesVersion is required".into() }
+        );
+        assert_eq!(classify(400, b"plain\ntext", None), Outcome::BadRequest { details: "plain text".into() });
+        assert_eq!(
+            classify(503, b"<html>", None),
+            Outcome::Failed { reason: "kube9-server answered HTTP 503 to registration".into() }
+        );
+        assert_eq!(
+            classify(200, b"{not json", None),
+            Outcome::Failed { reason: "kube9-server's answer to registration is not JSON".into() }
+        );
+        assert_eq!(
+            classify(200, br#"{"status":"registered"}"#, None),
+            Outcome::Failed { reason: "kube9-server's answer to registration has no clusterId".into() }
+        );
+    }
+
+    #[test]
+    fn cluster_identifier_is_stable_and_hides_its_input() {
+        let a = cluster_identifier(CA.as_bytes(), "https://10.96.0.1:443");
+        let reformatted = CA.replace('\n', "\r\n");
+        assert_eq!(a, cluster_identifier(reformatted.as_bytes(), "https://elsewhere"));
+        assert!(a.starts_with("sha256:") && a.len() == 7 + 64);
+        let by_url = cluster_identifier(b"", "https://10.96.0.1:443");
+        assert_eq!(
+            by_url,
+            "sha256:".to_string()
+                + &{
+                    let d = ring::digest::digest(&ring::digest::SHA256, b"https://10.96.0.1:443");
+                    d.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()
+                }
+        );
+        assert_ne!(a, by_url);
+    }
+
+    #[test]
+    fn key_sources_first_found_wins_and_bad_keys_are_named_not_shown() {
+        let dir = std::env::temp_dir().join(format!("opstatus-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("api-key");
+        let env_key = Secret::new("kdy_prod_fromenv123");
+        let source = ApiKeySource { file: Some(file.clone()), env: Some(env_key.clone()) };
+        assert_eq!(source.read(), ApiKey::Present(env_key.clone()), "missing file: the variable");
+        std::fs::write(&file, "kdy_prod_fromfile456\n").unwrap();
+        assert_eq!(source.read(), ApiKey::Present(Secret::new("kdy_prod_fromfile456")));
+        std::fs::write(&file, "  \n").unwrap();
+        assert_eq!(source.read(), ApiKey::Present(env_key), "empty file: the variable");
+        std::fs::write(&file, "not-a-key secret-looking-value").unwrap();
+        let invalid = source.read();
+        assert_eq!(
+            invalid,
+            ApiKey::Invalid(format!("the API key in {} is not a kube9 API key (kdy_<env>_<random>)", file.display()))
+        );
+        assert!(!format!("{invalid:?}").contains("secret-looking-value"));
+        assert_eq!(ApiKeySource { file: None, env: None }.read(), ApiKey::Absent);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_call_is_bounded_by_seven_seconds() {
+        assert_eq!(call_bound(), Duration::from_secs(7));
+    }
+
+    #[test]
+    fn server_urls_must_say_their_scheme() {
+        assert!(Kube9Client::new("ftp://x", None, false).err().unwrap().contains("must start with https://"));
+        assert!(Kube9Client::new("api.kube9.dev", None, false).is_err());
+        assert_eq!(
+            Kube9Client::new("http://127.0.0.1:9/", None, true).unwrap().register_url,
+            "http://127.0.0.1:9/v1/operator/register"
+        );
+        let e = Kube9Client::new("https://x", Some(Path::new("/nonexistent/ca.pem")), true).err().unwrap();
+        assert!(e.starts_with("cannot read --server-ca-file /nonexistent/ca.pem"), "{e}");
+    }
+}

@@ -1,0 +1,51 @@
+//! The signals: what opstatus looks at on each check tick, before it
+//! decides anything.
+//!
+//! A signal is one value in the agent's list ([`Signal`]): on each check it
+//! looks again (every call bounded) and records what it saw in the tick's
+//! [`Observation`]: the [`Problem`]s that bear on health, and the facts the
+//! sinks publish. Adding one is a file implementing [`Signal`] and one line
+//! where the agent is composed (`app.rs`); health needs no new field.
+//!
+//! - [`watch`]: the operator's own health URLs and heartbeat file.
+//! - [`probes`]: conditions computed from the operator's own resources.
+//! - the pro tier ([`crate::pro`]): the API key and kube9-server registration.
+
+pub mod probes;
+pub mod watch;
+
+use crate::kube::Client;
+use crate::status::{ProFields, Problem};
+use std::time::{Duration, Instant};
+
+/// Everything the signals saw on one check: what the verdict and the sinks
+/// read until the next check.
+#[derive(Clone, Debug, Default)]
+pub struct Observation {
+    /// Every problem seen, in no order (the health rules order them).
+    pub problems: Vec<Problem>,
+    /// Why the operator itself is down (its watches fail); `None` when up.
+    pub operator_down: Option<String>,
+    /// Whether the operator's health is watched at all (otherwise "up"
+    /// means "its pod runs").
+    pub watched: bool,
+    /// What the probes concluded; `None` without probes.
+    pub probes: Option<probes::Outcome>,
+    /// Mode, tier and registration, for the status document.
+    pub pro: ProFields,
+    /// The heartbeat kube9-server asked for, while registered.
+    pub asked_interval: Option<Duration>,
+}
+
+/// Something opstatus checks on every check tick.
+pub trait Signal {
+    /// Looks again (each call bounded) and records what it sees in `into`.
+    fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation);
+
+    /// Whether a standby (an instance that does not publish) looks too:
+    /// only for cheap, local signals that keep its own readiness true to
+    /// its pod. Standbys make no writes and no lists.
+    fn when_standing_by(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,237 @@
+//! The probes' grammar: `--probe GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR]`
+//! and the same read from a CRD's `olm.operatorframework.io/condition.*`
+//! annotations. Pure.
+
+use crate::expr::{Expr, Grammar};
+use crate::kube::names::{check_dns_label, check_dns_subdomain};
+use serde::Deserialize;
+
+/// The condition types the probes publish.
+pub const UPGRADEABLE: &str = "Upgradeable";
+pub const IMPORTANT: &str = "Important";
+
+/// The CRD annotations that carry the expressions (OLM's Probe design).
+pub const UPGRADEABLE_ANNOTATION: &str = "olm.operatorframework.io/condition.Upgradeable";
+pub const IMPORTANT_ANNOTATION: &str = "olm.operatorframework.io/condition.Important";
+
+/// One probed resource type and its expressions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeSpec {
+    /// `""` for the core group.
+    pub group: String,
+    pub version: String,
+    /// The plural resource name, e.g. `foos`.
+    pub resource: String,
+    pub upgradeable: Option<Expr>,
+    pub important: Option<Expr>,
+}
+
+impl ProbeSpec {
+    /// `foos.example.com/v1`-style name for messages: `foos.example.com`.
+    pub fn display_name(&self) -> String {
+        match self.group.as_str() {
+            "" => self.resource.clone(),
+            g => format!("{}.{g}", self.resource),
+        }
+    }
+
+    /// `/apis/GROUP/VERSION` or `/api/v1`.
+    pub fn api_path(&self) -> String {
+        match self.group.as_str() {
+            "" => format!("/api/{}", self.version),
+            g => format!("/apis/{g}/{}", self.version),
+        }
+    }
+}
+
+/// Parses `GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR]`
+/// (`VERSION/RESOURCE` for the core group). The error says which part is
+/// wrong and, for an expression, the column.
+pub fn parse_probe(text: &str) -> Result<ProbeSpec, String> {
+    let (target, exprs) =
+        text.split_once(':').ok_or("is not GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR]")?;
+    let parts: Vec<&str> = target.split('/').collect();
+    let (group, version, resource) = match parts.as_slice() {
+        [g, v, r] => (*g, *v, *r),
+        [v, r] => ("", *v, *r),
+        _ => return Err(format!("{target:?} is not GROUP/VERSION/RESOURCE (or VERSION/RESOURCE for the core group)")),
+    };
+    if !group.is_empty() {
+        check_dns_subdomain(group).map_err(|why| format!("group {group:?}: {why}"))?;
+    }
+    check_dns_label(version).map_err(|why| format!("version {version:?}: {why}"))?;
+    check_dns_label(resource).map_err(|why| format!("resource {resource:?}: {why}"))?;
+    let mut spec = ProbeSpec {
+        group: group.into(),
+        version: version.into(),
+        resource: resource.into(),
+        upgradeable: None,
+        important: None,
+    };
+    for part in exprs.split(';') {
+        let (key, expr) =
+            part.split_once('=').ok_or_else(|| format!("{part:?} is not Upgradeable=EXPR or Important=EXPR"))?;
+        let (slot, grammar) = match key.trim() {
+            UPGRADEABLE => (&mut spec.upgradeable, Grammar::Full),
+            IMPORTANT => (&mut spec.important, Grammar::OrOnly),
+            other => return Err(format!("unknown condition {other:?} (Upgradeable or Important)")),
+        };
+        if slot.is_some() {
+            return Err(format!("{} is given twice", key.trim()));
+        }
+        *slot = Some(Expr::parse(expr, grammar).map_err(|e| format!("{} expression {expr:?}: {e}", key.trim()))?);
+    }
+    Ok(spec)
+}
+
+/// What a CRD says about probing its resources.
+#[derive(Deserialize)]
+struct Crd {
+    metadata: CrdMeta,
+    spec: CrdSpec,
+}
+
+#[derive(Deserialize)]
+struct CrdMeta {
+    name: String,
+    #[serde(default)]
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CrdSpec {
+    group: String,
+    names: CrdNames,
+    scope: String,
+    versions: Vec<CrdVersion>,
+}
+
+#[derive(Deserialize)]
+struct CrdNames {
+    plural: String,
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct CrdVersion {
+    name: String,
+    served: bool,
+    storage: bool,
+}
+
+/// The probe a CRD declares in its annotations, with the resource type
+/// resolved; `Ok(None)` when it declares none.
+pub fn spec_from_crd(body: &[u8]) -> Result<Option<(ProbeSpec, ResourceType)>, String> {
+    let crd: Crd = serde_json::from_slice(body).map_err(|e| format!("is not a CustomResourceDefinition: {e}"))?;
+    let annotation = |key: &str, grammar| {
+        crd.metadata
+            .annotations
+            .get(key)
+            .map(|text| Expr::parse(text, grammar).map_err(|e| format!("annotation {key} {text:?}: {e}")))
+            .transpose()
+    };
+    let upgradeable = annotation(UPGRADEABLE_ANNOTATION, Grammar::Full)?;
+    let important = annotation(IMPORTANT_ANNOTATION, Grammar::OrOnly)?;
+    if upgradeable.is_none() && important.is_none() {
+        return Ok(None);
+    }
+    // The storage version is served in every valid CRD; fall back to any
+    // served one.
+    let version = crd
+        .spec
+        .versions
+        .iter()
+        .find(|v| v.served && v.storage)
+        .or_else(|| crd.spec.versions.iter().find(|v| v.served))
+        .ok_or_else(|| format!("{} serves no version", crd.metadata.name))?;
+    let spec = ProbeSpec {
+        group: crd.spec.group,
+        version: version.name.clone(),
+        resource: crd.spec.names.plural,
+        upgradeable,
+        important,
+    };
+    let kind = ResourceType { kind: crd.spec.names.kind, namespaced: crd.spec.scope == "Namespaced" };
+    Ok(Some((spec, kind)))
+}
+
+/// What discovery says about a resource: its kind (for messages) and scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceType {
+    pub kind: String,
+    pub namespaced: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(text: &str) -> ProbeSpec {
+        parse_probe(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn parses_the_probe_flag() {
+        let p = probe("example.com/v1/foos:Upgradeable=!Migrating;Important=BadConnectivity || UnhealthyDatabase");
+        assert_eq!((p.group.as_str(), p.version.as_str(), p.resource.as_str()), ("example.com", "v1", "foos"));
+        assert_eq!(p.upgradeable.unwrap().to_string(), "!Migrating");
+        assert_eq!(p.important.unwrap().to_string(), "BadConnectivity || UnhealthyDatabase");
+        let core = probe("v1/configmaps:Important=Broken");
+        assert_eq!((core.group.as_str(), core.api_path()), ("", "/api/v1".to_string()));
+        assert_eq!(core.display_name(), "configmaps");
+        assert_eq!(probe("example.com/v1/foos:Upgradeable=A").display_name(), "foos.example.com");
+    }
+
+    #[test]
+    fn probe_flag_errors_say_what_and_where() {
+        let cases = [
+            ("example.com/v1/foos", "is not GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR]"),
+            ("foos:Upgradeable=A", "\"foos\" is not GROUP/VERSION/RESOURCE (or VERSION/RESOURCE for the core group)"),
+            ("Example.com/v1/foos:Upgradeable=A", "group \"Example.com\": only lowercase letters"),
+            ("example.com/v1/foos:Ready=A", "unknown condition \"Ready\" (Upgradeable or Important)"),
+            ("example.com/v1/foos:Upgradeable", "\"Upgradeable\" is not Upgradeable=EXPR or Important=EXPR"),
+            ("example.com/v1/foos:Upgradeable=A;Upgradeable=B", "Upgradeable is given twice"),
+            (
+                "example.com/v1/foos:Upgradeable=!Migrating &&",
+                "Upgradeable expression \"!Migrating &&\": column 14: expected a condition name, '!' or '(', found the end",
+            ),
+            (
+                "example.com/v1/foos:Important=A && B",
+                "Important expression \"A && B\": column 3: only '||' is allowed in an Important expression",
+            ),
+        ];
+        for (text, want) in cases {
+            let got = parse_probe(text).unwrap_err();
+            assert!(got.starts_with(want), "{text}: {got}");
+        }
+    }
+
+    #[test]
+    fn reads_the_probe_from_crd_annotations() {
+        let crd = serde_json::json!({
+            "metadata": {"name": "foos.example.com", "annotations": {
+                UPGRADEABLE_ANNOTATION: "!Migrating", IMPORTANT_ANNOTATION: "Broken || Lost"}},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
+                     "versions": [{"name": "v1alpha1", "served": true, "storage": false},
+                                  {"name": "v1", "served": true, "storage": true}]}
+        });
+        let (spec, kind) = spec_from_crd(crd.to_string().as_bytes()).unwrap().unwrap();
+        assert_eq!((spec.version.as_str(), spec.resource.as_str()), ("v1", "foos"));
+        assert_eq!(kind, ResourceType { kind: "Foo".into(), namespaced: true });
+        assert_eq!(spec.important.unwrap().to_string(), "Broken || Lost");
+
+        let mut plain = crd.clone();
+        plain["metadata"]["annotations"] = serde_json::json!({"other": "x"});
+        assert_eq!(spec_from_crd(plain.to_string().as_bytes()).unwrap(), None);
+
+        let mut bad = crd;
+        bad["metadata"]["annotations"][UPGRADEABLE_ANNOTATION] = "!(Migrating".into();
+        assert_eq!(
+            spec_from_crd(bad.to_string().as_bytes()).unwrap_err(),
+            "annotation olm.operatorframework.io/condition.Upgradeable \"!(Migrating\": \
+             column 12: expected ')' to close the '(' at column 2, found the end"
+        );
+        assert!(spec_from_crd(b"{}").unwrap_err().starts_with("is not a CustomResourceDefinition"));
+    }
+}

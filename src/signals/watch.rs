@@ -1,0 +1,154 @@
+//! The operator's own health as a signal: HTTP endpoints it serves (its
+//! `/healthz` in the same pod) and a heartbeat file it touches.
+//!
+//! Checked on every check tick ([`Signal`]). The first failing watch is the
+//! reason; a failing watch makes the status `degraded` (`unhealthy` when
+//! the watches are critical) and the ClusterOperator `Available=False`.
+//! [`file_problem`] is the pure part of the file rule.
+
+use super::{Observation, Signal};
+use crate::kube::Client;
+use crate::status::{Problem, Rule};
+use crate::util::http::{self, Timeouts};
+use crate::util::reported::Reported;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+/// A watched URL must answer within this; it is on the same pod, so a slow
+/// answer is itself a symptom.
+const URL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The largest body read (and discarded) from a watched URL.
+const URL_BODY_LIMIT: u64 = 64 * 1024;
+
+pub struct Watches {
+    urls: Vec<String>,
+    file: Option<(PathBuf, Duration)>,
+    /// A failing watch makes the status `unhealthy` instead of `degraded`.
+    critical: bool,
+    agent: ureq::Agent,
+    problem: Reported,
+}
+
+impl Watches {
+    pub fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
+        let agent = http::agent_config(Timeouts {
+            connect: URL_TIMEOUT,
+            send: URL_TIMEOUT,
+            response: URL_TIMEOUT,
+            body: URL_TIMEOUT,
+        })
+        // Probed every few seconds: keeping the connection saves a
+        // handshake per check and costs the operator nothing.
+        .max_idle_connections(urls.len().max(1))
+        .build()
+        .new_agent();
+        Watches { urls, file, critical, agent, problem: Reported::default() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.urls.is_empty() && self.file.is_none()
+    }
+
+    /// Checks every watch; the first failure's reason, or `None` when all
+    /// are well.
+    pub fn check(&self, now: SystemTime) -> Option<String> {
+        for url in &self.urls {
+            if let Some(why) = self.url_problem(url) {
+                return Some(format!("Operator health check {url} failed: {why}"));
+            }
+        }
+        let (path, max_age) = self.file.as_ref()?;
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        file_problem(&path.display().to_string(), modified, now, *max_age)
+    }
+
+    fn url_problem(&self, url: &str) -> Option<String> {
+        match self.agent.get(url).call() {
+            Ok(mut response) => {
+                // Drain so the kept-alive connection can be reused.
+                let _ = response.body_mut().with_config().limit(URL_BODY_LIMIT).read_to_vec();
+                let status = response.status();
+                (!status.is_success()).then(|| format!("HTTP {}", status.as_u16()))
+            }
+            Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                Some("connection refused".into())
+            }
+            Err(ureq::Error::Timeout(_)) => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
+            Err(e) => Some(e.to_string()),
+        }
+    }
+}
+
+impl Signal for Watches {
+    fn when_standing_by(&self) -> bool {
+        true
+    }
+
+    fn observe(&mut self, _: &mut Client, _: Instant, into: &mut Observation) {
+        if self.is_empty() {
+            return;
+        }
+        let problem = self.check(SystemTime::now());
+        self.problem.update(problem, log::Level::Warn, "The operator's health checks pass again");
+        into.watched = true;
+        if let Some(why) = self.problem.get() {
+            let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
+            into.problems.push(health(Rule::Operator, why));
+            into.operator_down = Some(why.to_string());
+        }
+    }
+}
+
+/// The heartbeat-file rule: missing, or not modified within `max_age`.
+pub fn file_problem(shown: &str, modified: Option<SystemTime>, now: SystemTime, max_age: Duration) -> Option<String> {
+    let Some(modified) = modified else {
+        return Some(format!("Operator heartbeat file {shown} is missing"));
+    };
+    let age = now.duration_since(modified).unwrap_or(Duration::ZERO);
+    (age > max_age).then(|| {
+        format!("Operator heartbeat file {shown} was last touched {}s ago (max {}s)", age.as_secs(), max_age.as_secs())
+    })
+}
+
+/// Checks that a watch URL is one opstatus will fetch: plain `http://`, for
+/// an endpoint in the same pod.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let rest =
+        url.strip_prefix("http://").ok_or("must start with http:// (the operator's probe endpoint in the same pod)")?;
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    if host.is_empty() {
+        return Err("has no host".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn heartbeat_file_rules() {
+        let max = Duration::from_secs(60);
+        assert_eq!(file_problem("/hb", None, at(100), max), Some("Operator heartbeat file /hb is missing".into()));
+        assert_eq!(file_problem("/hb", Some(at(100)), at(160), max), None);
+        assert_eq!(file_problem("/hb", Some(at(200)), at(100), max), None, "future mtime is fresh");
+        assert_eq!(
+            file_problem("/hb", Some(at(100)), at(161), max),
+            Some("Operator heartbeat file /hb was last touched 61s ago (max 60s)".into())
+        );
+    }
+
+    #[test]
+    fn watch_urls_must_be_plain_http_with_a_host() {
+        assert!(check_url("http://127.0.0.1:8081/healthz").is_ok());
+        assert!(check_url("http://localhost:8081").is_ok());
+        assert!(check_url("https://127.0.0.1:8443/healthz").unwrap_err().contains("http://"));
+        assert_eq!(check_url("http:///healthz"), Err("has no host".into()));
+        assert!(check_url("127.0.0.1:8081").is_err());
+    }
+}
