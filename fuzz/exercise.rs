@@ -42,7 +42,7 @@ pub fn http_request(data: &[u8]) {
     let parsed = parse_request(data);
     if let Parsed::Request { method, path } = &parsed {
         assert!(path.starts_with('/') && !path.contains('?'));
-        assert!(!method.is_empty());
+        assert!(!method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase()));
     }
     if data.len() >= opstatus::testing::MAX_HEAD
         && !data.windows(2).any(|w| w == b"\n\n")

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane (etcd + kube-apiserver v1.20.2) on loopback,
-# built offline from Debian's `kubernetes` source package.
+# A real Kubernetes control plane (etcd + kube-apiserver) on loopback: either
+# v1.20.2 built offline from Debian's `kubernetes` source package (the
+# default), or any version given as a directory of binaries.
 #
 #   control-plane.sh install     install the Debian packages it needs (idempotent)
 #   control-plane.sh build       install, then build kube-apiserver once into the
 #                                cache (keyed by the Debian source version);
 #                                prints the binary's path
+#   control-plane.sh prepare     with OPSTATUS_KUBE_VERSION=bin-dir: check the
+#                                directory, decompress (once, into the cache) and
+#                                verify its binaries; prints the kube-apiserver's
+#   control-plane.sh version     the kube-apiserver version `start` would run
 #   control-plane.sh start DIR   start etcd + kube-apiserver on free loopback
 #                                ports with a fresh PKI in DIR; writes DIR/env
 #   control-plane.sh stop DIR    stop what `start DIR` started, by PID
@@ -19,7 +24,20 @@
 # `start --watch-pid PID` also starts a watchdog that stops the control plane
 # when PID exits, so a test run that is killed leaves nothing behind.
 #
-# The recipe, and why each step is needed, is in shared/REAL_APISERVER.md.
+# Which control plane (the same commands and DIR/env for both):
+#   OPSTATUS_KUBE_VERSION=1.20 (default)   the Debian-built v1.20.2 (`build`)
+#   OPSTATUS_KUBE_VERSION=bin-dir          kube-apiserver and etcd from
+#       OPSTATUS_KUBE_BIN_DIR (default: ../shared/k8s/v1.36.2 beside the
+#       repository). Each binary is NAME or NAME.xz (decompressed once into
+#       the cache); its sha256 is checked against the directory's SHA256SUMS,
+#       NAME.sha256 or README.md table ("| NAME | ... | <sha256> |") when one
+#       is there (required for .xz). Official release binaries work: the
+#       kubernetes-server tarball's kube-apiserver and etcd's release etcd.
+# DIR/env also gets KUBE_FLAVOR (1.20 or bin-dir) and KUBE_GIT_VERSION (what
+# /version answers).
+#
+# The recipe, and why each step is needed, is in shared/REAL_APISERVER.md
+# (v1.20) and shared/k8s/v1.36.2/README.md.
 set -euo pipefail
 
 readonly KUBE_DEB_VERSION="1.20.5+really1.20.2"
@@ -28,6 +46,10 @@ readonly CACHE_ROOT="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opsta
 readonly APISERVER_BIN="$CACHE_ROOT/kube-apiserver/$KUBE_DEB_VERSION/kube-apiserver"
 readonly GO_BIN_DIR="/usr/lib/go-1.19/bin"
 readonly RUNTIME_PACKAGES=(etcd-server openssl)
+readonly REPO_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+readonly KUBE_FLAVOR="${OPSTATUS_KUBE_VERSION:-1.20}"
+readonly DEFAULT_BIN_DIR="$REPO_ROOT/../shared/k8s/v1.36.2"
+readonly BIN_DIR="${OPSTATUS_KUBE_BIN_DIR:-$DEFAULT_BIN_DIR}"
 readonly BUILD_PACKAGES=(golang-1.19-go golang-github-modern-go-reflect2-dev dpkg-dev)
 
 log() { printf 'control-plane: %s\n' "$*" >&2; }
@@ -147,6 +169,118 @@ cmd_build() {
   echo "$APISERVER_BIN"
 }
 
+# --- A control plane from a directory of binaries (OPSTATUS_KUBE_VERSION=bin-dir)
+
+# What to provide, said whenever the directory cannot be used.
+bin_dir_help() {
+  cat >&2 <<EOF
+control-plane: OPSTATUS_KUBE_VERSION=bin-dir needs a directory holding kube-apiserver
+  and etcd for linux/amd64 (plain or .xz). Set OPSTATUS_KUBE_BIN_DIR to it, e.g. the
+  official release binaries: kube-apiserver from kubernetes-server-linux-amd64.tar.gz
+  (server/bin/) and etcd from etcd's release tarball, with a SHA256SUMS file
+  (sha256sum output) or NAME.sha256 files beside them. The default,
+  ../shared/k8s/v1.36.2 beside the repository ($DEFAULT_BIN_DIR), holds
+  kube-apiserver v1.36.2 and etcd 3.6.13.
+EOF
+}
+
+# The expected sha256 of the decompressed NAME, from the directory's
+# SHA256SUMS, NAME.sha256 or README.md table; empty when none says.
+expected_sha256() {
+  local name=$1 sum=""
+  if [ -f "$BIN_DIR/SHA256SUMS" ]; then
+    sum=$(awk -v n="$name" '{f=$2; sub(/^\*/, "", f); sub(/.*\//, "", f)} f == n {print $1; exit}' "$BIN_DIR/SHA256SUMS")
+  fi
+  if [ -z "$sum" ] && [ -f "$BIN_DIR/$name.sha256" ]; then
+    sum=$(awk '{print $1; exit}' "$BIN_DIR/$name.sha256")
+  fi
+  if [ -z "$sum" ] && [ -f "$BIN_DIR/README.md" ]; then
+    sum=$(awk -F'|' -v n="$name" '{c=$2; gsub(/ /, "", c)} c == n {l=$(NF-1); gsub(/ /, "", l); print l; exit}' "$BIN_DIR/README.md")
+  fi
+  case "$sum" in
+    "") ;;
+    *[!0-9a-f]*) die "$BIN_DIR: the checksum given for $name is not a sha256: $sum" ;;
+    *) [ "${#sum}" -eq 64 ] || die "$BIN_DIR: the checksum given for $name is not a sha256: $sum" ;;
+  esac
+  echo "$sum"
+}
+
+verify_sha256() {
+  local file=$1 want=$2 got
+  got=$(sha256sum "$file" | awk '{print $1}')
+  [ "$got" = "$want" ] || die "$file: sha256 $got, expected $want (from $BIN_DIR)"
+}
+
+# Prints the path of a verified, runnable NAME from the directory.
+bin_dir_binary() {
+  local name=$1 sum out
+  sum=$(expected_sha256 "$name")
+  if [ -f "$BIN_DIR/$name.xz" ]; then
+    [ -n "$sum" ] || { bin_dir_help; die "$BIN_DIR/$name.xz: no sha256 for $name in SHA256SUMS, $name.sha256 or README.md"; }
+    out="$CACHE_ROOT/kube-bin/$sum/$name"
+    if [ ! -x "$out" ]; then
+      command -v xz >/dev/null || apt_install xz-utils
+      log "decompressing $BIN_DIR/$name.xz into the cache (once)"
+      mkdir -p "$(dirname "$out")"
+      xz -dc "$BIN_DIR/$name.xz" > "$out.tmp.$$"
+      verify_sha256 "$out.tmp.$$" "$sum"
+      chmod 755 "$out.tmp.$$"
+      mv "$out.tmp.$$" "$out"
+    fi
+    # The cache is keyed by the checksum and written only after it matched.
+    echo "$out"
+  elif [ -f "$BIN_DIR/$name" ]; then
+    if [ -n "$sum" ]; then
+      verify_sha256 "$BIN_DIR/$name" "$sum"
+    else
+      log "warning: no sha256 for $BIN_DIR/$name (SHA256SUMS, $name.sha256 or README.md): not verified"
+    fi
+    [ -x "$BIN_DIR/$name" ] || die "$BIN_DIR/$name is not executable"
+    echo "$BIN_DIR/$name"
+  else
+    bin_dir_help
+    die "no $name or $name.xz in OPSTATUS_KUBE_BIN_DIR=$BIN_DIR"
+  fi
+}
+
+# Sets APISERVER and ETCD to the binaries the chosen control plane runs.
+resolve_binaries() {
+  case "$KUBE_FLAVOR" in
+    1.20)
+      APISERVER=$APISERVER_BIN
+      [ -x "$APISERVER" ] || die "no kube-apiserver at $APISERVER: run 'scripts/control-plane.sh build' first"
+      ETCD=$(command -v etcd) || die "etcd is not installed: run 'scripts/control-plane.sh install'"
+      ;;
+    bin-dir)
+      if [ ! -d "$BIN_DIR" ]; then
+        bin_dir_help
+        die "OPSTATUS_KUBE_BIN_DIR=$BIN_DIR does not exist"
+      fi
+      APISERVER=$(bin_dir_binary kube-apiserver)
+      ETCD=$(bin_dir_binary etcd)
+      ;;
+    *) die "OPSTATUS_KUBE_VERSION=$KUBE_FLAVOR: expected 1.20 (the Debian build) or bin-dir (OPSTATUS_KUBE_BIN_DIR)" ;;
+  esac
+}
+
+cmd_prepare() {
+  command -v openssl >/dev/null || cmd_install
+  resolve_binaries
+  echo "$APISERVER"
+}
+
+cmd_version() {
+  resolve_binaries
+  local v
+  v=$("$APISERVER" --version 2>/dev/null | awk '{print $2}')
+  if [ "$KUBE_FLAVOR" = 1.20 ]; then
+    # Its /version answers v0.0.0-master+... (REAL_APISERVER.md); --version is right.
+    echo "${v:-$KUBE_GIT_VERSION} (built from Debian's kubernetes $KUBE_DEB_VERSION)"
+  else
+    echo "${v:-unknown} ($APISERVER)"
+  fi
+}
+
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -183,6 +317,10 @@ wait_ready() {
       tail -n 20 "$dir/apiserver.log" >&2
       die "kube-apiserver exited during start (log: $dir/apiserver.log)"
     fi
+    if [ -f "$dir/etcd.pid" ] && ! kill -0 "$(cat "$dir/etcd.pid")" 2>/dev/null; then
+      tail -n 20 "$dir/etcd.log" >&2
+      die "etcd exited (log: $dir/etcd.log)"
+    fi
     if curl -fsS --max-time 1 --cacert "$dir/ca.crt" \
         -H "Authorization: Bearer $(cat "$dir/admin.token")" \
         "https://127.0.0.1:$port/readyz" 2>/dev/null | grep -q '^ok$'; then
@@ -197,7 +335,10 @@ start_apiserver() {
   local dir=$1 port etcd_port
   port=$(sed -n 's/^APISERVER_PORT=//p' "$dir/env")
   etcd_port=$(cat "$dir/etcd.port")
-  "$APISERVER_BIN" \
+  local extra=()
+  # On loopback without nodes the v1.36 endpoints reconciler fails in a loop.
+  [ "$(cat "$dir/flavor")" = 1.20 ] || extra+=(--endpoint-reconciler-type=none)
+  "$(cat "$dir/apiserver.bin")" ${extra[@]+"${extra[@]}"} \
     --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
     --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
@@ -222,21 +363,30 @@ cmd_start() {
     esac
   done
   [ -n "$dir" ] || die "usage: control-plane.sh start DIR [--watch-pid PID]"
-  [ -x "$APISERVER_BIN" ] || die "no kube-apiserver at $APISERVER_BIN: run 'scripts/control-plane.sh build' first"
-  command -v etcd >/dev/null || die "etcd is not installed: run 'scripts/control-plane.sh install'"
+  resolve_binaries
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
+  # A restart (start-apiserver) runs the same binary as the first start.
+  echo "$KUBE_FLAVOR" > "$dir/flavor"
+  echo "$APISERVER" > "$dir/apiserver.bin"
   make_pki "$dir"
 
   local etcd_port peer_port port
   etcd_port=$(free_port); peer_port=$(free_port); port=$(free_port)
   echo "$etcd_port" > "$dir/etcd.port"
-  etcd --data-dir "$dir/etcd" --name opstatus-test \
+  local cluster_flags=()
+  # etcd's own release needs the advertised URLs spelt out; the minimal etcd
+  # beside kube-apiserver v1.36.2 takes only the four flags below and
+  # advertises its client URL itself.
+  if "$ETCD" --help 2>&1 | grep -q -- '-advertise-client-urls'; then
+    cluster_flags=(--advertise-client-urls "http://127.0.0.1:$etcd_port"
+      --initial-advertise-peer-urls "http://127.0.0.1:$peer_port"
+      --initial-cluster "opstatus-test=http://127.0.0.1:$peer_port")
+  fi
+  "$ETCD" --data-dir "$dir/etcd" --name opstatus-test \
     --listen-client-urls "http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-    --initial-cluster "opstatus-test=http://127.0.0.1:$peer_port" \
+    ${cluster_flags[@]+"${cluster_flags[@]}"} \
     >"$dir/etcd.log" 2>&1 &
   echo $! > "$dir/etcd.pid"
 
@@ -268,6 +418,10 @@ ETCD_PID=$(cat "$dir/etcd.pid")
 ENV
   start_apiserver "$dir"
   echo "APISERVER_PID=$(cat "$dir/apiserver.pid")" >> "$dir/env"
+  local version
+  version=$(curl -fsS --max-time 5 --cacert "$dir/ca.crt" -H "Authorization: Bearer $(cat "$dir/admin.token")" \
+    "https://127.0.0.1:$port/version" | sed -n 's/^ *"gitVersion": *"\([^"]*\)".*/\1/p')
+  printf 'KUBE_FLAVOR=%s\nKUBE_GIT_VERSION=%s\n' "$KUBE_FLAVOR" "$version" >> "$dir/env"
 
   if [ -n "$watch_pid" ]; then
     # Detached from our stdout so callers reading it do not wait for the watchdog.
@@ -276,7 +430,7 @@ ENV
       [ -f "$2/env" ] && exec "$0" stop "$2"
     ' "$0" "$watch_pid" "$dir" >/dev/null 2>&1 &
   fi
-  log "ready: https://127.0.0.1:$port (etcd $etcd_port), state in $dir"
+  log "ready: kube-apiserver $version ($KUBE_FLAVOR) at https://127.0.0.1:$port (etcd $etcd_port), state in $dir"
 }
 
 stop_pid_file() {
@@ -316,9 +470,11 @@ cmd_start_apiserver() {
 case "${1:-}" in
   install) cmd_install ;;
   build) cmd_build ;;
+  prepare) cmd_prepare ;;
+  version) cmd_version ;;
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
   stop-apiserver) shift; cmd_stop_apiserver "$@" ;;
   start-apiserver) shift; cmd_start_apiserver "$@" ;;
-  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

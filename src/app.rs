@@ -138,7 +138,8 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
     let file = watch.file.clone().map(|f| (f, watch.max_age));
     signals.push(Box::new(Watches::new(watch.urls.clone(), file, watch.critical)));
     let probes = &settings.probes;
-    let prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone());
+    let prober =
+        Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone()).within(settings.interval);
     let probing = !prober.is_empty();
     if probing {
         signals.push(Box::new(prober));

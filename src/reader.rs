@@ -19,7 +19,12 @@
 //! `tier` or a boolean `registered`. [`Reading::mode`] is the most specific
 //! of the two (1.34.1's when it accepts the status); [`Reading::extension`]
 //! has each, [`Reading::reason`] says why.
+//!
+//! Whoever can write the ConfigMap chose its text: every string read from
+//! it is sanitised (no control characters, at most 1 KiB) before it reaches
+//! a terminal.
 
+use crate::util::text::{MAX_FOREIGN, sanitize};
 use crate::util::time::{format_rfc3339, parse_rfc3339};
 use serde::Serialize;
 use serde_json::Value;
@@ -185,10 +190,9 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
     if !v.is_object() {
         return Err(ReaderError::NotJson("it is not an object".into()));
     }
-    let required = |name: &'static str| {
-        v.get(name).and_then(Value::as_str).map(String::from).ok_or(ReaderError::MissingField(name))
-    };
-    let optional = |name: &str| v.get(name).and_then(Value::as_str).map(String::from);
+    let text = |name: &str| v.get(name).and_then(Value::as_str).map(|s| sanitize(s, MAX_FOREIGN));
+    let required = |name: &'static str| text(name).ok_or(ReaderError::MissingField(name));
+    let optional = text;
     let (mode, tier, version) = (required("mode")?, required("tier")?, required("version")?);
     let mode = if mode == "enabled" { "enabled" } else { "operated" };
     let tier = if tier == "pro" { "pro" } else { "free" };
@@ -534,5 +538,18 @@ mod tests {
         );
         let basic = render_text(&interpret(None, now()).unwrap(), "kube9-operator-status", "ops", now());
         assert!(basic.starts_with("Mode:        basic\n") && basic.contains("namespace ops"), "{basic}");
+    }
+
+    #[test]
+    fn foreign_text_reaches_the_terminal_printable_and_bounded() {
+        let hostile = json!({"mode": "operated", "tier": "free", "version": "1.0.0\u{1b}[8m", "health": "degraded",
+            "lastUpdate": "2025-11-10T15:34:00Z", "error": format!("\u{1b}[2J\u{1b}[H\rall good {}", "x".repeat(4000)),
+            "namespace": "ops\u{9b}31m"});
+        let r = interpret(Some(&hostile.to_string()), now()).unwrap();
+        let text = render_text(&r, "kube9-operator-status", "ops", now());
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+        assert_eq!(text.lines().count(), 8, "{text}");
+        assert!(text.contains("Error:        [2J [H all good xxx") && text.len() < 1300, "{}", text.len());
+        assert!(text.contains("Version:     1.0.0 [8m\n") && text.contains("Namespace:   ops 31m\n"), "{text}");
     }
 }

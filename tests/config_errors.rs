@@ -101,6 +101,50 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "CA bundle /etc/hostname holds no PEM certificate",
     },
+    Case {
+        args: &["--server-url", "http://127.0.0.1:9"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-url (KUBE9_SERVER_URL) \"http://127.0.0.1:9\" is plain http://: the API key would travel \
+                 unencrypted; use https://, or give --allow-insecure-server-url to mean it",
+    },
+    Case {
+        args: &["once"],
+        env: &[("KUBE9_SERVER_URL", "http://127.0.0.1:9"), ("KUBE9_API_KEY", "kdy_x_y")],
+        sa_files: &[],
+        expect: "is plain http://: the API key would travel unencrypted",
+    },
+    Case {
+        args: &["--server-url", "http://127.0.0.1:9", "--allow-insecure-server-url", "--server-ca-file", "/run/ca.pem"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-ca-file is for an https:// kube9-server, and --server-url (KUBE9_SERVER_URL) \
+                 \"http://127.0.0.1:9\" is http://",
+    },
+    Case {
+        args: &["--server-url", "https://user:secret@api.kube9.dev"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-url: \"https://***@api.kube9.dev\" holds a user name or password (user:password@)",
+    },
+    Case {
+        args: &["once"],
+        env: &[("KUBE9_SERVER_URL", "https://user:secret@api.kube9.dev")],
+        sa_files: &[],
+        expect: "KUBE9_SERVER_URL: \"https://***@api.kube9.dev\" holds a user name or password",
+    },
+    Case {
+        args: &["--watch-url", "http://user:secret@127.0.0.1:8081/healthz"],
+        env: &[],
+        sa_files: &[],
+        expect: "--watch-url: \"http://***@127.0.0.1:8081/healthz\" holds a user name or password",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_WATCH_URLS", "http://127.0.0.1:8081/healthz,http://admin:secret@127.0.0.1:8082/")],
+        sa_files: &[],
+        expect: "OPSTATUS_WATCH_URLS: \"http://***@127.0.0.1:8082/\" holds a user name or password",
+    },
     Case { args: &["probe"], env: &[], sa_files: &[], expect: "probe needs --ready-file (or OPSTATUS_READY_FILE)" },
     Case {
         args: &["--listen", "localhost:8090"],
@@ -198,6 +242,7 @@ fn every_bad_input_exits_2_with_one_line_and_no_request() {
         assert_eq!(out.status.code(), Some(2), "{:?}: {stderr}", case.args);
         assert_eq!(stderr.lines().count(), 1, "{:?}: one line expected:\n{stderr}", case.args);
         assert!(stderr.starts_with("opstatus: error: ") && stderr.contains(case.expect), "{:?}: {stderr}", case.args);
+        assert!(!stderr.contains("secret"), "{:?}: a password in a URL is never shown: {stderr}", case.args);
     }
     assert!(server.requests().is_empty(), "configuration errors must stop before any request");
 }
@@ -213,6 +258,16 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
         ),
         ("a: b\n  c: d\n", "line 2, column 3: unexpected indentation"),
     ];
+    // Valid but for the password in the server URL.
+    let with_password = format!(
+        "current-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\nclusters:\n- name: k\n  \
+         cluster: {{server: 'https://admin:secret@127.0.0.1:1', certificate-authority: '{}/tests/fixtures/fixture-ca.crt'}}\n\
+         users:\n- name: u\n  user: {{token: x}}\n",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let password_case =
+        (with_password.as_str(), "cluster \"k\" server \"https://***@127.0.0.1:1\" holds a user name or password");
+    let cases: Vec<(&str, &str)> = cases.into_iter().chain([password_case]).collect();
     for (i, (text, expect)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("kubeconfig-{i}"));
         std::fs::write(&path, text).unwrap();
@@ -221,6 +276,7 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(&format!("kubeconfig {}: ", path.display())) && stderr.contains(expect), "{stderr}");
+        assert!(!stderr.contains("secret"), "a password in a URL is never shown: {stderr}");
     }
 }
 

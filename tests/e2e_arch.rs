@@ -81,15 +81,13 @@ fn as_in_a_pod(arch: &Arch) {
     let out = arch.run_to_end(&["probe", "--ready-file", ready], &env, Duration::from_secs(10));
     assert_eq!(out.status.code(), Some(1), "{}: not ready after exit", arch.label);
 
-    // One server-side apply per write (the final status is one of them),
-    // on the one name.
+    // The first look, then one server-side apply per write (the final
+    // status is one of them), on the one name.
     let events = cp.audit_events(&pod.user);
     let writes = agent.stderr().matches("Status updated:").count();
     assert!(writes >= 6, "{writes} writes");
-    assert_eq!(events.len(), writes, "one request per write: {events:?}");
-    assert_eq!((events[0].verb.as_str(), events[0].code), ("patch", 201), "the first write created it");
-    let first_write = events[0].received.duration_since(started).unwrap_or_default();
-    assert!(events.iter().all(|e| e.verb == "patch" && e.uri.contains(CM)), "{events:?}");
+    support::requests::assert_first_look_then_one_write_per_heartbeat(&events, writes, CM);
+    let first_write = events[2].received.duration_since(started).unwrap_or_default();
     let how = if arch.qemu.is_some() { "under qemu-user (emulated)" } else { "natively" };
     println!(
         "e2e arch {}: {size} bytes, {how}: first write {:?} after start, {writes} heartbeats, /readyz in {took:?}, \

@@ -10,7 +10,8 @@
 //! 5. a version bump → `Progressing=True` "Working towards", old versions
 //!    kept until the version file says the new ones run;
 //!
-//! and a condition someone else set survives throughout. RBAC: the
+//! and a condition, a version and a related object someone else set
+//! survive throughout. RBAC: the
 //! `manifests/openshift` ClusterRole, as shipped.
 
 mod support;
@@ -81,6 +82,21 @@ fn e2e_cluster_operator_lifecycle() {
 
     // 2. First start: created, with the operator's version and Available.
     cp.install_crd("clusteroperators.config.openshift.io");
+    // The schema as openshift/api ships it, except on the Debian v1.20 build
+    // (see install_crd): the core group's "" below is checked against it.
+    let group = cp.kubectl_ok(&[
+        "get",
+        "crd",
+        "clusteroperators.config.openshift.io",
+        "-o",
+        "jsonpath={.spec.versions[0].schema.openAPIV3Schema.properties.status.properties.relatedObjects.items.properties.group}",
+    ]);
+    assert_eq!(
+        group.contains("nullable"),
+        cp.is_debian_1_20(),
+        "relatedObjects[].group on {}: {group}",
+        cp.git_version()
+    );
     let run_args = |version: &str, engine: &str| -> Vec<String> {
         let mut args: Vec<String> = ["run", "--interval", "60s", "--check-interval", "1s", "--degraded-inertia", "4s"]
             .iter()
@@ -119,10 +135,16 @@ fn e2e_cluster_operator_lifecycle() {
     assert_eq!(&columns[..5], [name.as_str(), "1.0.0", "True", "False", "False"], "{row}");
     println!("kubectl get clusteroperators: {}", row.trim());
 
-    // Someone else's condition (the CVO sets some of its own).
+    // Someone else's condition (the CVO sets some of its own), version and
+    // related object.
     let foreign = json!({"type": "EvaluationConditionsDetected", "status": "False", "reason": "AsExpected",
                          "message": "Set by the cluster-version operator.", "lastTransitionTime": "2026-01-01T00:00:00Z"});
-    let add = json!([{"op": "add", "path": "/status/conditions/-", "value": foreign}]).to_string();
+    let foreign_version = json!({"name": "kube-apiserver", "version": "1.20.2"});
+    let foreign_related = json!({"group": "operator.openshift.io", "resource": "kubeapiservers", "name": "cluster"});
+    let add = json!([{"op": "add", "path": "/status/conditions/-", "value": foreign},
+                     {"op": "add", "path": "/status/versions/-", "value": foreign_version},
+                     {"op": "add", "path": "/status/relatedObjects/-", "value": foreign_related}])
+    .to_string();
     cp.kubectl_ok(&["patch", "clusteroperators", &name, "--subresource=status", "--type=json", "-p", &add]);
 
     // 3. Nothing changes: not one request to the ClusterOperator.
@@ -183,6 +205,9 @@ fn e2e_cluster_operator_lifecycle() {
     assert_eq!((version_of(&co, "operator"), version_of(&co, "engine")), (&json!("1.1.0"), &json!("3.2.0")));
     assert!(transition_of(&co, "Progressing") > started_rollout);
     assert_eq!(find(&co["status"]["conditions"], "EvaluationConditionsDetected"), Some(&foreign));
+    // The foreign version and related object survived every write.
+    assert_eq!(version_of(&co, "kube-apiserver"), &json!("1.20.2"), "{}", co["status"]);
+    assert_eq!(co["status"]["relatedObjects"].as_array().unwrap().last(), Some(&foreign_related));
 
     // Only the verbs the ClusterRole grants were used.
     let verbs: std::collections::BTreeSet<String> = cp

@@ -91,20 +91,7 @@ fn e2e_heartbeats_move_last_update_and_cost_one_request_each() {
     let events = cp.audit_events(&pod.user);
     let heartbeats = agent.stderr().matches("Status updated:").count();
     assert!(heartbeats >= 5, "{heartbeats} heartbeats");
-    // Start: the first look (a read, and the apply that creates the
-    // ConfigMap); then exactly one request per heartbeat. The last
-    // heartbeat line is the final status, after the handover read(s).
-    let (start, rest) = events.split_at(2);
-    assert_eq!(
-        start.iter().map(|e| (e.verb.as_str(), e.code)).collect::<Vec<_>>(),
-        [("get", 404), ("patch", 201)],
-        "{events:?}"
-    );
-    let writes: Vec<_> = rest.iter().filter(|e| e.verb == "patch").collect();
-    assert!(writes.iter().all(|e| e.code == 200), "{events:?}");
-    assert_eq!(writes.len(), heartbeats + 1, "one write per heartbeat, and the release: {events:?}");
-    let reads = rest.iter().filter(|e| e.verb == "get").count();
-    assert!(reads <= 3 && rest.len() == writes.len() + reads, "only the handover reads besides: {events:?}");
+    support::requests::assert_first_look_then_one_write_per_heartbeat(&events, heartbeats, CM);
     let first = events[2].received.duration_since(started).unwrap_or_default();
     assert!(first < Duration::from_secs(1), "first write {first:?} after start");
     println!("e2e heartbeat: {heartbeats} heartbeats, {} requests, first write {:?} after start", events.len(), first);
@@ -149,4 +136,22 @@ fn e2e_labels_annotations_and_data_of_other_managers_survive() {
     assert_eq!(cm["data"]["merged"], "by-kubectl-patch");
     let after = cp.status_document(ns, CM).unwrap()["lastUpdate"].clone();
     assert_ne!(before, after, "the status itself was rewritten");
+}
+
+#[test]
+fn e2e_a_label_another_tool_set_stays_theirs() {
+    // Helm labels what it creates `app.kubernetes.io/managed-by: Helm`, and
+    // every `helm upgrade` would fight a sidecar that forced it back.
+    let cp = shared();
+    let pod = cp.deploy("helm");
+    let ns = pod.namespace.as_str();
+    cp.kubectl_ok(&["-n", ns, "create", "configmap", CM]);
+    cp.kubectl_ok(&["-n", ns, "label", "configmap", CM, "app.kubernetes.io/managed-by=Helm"]);
+    for _ in 0..2 {
+        let out = run_to_end(&release_bin(), &["once"], &cp.pod_env(&pod), Duration::from_secs(30));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let cm = cp.configmap(ns, CM).unwrap();
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(cp.status_document(ns, CM).unwrap()["health"], "healthy", "the status is written all the same");
 }

@@ -19,10 +19,16 @@
 //! say, and readers of the ConfigMap see it as a `lastUpdate` that stops
 //! moving. The first write that succeeds again publishes the state as it is
 //! then, not the outage that just ended: the document describes the present.
+//!
+//! Only the holder of the publisher lock ([`publisher`], [`crate::lock`])
+//! writes anything; the instances beside it stand by, and a stopping holder
+//! hands the status over.
 
-use crate::endpoint::prometheus::Metrics;
 mod publisher;
 
+mod liveness;
+
+use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::{Client, KubeError};
 use crate::ready_file;
@@ -112,14 +118,13 @@ pub struct Agent {
 
 impl Agent {
     pub fn new(client: Client, config: AgentConfig, signals: Vec<Box<dyn Signal>>, sinks: Sinks) -> Agent {
+        let publisher = Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval);
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            // `/healthz` fails only when the loop has not completed a tick
-            // for three heartbeat intervals.
-            liveness_window: config.interval * 3,
+            liveness_window: liveness::of(config.interval, &signals, &sinks, publisher.worst_case()),
         }));
         Agent {
             client,
@@ -131,7 +136,7 @@ impl Agent {
             write_error: None,
             published: None,
             last_written: None,
-            publisher: Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval),
+            publisher,
             config,
             sinks_synced: false,
             ready_file_error: Reported::default(),

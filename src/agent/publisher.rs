@@ -71,6 +71,15 @@ impl Publisher {
         }
     }
 
+    /// The longest the lock's part of one tick can take, every call timing
+    /// out: a check (the Lease, the ConfigMap) and a write (the first
+    /// look's read and apply, the write, and after a 409 the Lease, a read
+    /// and the write again).
+    pub fn worst_case(&self) -> Duration {
+        let calls = if self.follow.is_some() { 8 } else { 6 };
+        crate::kube::call_bound().saturating_mul(calls)
+    }
+
     /// Whether this instance publishes now.
     pub fn publishing(&self) -> bool {
         self.role == Role::Holding

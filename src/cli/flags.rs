@@ -221,6 +221,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("none"),
         help: "The operator's own health endpoint, e.g. http://127.0.0.1:8081/healthz (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
+            crate::util::url::check_no_userinfo(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
             v.parse(crate::signals::watch::check_url)?;
             s.watch.urls.push(v.value);
             Ok(())
@@ -294,14 +295,22 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--server-url",
         env: "KUBE9_SERVER_URL",
         default: Default::Value(crate::pro::client::DEFAULT_SERVER_URL),
-        help: "kube9-server, for registration (pro tier); http:// only when you mean it.",
+        help: "kube9-server, for registration (pro tier); https:// (http:// only with --allow-insecure-server-url).",
         kind: Kind::Value(|s, v| {
+            crate::util::url::check_no_userinfo(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
             if !v.value.starts_with("https://") && !v.value.starts_with("http://") {
-                return Err(v.blame("must start with https:// (or http:// to mean it)"));
+                return Err(v.blame("must start with https:// (or http:// with --allow-insecure-server-url)"));
             }
             s.pro.server_url = v.value;
             Ok(())
         }),
+    },
+    Flag {
+        name: "--allow-insecure-server-url",
+        env: "OPSTATUS_ALLOW_INSECURE_SERVER_URL",
+        default: Default::Value("false"),
+        help: "Allow an http:// --server-url: the API key then travels unencrypted (a warning is logged at start).",
+        kind: Kind::Switch(|s, on| s.pro.allow_insecure_server_url = on),
     },
     Flag {
         name: "--server-ca-file",

@@ -74,6 +74,8 @@ pub struct ProSettings {
     pub api_key: ApiKeySource,
     pub server_url: String,
     pub server_ca_file: Option<PathBuf>,
+    /// An `http://` server URL is allowed (the key travels unencrypted).
+    pub allow_insecure_server_url: bool,
 }
 
 /// Conditions computed from the operator's own resources.
@@ -119,6 +121,7 @@ pub(crate) fn defaults() -> Settings {
             api_key: ApiKeySource { file: None, env: None },
             server_url: crate::pro::client::DEFAULT_SERVER_URL.into(),
             server_ca_file: None,
+            allow_insecure_server_url: false,
         },
         operator_condition: None,
         probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
@@ -159,6 +162,8 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Usa
         // `--degraded-inertia` alone is valid and has nothing to act on.
         s.cluster_operator = None;
     }
+    crate::pro::client::check_transport(&s.pro.server_url, s.pro.allow_insecure_server_url, &s.pro.server_ca_file)
+        .map_err(UsageError)?;
     if *command == Command::Probe && s.ready_file.is_none() {
         return Err(UsageError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }

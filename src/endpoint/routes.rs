@@ -17,24 +17,33 @@ pub enum Parsed<'a> {
     TooLarge,
 }
 
-/// Parses an HTTP/1.x request head. Only the request line matters here;
-/// headers are skipped, bodies never read.
+/// Header lines a request may have (kubelet sends four): more is 431, as a
+/// head over [`MAX_HEAD`] is. Kept on the endpoint thread's stack.
+const MAX_HEADERS: usize = 64;
+
+/// Parses an HTTP/1.x request head with `httparse`, under opstatus's own
+/// rules: a head not complete within [`MAX_HEAD`] bytes is too large; the
+/// method is upper case, the target a path (its query dropped), the
+/// version 1.0 or 1.1; anything else is bad. Header values are not used,
+/// bodies never read.
 pub fn parse_request(buf: &[u8]) -> Parsed<'_> {
-    let end = buf.windows(2).position(|w| w == b"\n\n").or_else(|| buf.windows(4).position(|w| w == b"\r\n\r\n"));
-    if end.is_none() {
-        return if buf.len() >= MAX_HEAD { Parsed::TooLarge } else { Parsed::Incomplete };
+    // httparse skips blank lines before a request line; here one is bad.
+    if matches!(buf.first(), Some(b'\r' | b'\n')) {
+        return Parsed::Bad;
     }
-    let line_end = buf.iter().position(|&b| b == b'\n').unwrap_or(buf.len());
-    let Ok(line) = std::str::from_utf8(&buf[..line_end]) else {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut request = httparse::Request::new(&mut headers);
+    match request.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Err(httparse::Error::TooManyHeaders) => return Parsed::TooLarge,
+        _ if buf.len() >= MAX_HEAD => return Parsed::TooLarge,
+        Ok(httparse::Status::Partial) => return Parsed::Incomplete,
+        Err(_) => return Parsed::Bad,
+    }
+    let (Some(method), Some(target)) = (request.method, request.path) else {
         return Parsed::Bad;
     };
-    let mut parts = line.trim_end_matches('\r').split(' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Parsed::Bad;
-    };
-    let method_ok = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
-    if !method_ok || !target.starts_with('/') || !matches!(version, "HTTP/1.0" | "HTTP/1.1") {
+    if !method.bytes().all(|b| b.is_ascii_uppercase()) || !target.starts_with('/') {
         return Parsed::Bad;
     }
     let path = target.split('?').next().unwrap_or(target);
@@ -170,6 +179,26 @@ mod tests {
         assert_eq!(parse_request(&huge), Parsed::TooLarge);
         assert_eq!(respond(&Parsed::TooLarge, &snapshot(Health::Healthy, None), Instant::now()).code, 431);
         assert_eq!(respond(&Parsed::Bad, &snapshot(Health::Healthy, None), Instant::now()).code, 400);
+    }
+
+    #[test]
+    fn opstatus_rules_on_top_of_httparse() {
+        // Too many header lines is too large a head; a bad header line is bad.
+        let mut many = b"GET /readyz HTTP/1.1\r\n".to_vec();
+        for i in 0..=MAX_HEADERS {
+            many.extend_from_slice(format!("X-{i}: a\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        assert_eq!(parse_request(&many), Parsed::TooLarge);
+        assert_eq!(parse_request(b"GET /readyz HTTP/1.1\r\nno colon\r\n\r\n"), Parsed::Bad);
+        // A blank line before the request line, a bad line seen early.
+        assert_eq!(parse_request(b"\nGET /readyz HTTP/1.1\r\n\r\n"), Parsed::Bad);
+        assert_eq!(parse_request(b"GET /x HTTP/3"), Parsed::Bad);
+        // A complete head of exactly the cap is still read.
+        let mut full = b"GET /readyz?a=b HTTP/1.1\r\nX: ".to_vec();
+        full.resize(MAX_HEAD - 4, b'a');
+        full.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(parse_request(&full), Parsed::Request { method: "GET", path: "/readyz" });
     }
 
     #[test]

@@ -34,6 +34,13 @@ const TIMEOUTS: Timeouts = Timeouts {
     body: Duration::from_secs(5),
 };
 
+/// The longest one Kubernetes call can take, whatever the server does: it
+/// is sent again once after a 401 (a rotated token), each send bounded by
+/// [`TIMEOUTS`] (19 s). For the liveness window.
+pub fn call_bound() -> Duration {
+    TIMEOUTS.bound() * 2
+}
+
 /// A namespaced (or cluster-scoped) object addressed by resource and name.
 #[derive(Clone, Copy, Debug)]
 pub struct ObjectRef<'a> {
@@ -139,7 +146,7 @@ impl Client {
         let force = if force { "&force=true" } else { "" };
         let url = format!("{}{}?fieldManager={field_manager}{force}", self.server, object.path());
         let request = Request { method: Method::Apply(body), url: &url, action: &object.action("patch") };
-        self.send(request).map_err(|e| match e {
+        self.send(request, true).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
             // carries an empty reason ("... is forbidden: ").
@@ -179,35 +186,38 @@ impl Client {
     /// ([`KubeError::is_missing_object`]).
     pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Get, url: &url, action })
+        self.send(Request { method: Method::Get, url: &url, action }, true)
     }
 
     /// PUT a whole object (an update: the body carries the
     /// `resourceVersion` it was read at, so a concurrent change is a 409,
-    /// never silently overwritten). Returns the stored object.
-    pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
+    /// never silently overwritten). The stored object it answers with is
+    /// read (bounded) and dropped: it is as large as what was sent.
+    pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action })
+        self.send(Request { method: Method::Put(body), url: &url, action }, false).map(drop)
     }
 
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Post(body), url: &url, action })
+        self.send(Request { method: Method::Post(body), url: &url, action }, true)
     }
 
-    fn send(&mut self, request: Request<'_>) -> Result<Vec<u8>, KubeError> {
+    /// `want_body` false: a success's body is drained (bounded, so the
+    /// connection can be reused) and dropped.
+    fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         self.refresh_token_if_due();
-        let first = self.send_once(&request);
+        let first = self.send_once(&request, want_body);
         match first {
             // A rotated token answers 401 until we read the new one: read it
             // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request),
+            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request, want_body),
             other => other,
         }
     }
 
-    fn send_once(&self, request: &Request<'_>) -> Result<Vec<u8>, KubeError> {
+    fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         let authorization = match &self.token {
             Token::None => None,
             Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
@@ -241,6 +251,12 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let body = response.body_mut();
+        if (200..300).contains(&code) && !want_body {
+            // Drain (bounded) so the connection can be reused, keeping nothing.
+            let mut reader = body.with_config().limit(MAX_BODY).reader();
+            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink()).map_err(|e| self.body_error(e))?;
+            return Ok(Vec::new());
+        }
         if !(200..300).contains(&code) {
             // A `Status` is a few hundred bytes: the head of a larger error
             // body is all the message needs, so a huge one costs no memory.

@@ -1,6 +1,7 @@
 //! [`KubeError`]: every way a request to the API server can fail, worded so
 //! that a cluster admin knows what to do.
 
+use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
 use std::fmt;
 use std::time::Duration;
@@ -131,21 +132,23 @@ const NON_STATUS: &str = "unexpected non-Status body";
 /// Longest excerpt of a non-`Status` error body kept in a message.
 const EXCERPT: usize = 200;
 
+/// Longest `Status` reason kept (they are single words like `Forbidden`).
+const MAX_REASON: usize = 64;
+
 /// Builds the error for a non-2xx answer from its body.
 pub(crate) fn from_response(code: u16, body: &[u8], action: &str, retry_after: Option<Duration>) -> KubeError {
     let status: Option<StatusBody> = serde_json::from_slice(body).ok();
     let (reason, message) = match status {
-        Some(StatusBody { kind: Some(kind), reason, message }) if kind == "Status" => {
-            (reason.unwrap_or_else(|| reason_phrase(code).into()), message.unwrap_or_default())
-        }
+        // The server's words go to logs, the ConfigMap and the
+        // ClusterOperator: printable and bounded, whatever the server sent.
+        Some(StatusBody { kind: Some(kind), reason, message }) if kind == "Status" => (
+            reason.map_or_else(|| reason_phrase(code).into(), |r| sanitize(&r, MAX_REASON)),
+            sanitize(&message.unwrap_or_default(), MAX_FOREIGN),
+        ),
         _ => {
             // Not a Status (a proxy's HTML page, a truncated body): keep a
             // short, printable excerpt so the log line stays one line.
-            let text: String = String::from_utf8_lossy(body)
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .take(EXCERPT)
-                .collect();
+            let text = sanitize(&String::from_utf8_lossy(&body[..body.len().min(4 * EXCERPT)]), EXCERPT);
             let text = text.trim();
             let message = if text.is_empty() { String::new() } else { format!("{NON_STATUS}: {text:?}") };
             (reason_phrase(code).into(), message)
@@ -213,6 +216,16 @@ mod tests {
         assert_eq!(e.to_string(), "503 ServiceUnavailable");
         assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
         assert_eq!(e.kind(), "server_error");
+    }
+
+    #[test]
+    fn status_messages_are_printable_and_bounded() {
+        let message = format!("\u{1b}[2J\u{1b}]0;owned\u{7}\rforged\nline {}", "m".repeat(5000));
+        let body = serde_json::json!({"kind": "Status", "reason": "Bad\u{1b}[31mReason", "message": message});
+        let e = from_response(422, body.to_string().as_bytes(), ACTION, None);
+        let text = e.to_string();
+        assert!(text.starts_with("422 Bad [31mReason:  [2J ]0;owned  forged line mmm"), "{text}");
+        assert!(!text.chars().any(|c| c.is_control()) && text.len() < MAX_FOREIGN + 100, "{}", text.len());
     }
 
     #[test]

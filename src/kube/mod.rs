@@ -19,6 +19,6 @@ mod identity;
 pub mod names;
 pub mod yaml;
 
-pub use client::{Client, ObjectRef};
+pub use client::{Client, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, CredentialsError, Secret};
 pub use error::KubeError;

@@ -5,10 +5,12 @@
 //!   `KUBE9_API_KEY`. The key is a [`Secret`]: never logged, printed or
 //!   published; its `Authorization` header is marked sensitive.
 //! - [`Kube9Client`]: verified HTTPS (the given CA bundle, else the
-//!   system's), plain HTTP only when the URL says `http://`; every phase of
-//!   a call is bounded so a hung server delays a heartbeat by at most
-//!   [`call_bound`].
-//! - [`classify`]: the server's answer as a registration [`Outcome`] (pure).
+//!   system's); plain HTTP only when the user opts in
+//!   ([`check_transport`]: the key would travel in clear), with a warning;
+//!   every phase of a call is bounded so a hung server delays a heartbeat by
+//!   at most [`call_bound`].
+//! - [`classify`]: the server's answer as a registration [`Outcome`] (pure);
+//!   the server's words are sanitised before anything logs or publishes them.
 //! - [`cluster_identifier`]: `sha256:` + hex SHA-256 of the cluster CA
 //!   certificate (else of the API server URL): stable, not reversible.
 
@@ -17,6 +19,7 @@ use crate::kube::credentials::pem_certificates;
 use crate::pro::registration::Outcome;
 use crate::util::files;
 use crate::util::http::{self, Timeouts};
+use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -37,12 +40,14 @@ const TIMEOUTS: Timeouts = Timeouts {
     body: Duration::from_secs(1),
 };
 
-#[cfg(test)]
 /// The longest one registration call can take, whatever the server does
 /// (7 s; 2 s for a server that accepts and never answers).
 pub fn call_bound() -> Duration {
     TIMEOUTS.bound()
 }
+/// The longest `clusterId` accepted (kube9's are `cls_` + a few dozen
+/// characters).
+const MAX_CLUSTER_ID: usize = 256;
 /// Registration answers are small; a larger body is a broken server.
 const MAX_BODY: u64 = 64 * 1024;
 
@@ -124,13 +129,44 @@ pub struct Kube9Client {
     server: String,
 }
 
+/// The rules for how the key may travel, checked with the settings (exit
+/// 2): `http://` only with `allow_insecure` (the key would be readable by
+/// anyone on the path), and never with a CA file (which would then be
+/// silently ignored).
+pub fn check_transport(server_url: &str, allow_insecure: bool, ca_file: &Option<PathBuf>) -> Result<(), String> {
+    if !server_url.starts_with("http://") {
+        return Ok(());
+    }
+    let shown = crate::util::url::redacted(server_url);
+    if ca_file.is_some() {
+        return Err(format!(
+            "--server-ca-file is for an https:// kube9-server, and --server-url (KUBE9_SERVER_URL) {shown:?} is http://"
+        ));
+    }
+    if !allow_insecure {
+        return Err(format!(
+            "--server-url (KUBE9_SERVER_URL) {shown:?} is plain http://: the API key would travel unencrypted; \
+             use https://, or give --allow-insecure-server-url to mean it"
+        ));
+    }
+    Ok(())
+}
+
 impl Kube9Client {
     /// Checks the URL and loads the CA bundle: configuration errors (exit 2).
+    /// An `http://` URL must have passed [`check_transport`]; it is warned
+    /// about here, once, at start.
     pub fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
+        crate::util::url::check_no_userinfo(server_url).map_err(|why| format!("--server-url: {why}"))?;
         let server = server_url.trim_end_matches('/').to_string();
         let https = server.starts_with("https://");
         if !https && !server.starts_with("http://") {
-            return Err(format!("--server-url {server_url:?} must start with https:// (or http:// to mean it)"));
+            return Err(format!("--server-url {server_url:?} must start with https://"));
+        }
+        if !https {
+            log::warn!(
+                "kube9-server {server} is plain http:// (--allow-insecure-server-url): the API key is sent unencrypted"
+            );
         }
         let mut config = http::agent_config(TIMEOUTS);
         if https && need_tls_roots {
@@ -218,7 +254,8 @@ fn describe(e: &ureq::Error) -> String {
         ureq::Error::Io(io) => io.kind().to_string(),
         ureq::Error::BodyExceedsLimit(limit) => format!("answer larger than {limit} bytes"),
         ureq::Error::HostNotFound => "cannot resolve the server's host".into(),
-        other => other.to_string(),
+        // May quote what the server sent (a bad header, a bad status line).
+        other => sanitize(&other.to_string(), MAX_FOREIGN),
     }
 }
 
@@ -230,7 +267,10 @@ pub fn classify(code: u16, body: &[u8], retry_after: Option<Duration>) -> Outcom
             let Some(v) = json else {
                 return Outcome::Failed { reason: "kube9-server's answer to registration is not JSON".into() };
             };
-            let Some(cluster_id) = v.get("clusterId").and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+            // Published in the ConfigMap as it is: refused, not cleaned, if
+            // it is not a short printable identifier.
+            let usable = |s: &&str| !s.is_empty() && s.len() <= MAX_CLUSTER_ID && sanitize(s, MAX_CLUSTER_ID) == *s;
+            let Some(cluster_id) = v.get("clusterId").and_then(Value::as_str).filter(usable) else {
                 return Outcome::Failed { reason: "kube9-server's answer to registration has no clusterId".into() };
             };
             let configuration = v.get("configuration");
@@ -249,15 +289,11 @@ pub fn classify(code: u16, body: &[u8], retry_after: Option<Duration>) -> Outcom
                 .as_ref()
                 .and_then(|v| v.get("details").or_else(|| v.get("message")).or_else(|| v.get("error")))
                 .map(|d| d.as_str().map(String::from).unwrap_or_else(|| d.to_string()))
-                .unwrap_or_else(|| excerpt(body));
-            Outcome::BadRequest { details }
+                .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+            Outcome::BadRequest { details: sanitize(details.trim(), MAX_FOREIGN) }
         }
         _ => Outcome::Failed { reason: format!("kube9-server answered HTTP {code} to registration") },
     }
-}
-
-fn excerpt(body: &[u8]) -> String {
-    String::from_utf8_lossy(body).chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect()
 }
 
 /// `sha256:` + hex SHA-256 of the cluster CA certificate (its DER, so PEM
@@ -303,6 +339,9 @@ mod tests {
             Outcome::BadRequest { details: "kubernetesVersion is required".into() }
         );
         assert_eq!(classify(400, b"plain\ntext", None), Outcome::BadRequest { details: "plain text".into() });
+        let hostile = format!(r#"{{"details":"\u001b[2J\rforged {}"}}"#, "x".repeat(5000));
+        let Outcome::BadRequest { details } = classify(400, hostile.as_bytes(), None) else { panic!() };
+        assert!(details.starts_with(" [2J forged xxx") && details.len() <= MAX_FOREIGN, "{details}");
         assert_eq!(
             classify(503, b"<html>", None),
             Outcome::Failed { reason: "kube9-server answered HTTP 503 to registration".into() }
@@ -310,6 +349,10 @@ mod tests {
         assert_eq!(
             classify(200, b"{not json", None),
             Outcome::Failed { reason: "kube9-server's answer to registration is not JSON".into() }
+        );
+        assert_eq!(
+            classify(200, b"{\"clusterId\":\"cls_\\u001b[2J\"}", None),
+            Outcome::Failed { reason: "kube9-server's answer to registration has no clusterId".into() }
         );
         assert_eq!(
             classify(200, br#"{"status":"registered"}"#, None),
@@ -361,6 +404,23 @@ mod tests {
     #[test]
     fn a_call_is_bounded_by_seven_seconds() {
         assert_eq!(call_bound(), Duration::from_secs(7));
+    }
+
+    #[test]
+    fn http_needs_the_opt_in_and_no_ca_file() {
+        let ca = Some(PathBuf::from("/run/ca.pem"));
+        assert_eq!(check_transport("https://api.kube9.dev", false, &ca), Ok(()));
+        let e = check_transport("http://10.0.0.9:8080", false, &None).unwrap_err();
+        assert!(e.contains("unencrypted") && e.contains("--allow-insecure-server-url"), "{e}");
+        assert_eq!(check_transport("http://10.0.0.9:8080", true, &None), Ok(()));
+        let e = check_transport("http://10.0.0.9:8080", true, &ca).unwrap_err();
+        assert!(e.starts_with("--server-ca-file is for an https:// kube9-server"), "{e}");
+    }
+
+    #[test]
+    fn server_urls_with_credentials_are_refused_unshown() {
+        let e = Kube9Client::new("https://user:secret@api.kube9.dev", None, false).err().unwrap();
+        assert!(e.contains("\"https://***@api.kube9.dev\" holds a user name or password") && !e.contains("secret"));
     }
 
     #[test]

@@ -179,6 +179,12 @@ impl Signal for ProTier {
         into.pro = self.view();
         into.asked_interval = self.status_interval();
     }
+
+    /// A due registration: the API server's version and node count (two
+    /// Kubernetes calls), then one call to kube9-server.
+    fn worst_case(&self) -> Duration {
+        crate::kube::call_bound().saturating_mul(2).saturating_add(client::call_bound())
+    }
 }
 
 /// The node count without downloading the nodes: a one-item page and its

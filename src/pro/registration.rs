@@ -14,7 +14,14 @@
 //!
 //! A failed re-registration keeps the registration it had (more than three
 //! failures in a row degrade the health: spec rule 4).
+//!
+//! Every duration the server sends is clamped here, where it enters the
+//! state machine ([`Outcome::bounded`]): a retry to at most [`MAX_RETRY`], a
+//! re-registration period to [`MIN_REREGISTRATION`]..=[`MAX_REREGISTRATION`],
+//! the heartbeat to the status interval's range; and deadlines are
+//! `checked_add`ed, so no answer can overflow an `Instant`.
 
+use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
 use crate::util::backoff::Backoff;
 use std::time::{Duration, Instant};
 
@@ -24,8 +31,15 @@ pub const REJECTED_RETRY: Duration = Duration::from_secs(24 * 3600);
 /// The first retry after a server or network failure (the spec's guidance).
 pub const FAILURE_BASE: Duration = Duration::from_secs(5 * 60);
 pub const FAILURE_CAP: Duration = Duration::from_secs(3600);
+/// The longest a server's `Retry-After` can hold registration off.
+pub const MAX_RETRY: Duration = Duration::from_secs(3600);
 /// Re-registration period when the server does not say.
 pub const DEFAULT_REREGISTRATION: Duration = Duration::from_secs(24 * 3600);
+/// The range a server's `reregistrationIntervalHours` is held to: at least
+/// hourly would be a request storm, and beyond a week a revoked key would
+/// go unnoticed.
+pub const MIN_REREGISTRATION: Duration = Duration::from_secs(3600);
+pub const MAX_REREGISTRATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What one registration attempt came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,6 +63,30 @@ pub enum Outcome {
     Failed {
         reason: String,
     },
+}
+
+impl Outcome {
+    /// The outcome with every duration the server chose held to its range.
+    pub fn bounded(self) -> Outcome {
+        match self {
+            Outcome::Registered { cluster_id, status_interval, reregistration } => Outcome::Registered {
+                cluster_id,
+                status_interval: status_interval.map(|d| d.clamp(MIN_INTERVAL, MAX_INTERVAL)),
+                reregistration: reregistration.map(|d| d.clamp(MIN_REREGISTRATION, MAX_REREGISTRATION)),
+            },
+            Outcome::RateLimited { retry_after } => {
+                Outcome::RateLimited { retry_after: retry_after.map(|d| d.min(MAX_RETRY)) }
+            }
+            other => other,
+        }
+    }
+}
+
+/// `now + wait`, or `None` (no attempt scheduled) if that is past what an
+/// `Instant` can hold: with the clamps above it never is, and a deadline
+/// must not abort the process.
+fn after(now: Instant, wait: Duration) -> Option<Instant> {
+    now.checked_add(wait)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,19 +141,19 @@ impl Registration {
 
     /// Applies an attempt's outcome. `random` spreads the backoff.
     pub fn record(&mut self, outcome: Outcome, now: Instant, random: u64) {
-        match outcome {
+        match outcome.bounded() {
             Outcome::Registered { cluster_id, status_interval, reregistration } => {
                 self.state = State::Registered { cluster_id };
                 self.failures = 0;
                 self.error = None;
                 self.backoff.reset();
                 self.status_interval = status_interval;
-                self.next_attempt = Some(now + reregistration.unwrap_or(DEFAULT_REREGISTRATION));
+                self.next_attempt = after(now, reregistration.unwrap_or(DEFAULT_REREGISTRATION));
             }
             Outcome::Unauthorized => {
                 self.state = State::Rejected;
                 self.status_interval = None;
-                self.fail("API key validation failed: 401 Unauthorized".into(), Some(now + REJECTED_RETRY));
+                self.fail("API key validation failed: 401 Unauthorized".into(), after(now, REJECTED_RETRY));
             }
             Outcome::RateLimited { retry_after } => {
                 let wait = match retry_after {
@@ -123,14 +161,14 @@ impl Registration {
                     None => self.backoff.next_delay(random, None),
                 };
                 let reason = format!("kube9-server is rate limiting registration; retrying in {}s", wait.as_secs());
-                self.fail(reason, Some(now + wait));
+                self.fail(reason, after(now, wait));
             }
             Outcome::BadRequest { details } => {
                 self.fail(format!("kube9-server rejected the registration request: {details}"), None);
             }
             Outcome::Failed { reason } => {
                 let wait = self.backoff.next_delay(random, None);
-                self.fail(reason, Some(now + wait));
+                self.fail(reason, after(now, wait));
             }
         }
     }
@@ -240,6 +278,37 @@ mod tests {
         assert_eq!(r.error(), Some("kube9-server is rate limiting registration; retrying in 90s"));
         r.record(Outcome::RateLimited { retry_after: None }, now, 0);
         assert_eq!(r.next_attempt(), Some(now + FAILURE_BASE), "no Retry-After: the backoff");
+    }
+
+    #[test]
+    fn server_durations_are_held_to_their_ranges() {
+        let now = Instant::now();
+        let hour = Duration::from_secs(3600);
+        let registered_for = |reregistration: Duration, status: Duration| {
+            let mut r = Registration::default();
+            r.key_changed(true, now);
+            let outcome = Outcome::Registered {
+                cluster_id: "cls_1".into(),
+                status_interval: Some(status),
+                reregistration: Some(reregistration),
+            };
+            r.record(outcome, now, 0);
+            (r.next_attempt().map(|t| t - now), r.status_interval())
+        };
+        // 3e15 hours, as a server could send it: a week, no overflow.
+        let absurd = Duration::from_secs(3_000_000_000_000_000u64.saturating_mul(3600));
+        assert_eq!(registered_for(absurd, Duration::MAX), (Some(MAX_REREGISTRATION), Some(MAX_INTERVAL)));
+        assert_eq!(registered_for(Duration::MAX, Duration::ZERO), (Some(MAX_REREGISTRATION), Some(MIN_INTERVAL)));
+        assert_eq!(registered_for(Duration::from_secs(60), MIN), (Some(hour), Some(MIN)), "at most hourly");
+        assert_eq!(registered_for(2 * hour, MIN), (Some(2 * hour), Some(MIN)), "in range: as asked");
+
+        let mut r = Registration::default();
+        r.key_changed(true, now);
+        for asked in [Duration::MAX, Duration::from_secs(u64::MAX), 2 * hour] {
+            r.record(Outcome::RateLimited { retry_after: Some(asked) }, now, 0);
+            assert_eq!(r.next_attempt(), Some(now + MAX_RETRY), "{asked:?}");
+            assert_eq!(r.error(), Some("kube9-server is rate limiting registration; retrying in 3600s"));
+        }
     }
 
     #[test]

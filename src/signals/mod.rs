@@ -48,4 +48,8 @@ pub trait Signal {
     fn when_standing_by(&self) -> bool {
         false
     }
+
+    /// The longest one `observe` can take, every call timing out: what the
+    /// liveness window allows for.
+    fn worst_case(&self) -> Duration;
 }

@@ -55,7 +55,8 @@ impl Watches {
     pub fn check(&self, now: SystemTime) -> Option<String> {
         for url in &self.urls {
             if let Some(why) = self.url_problem(url) {
-                return Some(format!("Operator health check {url} failed: {why}"));
+                // Userinfo is refused at start; shown redacted all the same.
+                return Some(format!("Operator health check {} failed: {why}", crate::util::url::redacted(url)));
             }
         }
         let (path, max_age) = self.file.as_ref()?;
@@ -75,7 +76,8 @@ impl Watches {
                 Some("connection refused".into())
             }
             Err(ureq::Error::Timeout(_)) => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
-            Err(e) => Some(e.to_string()),
+            // May quote what the endpoint sent (a bad header, a bad status line).
+            Err(e) => Some(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN)),
         }
     }
 }
@@ -97,6 +99,13 @@ impl Signal for Watches {
             into.problems.push(health(Rule::Operator, why));
             into.operator_down = Some(why.to_string());
         }
+    }
+
+    /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`; the
+    /// heartbeat file is a `stat`.
+    fn worst_case(&self) -> Duration {
+        let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
+        one.bound().saturating_mul(self.urls.len() as u32)
     }
 }
 

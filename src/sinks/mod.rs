@@ -31,6 +31,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// Attempts per write when others keep changing the object (409 Conflict).
 pub const CONFLICT_ATTEMPTS: u32 = 3;
 
+/// The longest a [`read_modify_write`] can take: a read and a write per
+/// attempt.
+pub fn read_modify_write_bound() -> Duration {
+    crate::kube::call_bound().saturating_mul(2 * CONFLICT_ATTEMPTS)
+}
+
 /// What a [`read_modify_write`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Written {
@@ -85,6 +91,30 @@ pub fn read_modify_write(
     grant: &'static str,
     modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
 ) -> Result<Written, KubeError> {
+    read_modify_write_raw(client, path, write_suffix, action, grant, &mut |body| {
+        let mut object: Value =
+            serde_json::from_slice(body).map_err(|e| format!("{action}: the object is not JSON: {e}"))?;
+        Ok(modify(&mut object)?.then(|| serde_json::to_vec(&object).expect("a JSON value serialises")))
+    })
+}
+
+/// Given an object's body as read, the body to write back (`None`: nothing
+/// changed) or why it cannot be.
+pub type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
+
+/// [`read_modify_write`] on the object as read: `modify` is given the body
+/// and returns the body to PUT (`None`: nothing changed), so an object
+/// with large parts opstatus does not own need not be parsed whole. The
+/// body read is dropped before the write, and the server's answer to it is
+/// not kept.
+pub fn read_modify_write_raw(
+    client: &mut Client,
+    path: &str,
+    write_suffix: &str,
+    action: &str,
+    grant: &'static str,
+    modify: &mut RawModify<'_>,
+) -> Result<Written, KubeError> {
     read_modify_write_once(client, path, write_suffix, action, modify).map_err(|e| e.granted_by(grant))
 }
 
@@ -93,20 +123,17 @@ fn read_modify_write_once(
     path: &str,
     write_suffix: &str,
     action: &str,
-    modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
+    modify: &mut RawModify<'_>,
 ) -> Result<Written, KubeError> {
     let mut attempt = 1;
     loop {
-        let body = client.get_required(path, &format!("get {action}"))?;
-        let mut object: Value = serde_json::from_slice(&body)
-            .map_err(|e| KubeError::Response { message: format!("{action}: the object is not JSON: {e}") })?;
-        let changed = modify(&mut object).map_err(|message| KubeError::Response { message })?;
-        if !changed {
+        let read = client.get_required(path, &format!("get {action}"))?;
+        let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
             return Ok(Written::Unchanged);
-        }
-        let body = serde_json::to_vec(&object).expect("a JSON value serialises");
+        };
+        drop(read);
         match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
-            Ok(_) => return Ok(Written::Updated),
+            Ok(()) => return Ok(Written::Updated),
             Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
                 log::debug!("{action}: conflict on attempt {attempt}, reading again");
                 attempt += 1;
@@ -158,6 +185,9 @@ pub trait Sink {
     /// Brings the resource up to date with the tick; an error is the
     /// sentence a cluster admin reads as the status's reason.
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String>;
+    /// The longest one `sync` can take, every call timing out: what the
+    /// liveness window allows for.
+    fn worst_case(&self) -> Duration;
 }
 
 /// Syncs by result, for `/metrics`.
@@ -195,6 +225,11 @@ impl Sinks {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// The longest syncing them all can take.
+    pub fn worst_case(&self) -> Duration {
+        self.entries.iter().map(|e| e.sink.worst_case()).fold(Duration::ZERO, Duration::saturating_add)
     }
 
     /// Why sinks cannot be written, as health problems.

@@ -72,6 +72,10 @@ impl Sink for OperatorConditionSink {
             Written::Unchanged => Ok(Synced::Unchanged),
         }
     }
+
+    fn worst_case(&self) -> std::time::Duration {
+        super::read_modify_write_bound()
+    }
 }
 
 /// An error as the status's reason says it.

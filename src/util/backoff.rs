@@ -22,6 +22,12 @@ pub struct Backoff {
 /// server (or a proxy) asking for hours would otherwise silence the status.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
+/// The longest wait [`parse_retry_after`] ever returns, whoever asks: a
+/// header is outside input, and an unbounded one (`99999999999999999999`)
+/// would overflow the first `Instant + Duration` it reached. Each caller
+/// may cap lower ([`MAX_RETRY_AFTER`] for the API server).
+pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(3600);
+
 impl Backoff {
     pub fn new(base: Duration, cap: Duration) -> Self {
         Backoff { base, cap: cap.max(base), failures: 0 }
@@ -58,15 +64,18 @@ impl Backoff {
 }
 
 /// Parses a `Retry-After` header value: delay-seconds or an HTTP-date
-/// (RFC 9110 §10.2.3). A date in the past means "now" (zero).
+/// (RFC 9110 §10.2.3). A date in the past means "now" (zero); anything
+/// longer than [`RETRY_AFTER_LIMIT`] (however many digits) is that limit.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) {
+    let asked = if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) {
         // Saturate absurdly long digit strings instead of rejecting them.
-        return Some(Duration::from_secs(value.parse().unwrap_or(u64::MAX)));
-    }
-    let when = httpdate::parse_http_date(value).ok()?;
-    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+        Duration::from_secs(value.parse().unwrap_or(u64::MAX))
+    } else {
+        let when = httpdate::parse_http_date(value).ok()?;
+        when.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(asked.min(RETRY_AFTER_LIMIT))
 }
 
 /// A small, fast pseudo-random generator for jitter (xorshift64*), seeded
@@ -160,7 +169,10 @@ mod tests {
         assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(30 * S));
         assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), Some(Duration::ZERO));
-        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(Duration::from_secs(u64::MAX)));
+        assert_eq!(parse_retry_after("3600", now), Some(RETRY_AFTER_LIMIT));
+        assert_eq!(parse_retry_after("3601", now), Some(RETRY_AFTER_LIMIT));
+        assert_eq!(parse_retry_after("99999999999999999999999", now), Some(RETRY_AFTER_LIMIT));
+        assert_eq!(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now), Some(RETRY_AFTER_LIMIT));
         for bad in ["", "-1", "1.5", "soon", "Sun, 06 Nov 1994"] {
             assert_eq!(parse_retry_after(bad, now), None, "{bad:?}");
         }

@@ -16,7 +16,6 @@ pub struct Timeouts {
 
 impl Timeouts {
     /// The longest a call can take, whatever the server does.
-    #[cfg(test)]
     pub fn bound(&self) -> Duration {
         self.connect + self.send * 2 + self.response + self.body
     }

@@ -16,7 +16,8 @@
 //! group nobody stored anything under answers the plain-text
 //! "404 page not found" a real server gives for an API it does not serve.
 //! [`FakeApiServer::conflict_after_gets`] makes "another writer" update an
-//! object right after opstatus read it, which a real server cannot be made
+//! object right after opstatus read it, and [`FakeApiServer::endless_paging`]
+//! makes a collection's pages never end, which a real server cannot be made
 //! to do on demand.
 
 use super::https::{HttpsServer, Recorded, Reply, Response};
@@ -57,6 +58,10 @@ struct State {
     custom: HashMap<String, Value>,
     /// Paths whose next GETs are each followed by another writer's update.
     conflicts: HashMap<String, usize>,
+    /// Collections whose every list page says there is more: with a new
+    /// token each time (`true`) or the same one (`false`).
+    endless: HashMap<String, bool>,
+    tokens_given: u64,
 }
 
 pub struct FakeApiServer {
@@ -175,6 +180,13 @@ impl FakeApiServer {
     /// update (a new resourceVersion), so a PUT based on them conflicts.
     pub fn conflict_after_gets(&self, path: &str, n: usize) {
         self.state.lock().unwrap().conflicts.insert(path.to_string(), n);
+    }
+
+    /// Makes every list page of `collection` carry a `continue` token, as a
+    /// broken aggregated API can: a new one each page when `fresh`, else the
+    /// same one (a real server cannot be made to do either).
+    pub fn endless_paging(&self, collection: &str, fresh: bool) {
+        self.state.lock().unwrap().endless.insert(collection.to_string(), fresh);
     }
 
     /// The parsed `status` document of a ConfigMap.
@@ -319,7 +331,17 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
             if items.is_empty() && !r.query.contains("limit=") {
                 return not_found();
             }
-            json_response(200, &json!({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}))
+            let mut list = json!({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items});
+            if let Some(fresh) = s.endless.get(&path).copied() {
+                s.tokens_given += 1;
+                let token = if fresh {
+                    format!("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJzdGFydCI6{}+/=", s.tokens_given)
+                } else {
+                    "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJzdGFydCI6ImEifQ==".to_string()
+                };
+                list["metadata"]["continue"] = json!(token);
+            }
+            json_response(200, &list)
         }
         "PUT" => {
             let Ok(mut sent) = serde_json::from_slice::<Value>(&r.body) else {

@@ -1,6 +1,6 @@
 //! An in-process kube9-server: `POST /v1/operator/register` over HTTPS, with
 //! switchable answers (200, 401, 429 + Retry-After, 500, hang, closed
-//! connection, malformed JSON, huge body). Listens on 127.0.0.1, stops when
+//! connection, malformed JSON, huge body, any code and JSON body). Listens on 127.0.0.1, stops when
 //! dropped, and records every request (the tests check the body and that
 //! the key only ever travels in the Authorization header).
 
@@ -13,14 +13,25 @@ use std::time::Duration;
 /// How the server answers registrations.
 #[derive(Clone, Debug)]
 pub enum Answer {
-    Registered { cluster_id: String, status_interval_seconds: u64 },
+    Registered {
+        cluster_id: String,
+        status_interval_seconds: u64,
+    },
     Unauthorized,
-    RateLimited { retry_after: String },
+    RateLimited {
+        retry_after: String,
+    },
     ServerError,
     Hang(Duration),
     Close,
     Malformed,
     Huge,
+    /// Any answer: code, JSON body, `Retry-After`.
+    Raw {
+        code: u16,
+        body: serde_json::Value,
+        retry_after: Option<String>,
+    },
 }
 
 pub struct FakeKube9 {
@@ -62,6 +73,9 @@ impl FakeKube9 {
                     Answer::Close => Reply::Close,
                     Answer::Malformed => {
                         Reply::Answer(Response { code: 200, body: b"{\"clusterId\": ".to_vec(), retry_after: None })
+                    }
+                    Answer::Raw { code, body, retry_after } => {
+                        Reply::Answer(Response { code, body: body.to_string().into_bytes(), retry_after })
                     }
                     Answer::Huge => {
                         Reply::Answer(Response { code: 200, body: vec![b' '; 8 * 1024 * 1024], retry_after: None })

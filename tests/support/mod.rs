@@ -15,6 +15,7 @@ pub mod http;
 pub mod https;
 pub mod pki;
 pub mod replicas;
+pub mod requests;
 pub mod resources;
 
 use std::fs;

@@ -14,6 +14,12 @@
 //! A failed list never turns into "upgradeable": the last published value
 //! stands (only a resource seen blocking is reason enough to say `False`),
 //! and the failure is reported as a problem (the status turns `degraded`).
+//!
+//! Paging is bounded ([`Pager`]): a server that keeps answering with a
+//! `continue` token (a buggy aggregated API) must not hold the agent's loop,
+//! so a collection gets at most [`MAX_PAGES`] pages, a check at most
+//! [`LIST_BUDGET`] (or one heartbeat interval, if shorter) of listing, and a
+//! token that comes back ends the list.
 
 pub mod grammar;
 pub mod tally;
@@ -24,6 +30,7 @@ use crate::kube::{Client, KubeError};
 use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::{ItemCondition, Tally, Verdicts, evaluate};
@@ -35,6 +42,20 @@ const GRANT: &str = "see manifests/olm";
 /// Resources per list page: a page of typical CRs is well under the client's
 /// 4 MiB body limit, and the parsed page keeps only names and conditions.
 pub const PAGE_SIZE: usize = 250;
+
+/// The most resources of one type (in one scope) a check evaluates: far
+/// above what an operator manages, far below what would stall the loop.
+pub const MAX_RESOURCES: usize = 100_000;
+
+/// Pages per collection per check: [`MAX_RESOURCES`] in full pages.
+pub const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
+
+/// Wall-clock time all the lists of one check may take at most (the real
+/// API server lists 2,000 resources in under a second); never more than one
+/// heartbeat interval, so a check cannot hold the heartbeat past the
+/// liveness window. Past it, the check stops listing and reports the probe
+/// as failed, and the heartbeat goes on.
+pub const LIST_BUDGET: Duration = Duration::from_secs(10);
 
 /// CRD annotations are re-read this often (an operator upgrade may change
 /// them); in between, the parsed expressions are reused.
@@ -102,6 +123,62 @@ pub struct Outcome {
     pub counts: Option<(u64, u64)>,
 }
 
+/// The time one check may spend listing: its length, and when it ends.
+#[derive(Clone, Copy)]
+struct Budget {
+    length: Duration,
+    until: Instant,
+}
+
+/// The bounds on one collection's paging: pages, the check's [`Budget`],
+/// and tokens already followed (as hashes: a token can be long; at most
+/// [`MAX_PAGES`], so a scan is cheap and no hash table is linked in). Pure:
+/// the clock is an argument.
+struct Pager {
+    pages: usize,
+    budget: Budget,
+    seen: Vec<u64>,
+}
+
+impl Pager {
+    fn new(budget: Budget) -> Pager {
+        Pager { pages: 0, budget, seen: Vec::new() }
+    }
+
+    /// Whether to fetch the page `token` points at; why not, when not.
+    fn follow(&mut self, token: &str, now: Instant) -> Result<(), String> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        self.pages += 1;
+        if self.pages >= MAX_PAGES {
+            return Err(format!(
+                "the API server still had more after {MAX_PAGES} pages of {PAGE_SIZE} (at most {MAX_RESOURCES} \
+                 resources are probed per type): stopped listing"
+            ));
+        }
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
+        if self.seen.contains(&hash) {
+            return Err(format!(
+                "the API server returned a continue token it had already given, after {} pages: stopped listing",
+                self.pages
+            ));
+        }
+        self.seen.push(hash);
+        if now >= self.budget.until {
+            return Err(format!(
+                "listing took longer than {}s ({} pages): stopped; the next check tries again",
+                self.budget.length.as_secs(),
+                self.pages
+            ));
+        }
+        Ok(())
+    }
+
+    /// Restarts the collection (its continue token expired).
+    fn restart(&mut self) {
+        self.seen.clear();
+    }
+}
+
 /// Where probes come from.
 struct Source {
     spec: ProbeSpec,
@@ -121,6 +198,8 @@ pub struct Prober {
     problem: Reported,
     /// Resources evaluated and blocking, from the last complete evaluation.
     counts: Option<(u64, u64)>,
+    /// How long one check may spend listing.
+    list_budget: Duration,
 }
 
 impl Prober {
@@ -133,7 +212,15 @@ impl Prober {
             namespaces,
             problem: Reported::default(),
             counts: None,
+            list_budget: LIST_BUDGET,
         }
+    }
+
+    /// Lists no longer than `interval` (the heartbeat) per check, if that is
+    /// shorter than [`LIST_BUDGET`].
+    pub fn within(mut self, interval: Duration) -> Prober {
+        self.list_budget = LIST_BUDGET.min(interval);
+        self
     }
 
     pub fn is_empty(&self) -> bool {
@@ -159,8 +246,12 @@ impl Prober {
             problems.push(e);
         }
         let mut tally = Tally::default();
+        // An Instant that cannot hold 10 s more does not occur; if it did,
+        // each list would stop after its first page rather than abort.
+        let until = Instant::now().checked_add(self.list_budget).unwrap_or(now);
+        let budget = Budget { length: self.list_budget, until };
         for source in self.flags.iter_mut().chain(self.from_crds.iter_mut()) {
-            if let Err(e) = tally_source(client, source, &self.namespaces, &mut tally) {
+            if let Err(e) = tally_source(client, source, &self.namespaces, budget, &mut tally) {
                 problems.push(e);
             }
         }
@@ -215,6 +306,22 @@ impl Signal for Prober {
         }
         into.probes = Some(outcome);
     }
+
+    /// Reading the CRDs (one call each, when due), then per source its
+    /// discovery (once) and one list per scope. Sources a CRD declares are
+    /// counted one per CRD, and a list as one page: pagination has no
+    /// bound of its own here yet (issue #16 item 7 gives it one, which
+    /// multiplies this).
+    fn worst_case(&self) -> Duration {
+        let scopes = self.namespaces.len().max(1);
+        let sources = self.flags.len() + self.crd_names.len();
+        // CRD reads, one discovery per type, and one page per collection
+        // in flight, plus the time the lists of one check may take
+        // ([`Pager`]: the budget, then at most the page in flight).
+        let calls = self.crd_names.len() + sources * (1 + scopes);
+        let per_call = crate::kube::call_bound().saturating_mul(u32::try_from(calls).unwrap_or(u32::MAX));
+        per_call.saturating_add(self.list_budget)
+    }
 }
 
 /// Resolves `source` (discovery, once) and tallies all its resources.
@@ -222,6 +329,7 @@ fn tally_source(
     client: &mut Client,
     source: &mut Source,
     namespaces: &[String],
+    budget: Budget,
     tally: &mut Tally,
 ) -> Result<(), String> {
     let spec = &source.spec;
@@ -244,7 +352,7 @@ fn tally_source(
             None if resolved.namespaced => format!("list {name} in all namespaces"),
             None => format!("list {name}"),
         };
-        list_all(client, &collection, &action, spec, &resolved.kind, tally)
+        list_all(client, &collection, &action, spec, &resolved.kind, budget, tally)
             .map_err(|e| format!("Cannot list {name}: {}", e.granted_by(GRANT)))?;
     }
     Ok(())
@@ -265,13 +373,15 @@ fn discover(client: &mut Client, spec: &ProbeSpec) -> Result<ResourceType, Strin
         .ok_or_else(|| format!("{gv} has no resource {:?}", spec.resource))
 }
 
-/// Every page of one collection, evaluated as it arrives.
+/// Every page of one collection, evaluated as it arrives, within the
+/// [`Pager`]'s bounds.
 fn list_all(
     client: &mut Client,
     collection: &str,
     action: &str,
     spec: &ProbeSpec,
     kind: &str,
+    budget: Budget,
     tally: &mut Tally,
 ) -> Result<(), KubeError> {
     // A continue token expires (410 Gone) when the list is older than etcd's
@@ -279,6 +389,7 @@ fn list_all(
     let mut restarts_left = 1;
     let mut next = String::new();
     let mut partial = Tally::default();
+    let mut pager = Pager::new(budget);
     loop {
         let mut path = format!("{collection}?limit={PAGE_SIZE}");
         if !next.is_empty() {
@@ -292,6 +403,7 @@ fn list_all(
                 restarts_left -= 1;
                 next.clear();
                 partial = Tally::default();
+                pager.restart();
                 continue;
             }
             Err(e) => return Err(e),
@@ -311,6 +423,7 @@ fn list_all(
         if page.metadata.next.is_empty() {
             break;
         }
+        pager.follow(&page.metadata.next, Instant::now()).map_err(|message| KubeError::Response { message })?;
         next = page.metadata.next;
     }
     tally.merge(partial);
@@ -321,18 +434,13 @@ fn not_served(collection: &str) -> KubeError {
     KubeError::Response { message: format!("{collection} is not served (was the CRD removed?)") }
 }
 
+/// What a query value may hold unencoded: RFC 3986's unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+
 /// Percent-encodes a continue token for a query string (it is base64 and
 /// may hold `+`, `/`, `=`).
 fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, UNRESERVED).to_string()
 }
 
 #[cfg(test)]
@@ -340,7 +448,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn paging_stops_at_the_page_bound() {
+        let now = Instant::now();
+        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), now).is_ok()).count();
+        assert_eq!(followed, MAX_PAGES - 1, "the first page and MAX_PAGES - 1 followed tokens");
+        assert_eq!(MAX_PAGES * PAGE_SIZE, MAX_RESOURCES);
+        let e = pager.follow("one-more", now).unwrap_err();
+        assert!(e.starts_with("the API server still had more after 400 pages of 250"), "{e}");
+    }
+
+    #[test]
+    fn paging_stops_on_a_token_seen_before() {
+        let now = Instant::now();
+        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        for token in ["a", "b", "c"] {
+            assert_eq!(pager.follow(token, now), Ok(()));
+        }
+        let e = pager.follow("b", now).unwrap_err();
+        assert!(e.contains("a continue token it had already given, after 4 pages"), "{e}");
+        pager.restart();
+        assert_eq!(pager.follow("b", now), Ok(()), "a restarted list may see its tokens again");
+    }
+
+    #[test]
+    fn paging_stops_at_the_deadline() {
+        let now = Instant::now();
+        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        assert_eq!(pager.follow("a", now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
+        let e = pager.follow("b", now + LIST_BUDGET).unwrap_err();
+        assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
+    }
+
+    #[test]
     fn continue_tokens_are_encoded() {
         assert_eq!(percent_encode("eyJ2Ijo+/="), "eyJ2Ijo%2B%2F%3D");
+        assert_eq!(percent_encode("a-b_c.d~e f&g%h"), "a-b_c.d~e%20f%26g%25h");
+        assert_eq!(percent_encode("é"), "%C3%A9");
     }
 }

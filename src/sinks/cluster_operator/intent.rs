@@ -6,7 +6,8 @@
 use crate::conditions::{self, Condition, Desired, Status};
 use crate::status::{Health, Verdict};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
+use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
 
 /// The name every ClusterOperator reports its own version under.
@@ -208,44 +209,156 @@ impl Intent {
     }
 }
 
-/// Applies `intent` to a ClusterOperator object's `status` at `now`;
-/// true when anything changed.
-pub fn apply(object: &mut Value, intent: &Intent, now: &str) -> Result<bool, String> {
-    let root = object.as_object_mut().ok_or("the ClusterOperator is not a JSON object")?;
-    let status = root.entry("status").or_insert_with(|| json!({}));
-    if status.is_null() {
-        *status = json!({});
-    }
-    let status = status.as_object_mut().ok_or("the ClusterOperator's status is not an object")?;
-    let field =
-        |status: &serde_json::Map<String, Value>, name: &str| status.get(name).filter(|v| !v.is_null()).cloned();
-    let mut list: Vec<Condition> = match field(status, "conditions") {
-        Some(v) => serde_json::from_value(v).map_err(|e| format!("status.conditions are not conditions: {e}"))?,
-        None => Vec::new(),
+/// Applies `intent` to a ClusterOperator as read (`body`, JSON) at `now`:
+/// the object to write back, or `None` when nothing changed.
+///
+/// Only what opstatus reads is parsed: the conditions, versions and related
+/// objects. Everything else (metadata, spec, `status.extension`, which an
+/// operator may fill with megabytes) is carried through as the raw text it
+/// was read as, so memory is the body twice, not a parsed tree of it.
+///
+/// Ownership: the conditions of the types opstatus sets, the versions it
+/// names (by name) and the related objects it names (by group, resource,
+/// namespace and name) are its own, listed first; every other entry, set
+/// by the cluster-version operator or an admin, is kept as it was, after
+/// them. An entry opstatus no longer names is not told from a foreign one:
+/// it stays until removed by hand.
+pub fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Vec<u8>>, String> {
+    // Parsed from bytes, into a list rather than a map, with types the rest
+    // of opstatus already parses: this costs the static binary little code.
+    let Members(root) =
+        serde_json::from_slice(body).map_err(|_| "the ClusterOperator is not a JSON object".to_string())?;
+    let raw_status = root.iter().find(|(k, _)| k == "status").map(|(_, raw)| raw.get());
+    let Members(status) = match raw_status {
+        None | Some("null") => Members(Vec::new()),
+        Some(raw) => serde_json::from_slice(raw.as_bytes())
+            .map_err(|_| "the ClusterOperator's status is not an object".to_string())?,
     };
-    let previous: Vec<Version> = match field(status, "versions") {
-        Some(v) => serde_json::from_value(v).map_err(|e| format!("status.versions are not versions: {e}"))?,
-        None => Vec::new(),
+    let field = |name: &str| -> Value {
+        // Valid JSON: it was read as part of the object.
+        let raw = status.iter().find(|(k, _)| k == name).map(|(_, raw)| raw.get());
+        raw.and_then(|raw| serde_json::from_str(raw).ok()).unwrap_or(Value::Null)
     };
-    let mut changed = conditions::set_all(&mut list, &intent.conditions, None, now);
-    let versions = serde_json::to_value(intent.versions(&previous)).expect("versions serialise");
-    let related = serde_json::to_value(&intent.related).expect("related objects serialise");
-    for (key, value) in [("versions", versions), ("relatedObjects", related)] {
-        if field(status, key).as_ref() != Some(&value) {
-            status.insert(key.into(), value);
+    let mut conditions: Vec<Condition> = match field("conditions") {
+        Value::Null => Vec::new(),
+        v => serde_json::from_value(v).map_err(|e| format!("status.conditions are not conditions: {e}"))?,
+    };
+    let list = |name: &str, what: &str| match field(name) {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => Ok(items),
+        _ => Err(format!("status.{name} are not {what}: not a list")),
+    };
+    let versions = list("versions", "versions")?;
+    let related = list("relatedObjects", "related objects")?;
+    let mut changed = conditions::set_all(&mut conditions, &intent.conditions, None, now);
+    let mut new_status = Fields(status.iter().map(|(k, v)| (k.as_str(), Field::Raw(v))).collect());
+    let new_versions = merge_versions(intent, &versions);
+    let new_related = merge_related(&intent.related, &related);
+    for (key, old, new) in [("versions", versions, new_versions), ("relatedObjects", related, new_related)] {
+        if old != new || !status.iter().any(|(k, _)| k == key) {
+            new_status.set(key, Field::Owned(Value::Array(new)));
             changed = true;
         }
     }
-    if changed {
-        status.insert("conditions".into(), serde_json::to_value(list).expect("conditions serialise"));
+    if !changed {
+        return Ok(None);
     }
-    Ok(changed)
+    new_status.set("conditions", Field::Owned(serde_json::to_value(conditions).expect("conditions serialise")));
+    let mut new_root = Fields(root.iter().map(|(k, v)| (k.as_str(), Field::Raw(v))).collect());
+    new_root.set("status", Field::Status(new_status));
+    Ok(Some(serde_json::to_vec(&new_root).expect("a ClusterOperator serialises")))
+}
+
+/// A JSON object's members as read, each value its raw text borrowed from
+/// the body.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Members<'de>, M::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// An object to write back, in the order read; a member set anew replaces
+/// the one read or comes last.
+struct Fields<'a>(Vec<(&'a str, Field<'a>)>);
+
+impl<'a> Fields<'a> {
+    fn set(&mut self, key: &'a str, value: Field<'a>) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, old)) => *old = value,
+            None => self.0.push((key, value)),
+        }
+    }
+}
+
+impl Serialize for Fields<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+/// A member's value: as read, rewritten, or the rewritten status.
+enum Field<'a> {
+    Raw(&'a RawValue),
+    Owned(Value),
+    Status(Fields<'a>),
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Raw(raw) => raw.serialize(s),
+            Field::Owned(value) => value.serialize(s),
+            Field::Status(fields) => fields.serialize(s),
+        }
+    }
+}
+
+/// The versions opstatus reports (in the flags' order), then every entry
+/// with another name as it was.
+fn merge_versions(intent: &Intent, existing: &[Value]) -> Vec<Value> {
+    let previous: Vec<Version> = existing.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let owned = |v: &Value| intent.targets.iter().any(|t| v.get("name").and_then(Value::as_str) == Some(&t.name));
+    let ours = intent.versions(&previous).into_iter().map(|v| serde_json::to_value(v).expect("versions serialise"));
+    ours.chain(existing.iter().filter(|v| !owned(v)).cloned()).collect()
+}
+
+/// The related objects opstatus names, then every other entry as it was.
+fn merge_related(ours: &[RelatedObject], existing: &[Value]) -> Vec<Value> {
+    let owned = |v: &Value| serde_json::from_value::<RelatedObject>(v.clone()).is_ok_and(|r| ours.contains(&r));
+    let ours = ours.iter().map(|r| serde_json::to_value(r).expect("related objects serialise"));
+    ours.chain(existing.iter().filter(|v| !owned(v)).cloned()).collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sinks::cluster_operator::DEFAULT_INERTIA;
+    use serde_json::json;
+
+    /// [`apply`] on a parsed object: whether it changed, the object updated.
+    fn apply_to(object: &mut Value, intent: &Intent, now: &str) -> Result<bool, String> {
+        let written = apply(&serde_json::to_vec(object).unwrap(), intent, now)?;
+        if let Some(body) = &written {
+            *object = serde_json::from_slice(body).unwrap();
+        }
+        Ok(written.is_some())
+    }
 
     const T0: &str = "2026-11-22T10:00:00Z";
     const T1: &str = "2026-11-22T10:05:00Z";
@@ -381,7 +494,7 @@ mod tests {
         let mut object = json!({"metadata": {"name": "x", "resourceVersion": "7"}, "spec": {},
                                 "status": {"conditions": [foreign.clone()], "extension": null}});
         let i = intent(&signals(&ok), None);
-        assert_eq!(apply(&mut object, &i, T0), Ok(true));
+        assert_eq!(apply_to(&mut object, &i, T0), Ok(true));
         let status = &object["status"];
         assert_eq!(status["conditions"][0], foreign);
         assert_eq!(status["conditions"].as_array().unwrap().len(), 5);
@@ -390,10 +503,10 @@ mod tests {
             json!([{"name": "operator", "version": "1.1.0"}, {"name": "engine", "version": "2.0.0"}])
         );
         assert_eq!(status["relatedObjects"], json!([{"group": "", "resource": "namespaces", "name": "ops"}]));
-        assert_eq!(apply(&mut object, &i, T1), Ok(false), "nothing changed, nothing to send");
+        assert_eq!(apply_to(&mut object, &i, T1), Ok(false), "nothing changed, nothing to send");
         let sick = Verdict { health: Health::Degraded, error: Some("Cannot list foos.example.com: 403".into()) };
         let i = intent(&Signals { degraded: true, ..signals(&sick) }, None);
-        assert_eq!(apply(&mut object, &i, T1), Ok(true));
+        assert_eq!(apply_to(&mut object, &i, T1), Ok(true));
         let conditions: Vec<Condition> = serde_json::from_value(object["status"]["conditions"].clone()).unwrap();
         let times: Vec<(&str, &str)> =
             conditions.iter().map(|c| (c.kind.as_str(), c.last_transition_time.as_str())).collect();
@@ -407,6 +520,40 @@ mod tests {
                 ("Upgradeable", T0)
             ]
         );
+    }
+
+    #[test]
+    fn apply_keeps_foreign_versions_related_objects_and_the_rest_as_read() {
+        let ok = healthy();
+        let foreign_version = json!({"name": "kube-apiserver", "version": "1.20.2"});
+        let foreign_related =
+            json!({"group": "operator.openshift.io", "resource": "kubeapiservers", "name": "cluster"});
+        let body = br#"{"metadata":{"name":"x","resourceVersion":"7"},"spec":{},
+            "status":{"versions":[{"name":"kube-apiserver","version":"1.20.2"},{"name":"engine","version":"1.9.0"}],
+                      "relatedObjects":[{"group":"operator.openshift.io","resource":"kubeapiservers","name":"cluster"},
+                                        {"group":"","resource":"namespaces","name":"ops"}],
+                      "extension":{"kept":[1.50, "as\u0020read"]}}}"#;
+        let i = intent(&signals(&ok), None);
+        let written = apply(body, &i, T0).unwrap().expect("a change");
+        let text = String::from_utf8(written.clone()).unwrap();
+        assert!(text.contains(r#""extension":{"kept":[1.50, "as\u0020read"]}"#), "not carried as read: {text}");
+        let object: Value = serde_json::from_slice(&written).unwrap();
+        assert_eq!(
+            object["status"]["versions"],
+            json!([{"name": "operator", "version": "1.1.0"}, {"name": "engine", "version": "2.0.0"}, foreign_version])
+        );
+        assert_eq!(
+            object["status"]["relatedObjects"],
+            json!([{"group": "", "resource": "namespaces", "name": "ops"}, foreign_related])
+        );
+        assert_eq!(object["metadata"], json!({"name": "x", "resourceVersion": "7"}));
+        assert_eq!(apply(&written, &i, T1), Ok(None), "nothing changed, nothing to send");
+
+        assert_eq!(apply(b"[1]", &i, T0), Err("the ClusterOperator is not a JSON object".into()));
+        assert_eq!(apply(br#"{"status":[]}"#, &i, T0), Err("the ClusterOperator's status is not an object".into()));
+        let bad = apply(br#"{"status":{"versions":{}}}"#, &i, T0).unwrap_err();
+        assert!(bad.starts_with("status.versions are not versions: "), "{bad}");
+        assert!(apply(br#"{"status":null}"#, &i, T0).unwrap().is_some());
     }
 
     #[test]

@@ -21,11 +21,13 @@
 //! The write: create the object if it is missing (an empty one), then one
 //! `PUT .../clusteroperators/NAME/status` of the whole status on a fresh
 //! read, retried on 409; only when something changed. Conditions of types
-//! opstatus does not set are kept.
+//! opstatus does not set, versions and related objects it does not name,
+//! and the rest of the object (`status.extension`) are kept; only the
+//! lists opstatus changes are parsed ([`intent::apply`]).
 
 pub mod intent;
 
-use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
+use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write_raw};
 use crate::kube::{Client, KubeError};
 use crate::status::Health;
 use crate::util::reported::Reported;
@@ -109,8 +111,8 @@ impl ClusterOperatorSink {
         let action = format!("clusteroperators {:?}", self.name);
         let mut created = false;
         let result = loop {
-            let modify = &mut |object: &mut serde_json::Value| intent::apply(object, &intent, now);
-            match read_modify_write(client, &path, "/status", &action, GRANT, modify) {
+            let modify = &mut |body: &[u8]| intent::apply(body, &intent, now);
+            match read_modify_write_raw(client, &path, "/status", &action, GRANT, modify) {
                 Err(e) if e.is_missing_object() && !created => {
                     self.create(client)?;
                     created = true;
@@ -183,6 +185,12 @@ impl Sink for ClusterOperatorSink {
             Written::Updated => Ok(Synced::Updated(summary)),
             Written::Unchanged => Ok(Synced::Unchanged),
         }
+    }
+
+    /// A read that finds the object missing, its creation, then the
+    /// read-modify-write.
+    fn worst_case(&self) -> Duration {
+        crate::kube::call_bound().saturating_mul(2).saturating_add(super::read_modify_write_bound())
     }
 }
 

@@ -1,0 +1,58 @@
+//! The liveness window: how long `/healthz` waits for a tick before it
+//! says the loop is stuck. It must outlast the longest tick a working
+//! agent can have, or a slow but working API server makes kubelet restart
+//! the pod.
+
+use crate::signals::Signal;
+use crate::sinks::Sinks;
+use std::time::Duration;
+
+/// The window for an agent with these signals and sinks, whose status
+/// write (with the publisher lock's reads) takes at most `status_write`.
+pub fn of(interval: Duration, signals: &[Box<dyn Signal>], sinks: &Sinks, status_write: Duration) -> Duration {
+    let signals = signals.iter().map(|s| s.worst_case());
+    window(interval, worst_tick(signals, sinks.worst_case(), status_write))
+}
+
+/// The longest one tick can take, every call it makes timing out: each
+/// signal's and each sink's own worst case (they know how many calls they
+/// make and how each is bounded) plus the status write.
+pub fn worst_tick(signals: impl IntoIterator<Item = Duration>, sinks: Duration, status_write: Duration) -> Duration {
+    signals.into_iter().fold(sinks.saturating_add(status_write), Duration::saturating_add)
+}
+
+/// `/healthz` fails when no tick completed for this long: three heartbeat
+/// intervals (the loop sleeps at most one between ticks) plus the worst
+/// tick, so only a loop stuck beyond every bound fails it.
+pub fn window(interval: Duration, worst_tick: Duration) -> Duration {
+    interval.saturating_mul(3).saturating_add(worst_tick)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn one_kubernetes_call_is_bounded_by_two_sends() {
+        // connect 3 + send 3 × 2 + response 5 + body 5, sent again after a 401.
+        assert_eq!(crate::kube::call_bound(), S(38));
+        assert_eq!(crate::sinks::read_modify_write_bound(), S(228));
+    }
+
+    #[test]
+    fn the_window_outlasts_the_worst_tick() {
+        // The status write alone: one Kubernetes call re-sent after a 401.
+        let write = S(38);
+        assert_eq!(worst_tick([], Duration::ZERO, write), S(38));
+        assert_eq!(window(S(1), worst_tick([], Duration::ZERO, write)), S(41), "1 s heartbeat: not 3 s");
+        // Watches, probes and registration, an OperatorCondition sink.
+        let tick = worst_tick([S(10), S(76), S(83)], S(228), write);
+        assert_eq!(tick, S(435));
+        assert_eq!(window(S(60), tick), S(615));
+        // Absurd inputs saturate instead of overflowing.
+        assert_eq!(window(Duration::MAX, S(1)), Duration::MAX);
+        assert_eq!(worst_tick([Duration::MAX, S(1)], S(1), S(1)), Duration::MAX);
+    }
+}
