@@ -6,6 +6,11 @@
 # prints a Markdown table. Takes about 6 minutes.
 #
 #   scripts/bench.sh [--runs 3] [--heartbeats 30]
+#
+# At real intervals instead (opstatus and the Python client side by side,
+# all at once, 5 heartbeats each after the first write; about 7 minutes):
+#
+#   scripts/bench.sh --intervals 30,60 [--long-heartbeats 5] [--also before=PATH]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"

@@ -17,10 +17,11 @@ use crate::sinks::cluster_operator::ClusterOperatorSink;
 use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::operator_condition::OperatorConditionSink;
+use crate::status::MAX_INTERVAL;
 use crate::util::shutdown::Shutdown;
 use std::fmt;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// A failed command.
 #[derive(Debug)]
@@ -64,8 +65,13 @@ struct Connection {
 /// Picks credentials the way client-go does: an explicit kubeconfig
 /// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
 /// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails with a
-/// [`CredentialsError`] (exit code 2) before any request.
-fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Connection, CredentialsError> {
+/// [`CredentialsError`] (exit code 2) before any request. A client for a
+/// loop that calls at least every `heartbeat` keeps its connection that long.
+fn connect(
+    settings: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+    heartbeat: Option<Duration>,
+) -> Result<Connection, CredentialsError> {
     let (creds, source) = load_credentials(settings, env)?;
     let namespace =
         settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
@@ -73,7 +79,11 @@ fn connect(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
         return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
     let cluster_identifier = pro::client::cluster_identifier(&creds.ca_pem, &creds.server);
-    Ok(Connection { client: Client::new(&creds)?, namespace, source, cluster_identifier })
+    let client = match heartbeat {
+        Some(heartbeat) => Client::kept_alive(&creds, heartbeat)?,
+        None => Client::new(&creds)?,
+    };
+    Ok(Connection { client, namespace, source, cluster_identifier })
 }
 
 fn load_credentials(
@@ -105,8 +115,11 @@ fn load_credentials(
 /// The composition root: the agent with the signals and sinks the settings
 /// ask for. A new signal or sink is one line here.
 fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
+    // kube9-server may ask for any interval up to the maximum.
+    let heartbeat =
+        if settings.pro.api_key.is_configured() { settings.interval.max(MAX_INTERVAL) } else { settings.interval };
     let Connection { client, namespace, source, cluster_identifier } =
-        connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
+        connect(settings, env, Some(heartbeat)).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
     if let Some(warning) = reader::placement_warning(&target.namespace, &target.name) {
@@ -251,7 +264,7 @@ pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result
 /// default): the first namespace that has the ConfigMap is the one read.
 pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Failure> {
     let Connection { mut client, namespace, .. } =
-        connect(settings, env).map_err(|e| Failure::Config(e.to_string()))?;
+        connect(settings, env, None).map_err(|e| Failure::Config(e.to_string()))?;
     let (searched, why_there) = match (&settings.namespace, &settings.extension_namespace) {
         (Some(_), _) => (vec![namespace], "--namespace"),
         (None, Some(ns)) => (vec![ns.clone()], "kube9.operatorNamespace, as --extension-namespace mirrors it"),

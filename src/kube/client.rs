@@ -35,10 +35,25 @@ const TIMEOUTS: Timeouts = Timeouts {
 };
 
 /// The longest one Kubernetes call can take, whatever the server does: it
-/// is sent again once after a 401 (a rotated token), each send bounded by
-/// [`TIMEOUTS`] (19 s). For the liveness window.
+/// is sent again once after a 401 (a rotated token), and each of the two
+/// may be sent again once on a new connection when a kept one broke under
+/// it; each send bounded by [`TIMEOUTS`] (19 s). For the liveness window.
 pub fn call_bound() -> Duration {
-    TIMEOUTS.bound() * 2
+    TIMEOUTS.bound() * 4
+}
+
+/// How much longer than the heartbeat interval a kept connection may idle
+/// in the pool: the next heartbeat is due an interval after the last write
+/// finished, and the checks before it take a few seconds at most.
+const KEEP_ALIVE_MARGIN: Duration = Duration::from_secs(30);
+
+/// ureq's own idle age, for the one-shot commands (`get`, `once`).
+const ONE_SHOT_IDLE: Duration = Duration::from_secs(15);
+
+/// How long a client that calls at least once every `heartbeat` keeps its
+/// idle connection, so that no heartbeat pays a TLS handshake.
+pub fn keep_alive_for(heartbeat: Duration) -> Duration {
+    heartbeat + KEEP_ALIVE_MARGIN
 }
 
 /// A namespaced (or cluster-scoped) object addressed by resource and name.
@@ -99,12 +114,27 @@ pub struct Client {
     server: String,
     ca_source: String,
     token: Token,
+    /// How long ureq keeps an idle connection.
+    idle: Duration,
+    /// When the last answer came back over a connection ureq then kept.
+    last_answer: Option<Instant>,
 }
 
 impl Client {
     /// Builds the client; fails (exit code 2) when the CA or client
-    /// certificate cannot be loaded. Makes no request.
+    /// certificate cannot be loaded. Makes no request. An idle connection
+    /// is kept for ureq's default 15 s: for one-shot commands.
     pub fn new(creds: &Credentials) -> Result<Client, CredentialsError> {
+        Self::build(creds, None)
+    }
+
+    /// The client of a loop that calls at least once every `heartbeat`: it
+    /// keeps its connection (and TLS session) from one heartbeat to the next.
+    pub fn kept_alive(creds: &Credentials, heartbeat: Duration) -> Result<Client, CredentialsError> {
+        Self::build(creds, Some(keep_alive_for(heartbeat)))
+    }
+
+    fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, CredentialsError> {
         let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(CredentialsError)?;
         let mut tls = TlsConfig::builder()
             .root_certs(RootCerts::new_with_certs(&roots))
@@ -123,8 +153,18 @@ impl Client {
             }
             Auth::Anonymous => {}
         }
-        let agent = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true).build().new_agent();
-        Ok(Client { agent, server: creds.server.clone(), ca_source: creds.ca_source.clone(), token })
+        let mut config = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true);
+        if let Some(idle) = keep_alive {
+            config = http::kept_alive(config, idle);
+        }
+        Ok(Client {
+            agent: config.build().new_agent(),
+            server: creds.server.clone(),
+            ca_source: creds.ca_source.clone(),
+            token,
+            idle: keep_alive.unwrap_or(ONE_SHOT_IDLE),
+            last_answer: None,
+        })
     }
 
     /// The API server URL, e.g. `https://10.96.0.1:443`.
@@ -208,16 +248,46 @@ impl Client {
     /// connection can be reused) and dropped.
     fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         self.refresh_token_if_due();
-        let first = self.send_once(&request, want_body);
+        let first = self.send_on_kept(&request, want_body);
         match first {
             // A rotated token answers 401 until we read the new one: read it
             // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_once(&request, want_body),
+            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_on_kept(&request, want_body),
             other => other,
         }
     }
 
-    fn send_once(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+    /// Sends once; again, once, on a new connection when the kept one broke
+    /// under the request. A load balancer or conntrack that forgot an idle
+    /// flow, or a server whose idle close crossed our request, looks like
+    /// that, and ureq does not retry. Only requests that do no harm twice
+    /// are sent again: reads, server-side apply (declarative: the same
+    /// apply twice is the same object; one with a `resourceVersion`
+    /// precondition is a 409 the second time, never a double write) and a
+    /// PUT (it carries its `resourceVersion`); never a POST.
+    fn send_on_kept(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+        let kept = self.last_answer.is_some_and(|at| at.elapsed() < self.idle);
+        match self.send_once(request, want_body) {
+            Err(Failed { error, connection_lost: true }) if kept && request.method.safe_to_repeat() => {
+                log::debug!("The kept connection broke ({error}); sending the request again on a new one");
+                self.send_once(request, want_body).map_err(|f| f.error)
+            }
+            other => other.map_err(|f| f.error),
+        }
+    }
+
+    /// One request; notes when an answer came back, after which ureq keeps
+    /// the connection (when the body was read to its end).
+    fn send_once(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
+        self.last_answer = None;
+        let answer = self.exchange(request, want_body);
+        if answer.is_ok() || answer.as_ref().is_err_and(|f| f.error.code().is_some()) {
+            self.last_answer = Some(Instant::now());
+        }
+        answer
+    }
+
+    fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
         let authorization = match &self.token {
             Token::None => None,
             Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
@@ -243,7 +313,8 @@ impl Client {
                 r.send(body)
             }
         };
-        let mut response = result.map_err(|e| self.transport_error(e))?;
+        let mut response =
+            result.map_err(|e| Failed { connection_lost: connection_lost(&e), error: self.transport_error(e) })?;
         let code = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -263,9 +334,9 @@ impl Client {
             let mut head = Vec::new();
             let mut reader = body.with_config().limit(MAX_BODY).reader();
             reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
-            return Err(from_response(code, &head, request.action, retry_after));
+            return Err(from_response(code, &head, request.action, retry_after).into());
         }
-        body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e))
+        body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e).into())
     }
 
     fn refresh_token_if_due(&mut self) {
@@ -341,6 +412,44 @@ impl Client {
     }
 }
 
+/// A failed attempt, and whether the connection broke before an answer
+/// came: the mark of a kept connection closed while it idled.
+struct Failed {
+    error: KubeError,
+    connection_lost: bool,
+}
+
+impl From<KubeError> for Failed {
+    fn from(error: KubeError) -> Failed {
+        Failed { error, connection_lost: false }
+    }
+}
+
+/// Whether `e` says the connection broke while sending the request or
+/// waiting for the answer's head, as a kept connection that something
+/// closed while it idled does: reset, closed (EOF), a broken pipe, or no
+/// answer at all (a middlebox that drops the forgotten flow's packets).
+/// Not a failed connect, TLS verification or an oversized answer: a new
+/// connection would not fix those.
+fn connection_lost(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    use ureq::Timeout;
+    match e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::NotConnected
+        ),
+        ureq::Error::Timeout(phase) => {
+            matches!(phase, Timeout::SendRequest | Timeout::SendBody | Timeout::RecvResponse)
+        }
+        _ => false,
+    }
+}
+
 struct Request<'a> {
     method: Method<'a>,
     url: &'a str,
@@ -353,4 +462,48 @@ enum Method<'a> {
     Apply(&'a [u8]),
     Put(&'a [u8]),
     Post(&'a [u8]),
+}
+
+impl Method<'_> {
+    /// Whether sending it twice does no harm (see [`Client::send_on_kept`]).
+    fn safe_to_repeat(&self) -> bool {
+        !matches!(self, Method::Post(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error as IoError, ErrorKind};
+
+    #[test]
+    fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {
+        assert_eq!(keep_alive_for(Duration::from_secs(60)), Duration::from_secs(90));
+        assert_eq!(keep_alive_for(crate::status::MAX_INTERVAL), Duration::from_secs(270));
+        assert!(keep_alive_for(crate::status::MIN_INTERVAL) > ONE_SHOT_IDLE);
+    }
+
+    #[test]
+    fn only_a_connection_broken_under_the_request_is_worth_a_new_one() {
+        for kind in [ErrorKind::ConnectionReset, ErrorKind::UnexpectedEof, ErrorKind::BrokenPipe] {
+            assert!(connection_lost(&ureq::Error::Io(IoError::from(kind))), "{kind:?}");
+        }
+        assert!(connection_lost(&ureq::Error::Timeout(ureq::Timeout::RecvResponse)));
+        // A new connection fixes none of these.
+        assert!(!connection_lost(&ureq::Error::Io(IoError::from(ErrorKind::ConnectionRefused))));
+        assert!(!connection_lost(&ureq::Error::Timeout(ureq::Timeout::Connect)));
+        assert!(!connection_lost(&ureq::Error::Timeout(ureq::Timeout::RecvBody)));
+        assert!(!connection_lost(&ureq::Error::ConnectionFailed));
+        assert!(!connection_lost(&ureq::Error::BodyExceedsLimit(1)));
+    }
+
+    #[test]
+    fn a_post_is_never_sent_twice() {
+        assert!(!Method::Post(b"{}").safe_to_repeat());
+        assert!(
+            Method::Get.safe_to_repeat()
+                && Method::Apply(b"{}").safe_to_repeat()
+                && Method::Put(b"{}").safe_to_repeat()
+        );
+    }
 }

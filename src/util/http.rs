@@ -50,3 +50,19 @@ pub fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
         .output_buffer_size(IO_BUFFER)
         .max_response_header_size(IO_BUFFER)
 }
+
+/// Keeps an idle connection in ureq's pool for `idle` (ureq's default is
+/// 15 s) instead of paying a TLS handshake on the next call, for a client
+/// that calls one server one request at a time: one idle connection is all
+/// it ever has to keep.
+///
+/// ureq probes a pooled connection before reusing it (a non-blocking read:
+/// a peer's FIN, RST or stray bytes mean "closed") and then connects afresh,
+/// so a connection the server closed cleanly while idle costs a handshake,
+/// not a failed call. A close the probe cannot see (the request crossing
+/// the server's close, or a middlebox that forgot the flow) surfaces as a
+/// transport error on the reused connection: ureq does not retry, so the
+/// caller decides (the Kubernetes client retries idempotent requests once).
+pub fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
+    config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
+}
