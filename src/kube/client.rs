@@ -148,7 +148,8 @@ impl Client {
                 token = Token::File { path: path.clone(), current, read_at: Instant::now() };
             }
             Auth::ClientCert { cert_pem, key_pem } => {
-                let identity = client_identity(cert_pem, key_pem).map_err(CredentialsError)?;
+                let chain = pem_certificates(cert_pem, "the client certificate").map_err(CredentialsError)?;
+                let identity = client_identity(&chain, key_pem.expose().as_bytes()).map_err(CredentialsError)?;
                 tls = tls.client_cert(Some(identity));
             }
             Auth::Anonymous => {}

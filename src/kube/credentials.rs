@@ -238,7 +238,8 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
         (Some(cert_pem), Some(key_pem)) => {
             let key_pem = Secret::new(String::from_utf8_lossy(&key_pem));
             // Checked now: ureq would abort the process at the first handshake.
-            identity::client_identity(&cert_pem, &key_pem).map_err(err)?;
+            let chain = pem_certificates(&cert_pem, "the client certificate").map_err(err)?;
+            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(err)?;
             return Ok(Auth::ClientCert { cert_pem, key_pem });
         }
         (Some(_), None) | (None, Some(_)) => {

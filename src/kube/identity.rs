@@ -8,24 +8,24 @@
 //! must parse as X.509 v3) at start, so a bad identity is a configuration
 //! error (exit code 2) with a sentence saying what is wrong.
 
-use super::credentials::{Secret, pem_certificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, Error, InconsistentKeys};
-use ureq::tls::{ClientCert, PrivateKey};
+use ureq::tls::{Certificate, ClientCert, PrivateKey};
 
-/// The identity ureq will present, once rustls is known to accept it; else
-/// a sentence for the person who configured it (never the key itself).
-pub fn client_identity(cert_pem: &[u8], key_pem: &Secret) -> Result<ClientCert, String> {
-    let chain = pem_certificates(cert_pem, "the client certificate")?;
+/// The identity ureq will present (`chain` parsed from the client
+/// certificate's PEM, `key_pem` the key), once rustls is known to accept
+/// it; else a sentence for the person who configured it (never the key
+/// itself).
+pub fn client_identity(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<ClientCert, String> {
     let not_a_key = || "the client key is not a PEM private key (PKCS#8, SEC1 or PKCS#1)".to_string();
-    let key_der = PrivateKeyDer::from_pem_slice(key_pem.expose().as_bytes()).map_err(|_| not_a_key())?;
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| not_a_key())?;
     let chain_der = chain.iter().map(|c| CertificateDer::from(c.der()).into_owned()).collect();
     let provider = rustls::crypto::ring::default_provider();
     CertifiedKey::from_der(chain_der, key_der, &provider).map_err(|e| explain(&e))?;
-    let key = PrivateKey::from_pem(key_pem.expose().as_bytes()).map_err(|_| not_a_key())?;
-    Ok(ClientCert::new_with_certs(&chain, key))
+    let key = PrivateKey::from_pem(key_pem).map_err(|_| not_a_key())?;
+    Ok(ClientCert::new_with_certs(chain, key))
 }
 
 /// rustls's refusal, worded for an admin.
@@ -52,7 +52,13 @@ fn explain(e: &Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube::credentials::pem_certificates;
     use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256, PKCS_ED25519};
+
+    /// As the credentials use it: the PEM parsed, then checked.
+    fn identity(cert_pem: &[u8], key_pem: &str) -> Result<ClientCert, String> {
+        client_identity(&pem_certificates(cert_pem, "the client certificate")?, key_pem.as_bytes())
+    }
 
     fn certificate(key: &KeyPair) -> String {
         CertificateParams::new(vec!["alice".to_string()]).unwrap().self_signed(key).unwrap().pem()
@@ -62,7 +68,7 @@ mod tests {
     fn a_v3_certificate_with_its_key_is_accepted() {
         for alg in [&PKCS_ECDSA_P256_SHA256, &PKCS_ED25519] {
             let key = KeyPair::generate_for(alg).unwrap();
-            assert!(client_identity(certificate(&key).as_bytes(), &Secret::new(key.serialize_pem())).is_ok());
+            assert!(identity(certificate(&key).as_bytes(), &key.serialize_pem()).is_ok());
         }
     }
 
@@ -70,16 +76,16 @@ mod tests {
     fn a_key_of_another_certificate_is_refused() {
         let key = KeyPair::generate().unwrap();
         let other = KeyPair::generate().unwrap();
-        let e = client_identity(certificate(&key).as_bytes(), &Secret::new(other.serialize_pem())).unwrap_err();
+        let e = identity(certificate(&key).as_bytes(), &other.serialize_pem()).unwrap_err();
         assert_eq!(e, "the client key does not match the client certificate (their public keys differ)");
     }
 
     #[test]
     fn text_that_is_no_key_or_certificate_is_refused_without_echoing_it() {
         let key = KeyPair::generate().unwrap();
-        let e = client_identity(certificate(&key).as_bytes(), &Secret::new("s3cr3t-not-pem")).unwrap_err();
+        let e = identity(certificate(&key).as_bytes(), "s3cr3t-not-pem").unwrap_err();
         assert!(e.contains("not a PEM private key") && !e.contains("s3cr3t"), "{e}");
-        let e = client_identity(b"CERT", &Secret::new(key.serialize_pem())).unwrap_err();
+        let e = identity(b"CERT", &key.serialize_pem()).unwrap_err();
         assert!(e.contains("the client certificate holds no PEM certificate"), "{e}");
     }
 }
