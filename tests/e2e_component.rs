@@ -17,9 +17,9 @@
 mod support;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use support::TempDir;
-use support::control_plane::{ControlPlane, ROOT, service_account_user, shared, unique_namespace};
+use support::control_plane::{ControlPlane, ROOT, relative_path, service_account_user, shared, unique_namespace};
 
 /// Renders `component` over the sample operator from an overlay that sets
 /// the namespace `ns` (the operator's, as the component requires).
@@ -182,19 +182,4 @@ fn e2e_component_native_sidecar_renders_and_is_validated_where_the_server_knows_
              the opstatus-plain variant is the one for such clusters"
         );
     }
-}
-
-/// The path to `to` relative to the directory `from` (both absolute):
-/// kustomize refuses absolute paths to a base.
-fn relative_path(from: &Path, to: &Path) -> PathBuf {
-    let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
-    let common = from.components().zip(to.components()).take_while(|(a, b)| a == b).count();
-    let mut rel = PathBuf::new();
-    for _ in from.components().skip(common) {
-        rel.push("..");
-    }
-    for part in to.components().skip(common) {
-        rel.push(part);
-    }
-    rel
 }

@@ -8,9 +8,9 @@ mod support;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use support::ServiceAccountDir;
 use support::fake_apiserver::FakeApiServer;
-use support::http::{endpoint_from_log, get};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::http::{agent_with_endpoint, get};
 
 const TOKEN: &str = "sa-token-for-endpoint-abuse-tests";
 
@@ -36,15 +36,7 @@ fn answer_to(addr: SocketAddr, request: &[u8]) -> String {
 fn a_thousand_held_connections_and_garbage_do_not_stop_the_heartbeat() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", "1s", "--listen", "127.0.0.1:0"],
-        &pod_env(server.port(), &sa),
-    );
-    let addr =
-        wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr())).unwrap();
-    wait_for(Duration::from_secs(10), Duration::from_millis(20), || (get(addr, "/readyz").0 == 200).then_some(()))
-        .unwrap();
+    let (agent, addr) = agent_with_endpoint(&server, &sa, "/readyz");
     let rss_before = rss_kib(agent.pid());
 
     // Oversize heads, binary garbage and bad request lines get a clean answer.

@@ -10,9 +10,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use support::ServiceAccountDir;
 use support::fake_apiserver::FakeApiServer;
-use support::http::{endpoint_from_log, get};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::http::agent_with_endpoint;
 
 const TOKEN: &str = "sa-token-for-endpoint-exhaustion-tests";
 const HELD: usize = 400;
@@ -72,15 +72,7 @@ fn hold(addr: SocketAddr, stop: Arc<AtomicBool>) -> usize {
 fn probes_are_answered_while_one_peer_holds_400_connections() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", "1s", "--listen", "127.0.0.1:0"],
-        &pod_env(server.port(), &sa),
-    );
-    let addr =
-        wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr())).unwrap();
-    wait_for(Duration::from_secs(10), Duration::from_millis(20), || (get(addr, "/healthz").0 == 200).then_some(()))
-        .unwrap();
+    let (_agent, addr) = agent_with_endpoint(&server, &sa, "/healthz");
 
     let stop = Arc::new(AtomicBool::new(false));
     let holder = {

@@ -382,8 +382,9 @@ impl ControlPlane {
     }
 }
 
-/// The path to `to` relative to the directory `from` (both absolute).
-fn relative_path(from: &Path, to: &Path) -> PathBuf {
+/// The path to `to` relative to the directory `from` (both absolute):
+/// kustomize refuses absolute paths to a base.
+pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
     let (from, to) = (from.canonicalize().unwrap(), to.canonicalize().unwrap());
     let common = from.components().zip(to.components()).take_while(|(a, b)| a == b).count();
     let mut rel = PathBuf::new();

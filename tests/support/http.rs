@@ -1,6 +1,8 @@
 //! Plain-HTTP helpers: a stand-in for the operator's own health endpoint,
 //! and a minimal client for opstatus's probe endpoint.
 
+use super::fake_apiserver::FakeApiServer;
+use super::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -82,4 +84,23 @@ pub fn get(addr: SocketAddr, path: &str) -> (u16, String, Duration) {
 /// The address opstatus logged for its endpoint (`--listen 127.0.0.1:0`).
 pub fn endpoint_from_log(log: &str) -> Option<SocketAddr> {
     log.lines().find_map(|l| l.split("on http://").nth(1)).and_then(|a| a.trim().parse().ok())
+}
+
+/// `opstatus run --interval 1s --listen 127.0.0.1:0` against `server`, and
+/// the endpoint's address once `ready_path` answers 200.
+pub fn agent_with_endpoint(
+    server: &FakeApiServer,
+    sa: &ServiceAccountDir,
+    ready_path: &str,
+) -> (RunningAgent, SocketAddr) {
+    let agent = RunningAgent::start(
+        &opstatus_bin(),
+        &["run", "--interval", "1s", "--listen", "127.0.0.1:0"],
+        &pod_env(server.port(), sa),
+    );
+    let addr =
+        wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr())).unwrap();
+    wait_for(Duration::from_secs(10), Duration::from_millis(20), || (get(addr, ready_path).0 == 200).then_some(()))
+        .unwrap();
+    (agent, addr)
 }
