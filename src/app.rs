@@ -122,9 +122,6 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         connect(settings, env, Some(heartbeat)).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
-    if let Some(warning) = reader::placement_warning(&target.namespace, &target.name) {
-        log::warn!("{warning}");
-    }
     let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
     if settings.follow_leader_lease.is_some() && operator_namespace != target.namespace {
         // The publisher reads the Lease beside the status ConfigMap.
@@ -183,6 +180,10 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         identity: identity(settings, env),
         follow_leader_lease: settings.follow_leader_lease.clone(),
     };
+    // Once the configuration is known to be good: a bad one is one line.
+    if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
+        log::warn!("{warning}");
+    }
     Ok(Agent::new(client, config, signals, sinks))
 }
 
