@@ -207,3 +207,13 @@ pub fn wait_for<T>(timeout: Duration, every: Duration, mut check: impl FnMut() -
         std::thread::sleep(every);
     }
 }
+
+/// The WARN and ERROR lines of a log, but for the start-up note that the
+/// status ConfigMap is outside the namespaces the kube9 extension searches
+/// (every test namespace is).
+pub fn problems_logged(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .filter(|l| !l.contains("is outside kube9-system and default"))
+        .collect()
+}
