@@ -85,7 +85,8 @@ fn get_prints_a_hostile_configmap_without_control_characters() {
         json!({"kind": "ConfigMap", "apiVersion": "v1",
                "metadata": {"name": "kube9-operator-status", "namespace": "ops"}, "data": {"status": status.to_string()}}),
     );
-    let out = run_to_end(&opstatus_bin(), &["get"], &pod_env(api.port(), &sa), Duration::from_secs(20));
+    let out =
+        run_to_end(&opstatus_bin(), &["get", "--namespace", "ops"], &pod_env(api.port(), &sa), Duration::from_secs(20));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(controls(&text).is_empty(), "controls {:?} printed:\n{text}", controls(&text));
@@ -93,6 +94,9 @@ fn get_prints_a_hostile_configmap_without_control_characters() {
         text.contains("Error:        [2J [H ]0;owned  all good 2026-11-23T10:00:00Z INFO forged line eee"),
         "{text}"
     );
-    assert_eq!(text.lines().count(), 8, "one fact a line:\n{text}");
-    assert!(text.len() < 1400, "the error is cut: {} bytes", text.len());
+    // One fact a line: the status's eight, then where it was found, why
+    // the mode is what it is, and what each extension version shows.
+    assert_eq!(text.lines().count(), 11, "one fact a line:\n{text}");
+    // The error is shown twice (Error, and in Why), each time cut at 1 KiB.
+    assert!(text.len() < 2 * 1400, "the error is cut: {} bytes", text.len());
 }

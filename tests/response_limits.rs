@@ -20,7 +20,12 @@ fn a_50_mib_configmap_is_refused_by_the_reader_not_buffered() {
         "kube9-operator-status",
         json!({"kind": "ConfigMap", "data": {"status": "{}", "other": huge}}),
     );
-    let out = run_to_end(&opstatus_bin(), &["get"], &pod_env(server.port(), &sa), Duration::from_secs(30));
+    let out = run_to_end(
+        &opstatus_bin(),
+        &["get", "--namespace", "ops"],
+        &pod_env(server.port(), &sa),
+        Duration::from_secs(30),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("is larger than 4194304 bytes"), "{stderr}");
@@ -32,7 +37,12 @@ fn truncated_and_non_json_answers_are_failures_with_a_reason() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.put_object("ops", "kube9-operator-status", json!({"kind": "ConfigMap", "data": {"status": "{}"}}));
     server.push_faults([Fault::Raw { code: 200, body: br#"{"kind":"ConfigMap","data":{"sta"#.to_vec() }]);
-    let out = run_to_end(&opstatus_bin(), &["get"], &pod_env(server.port(), &sa), Duration::from_secs(30));
+    let out = run_to_end(
+        &opstatus_bin(),
+        &["get", "--namespace", "ops"],
+        &pod_env(server.port(), &sa),
+        Duration::from_secs(30),
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr.contains("the API server's answer is not a ConfigMap"), "{stderr}");
