@@ -16,7 +16,6 @@ use support::resources::condition;
 use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-endless-pagination";
-const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.example.com";
 const FOOS: &str = "/apis/example.com/v1/namespaces/ops/foos";
 
 fn heartbeats(api: &FakeApiServer) -> usize {
@@ -38,13 +37,7 @@ fn lists(api: &FakeApiServer) -> (usize, usize) {
 fn bounded(fresh_tokens: bool, reason: &str) -> f64 {
     let api = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
-    api.put_custom(
-        CRD,
-        json!({"metadata": {"name": "foos.example.com",
-                            "annotations": {"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}},
-               "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
-                        "versions": [{"name": "v1", "served": true, "storage": true}]}}),
-    );
+    api.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
     api.put_custom(
         &format!("{FOOS}/a"),
         json!({"metadata": {"name": "a", "namespace": "ops"}, "status": {"conditions": [condition("Migrating", "False")]}}),

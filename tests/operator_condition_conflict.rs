@@ -21,13 +21,7 @@ const OC: &str = "/apis/operators.coreos.com/v2/namespaces/ops/operatorcondition
 fn conflicting_writes_are_retried_on_a_fresh_read_and_bounded() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.put_custom(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.example.com",
-        json!({"metadata": {"name": "foos.example.com",
-                            "annotations": {"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}},
-               "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
-                        "versions": [{"name": "v1", "served": true, "storage": true}]}}),
-    );
+    server.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
     server.put_custom(
         "/apis/example.com/v1/namespaces/ops/foos/a",
         json!({"metadata": {"name": "a", "namespace": "ops"}, "status": {"conditions": [condition("Migrating", "True")]}}),

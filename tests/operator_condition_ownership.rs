@@ -13,13 +13,6 @@ use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-ownership-tests";
 const OC: &str = "/apis/operators.coreos.com/v2/namespaces/ops/operatorconditions/op.v1";
-const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.example.com";
-
-fn crd(annotations: Value) -> Value {
-    json!({"metadata": {"name": "foos.example.com", "annotations": annotations},
-           "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
-                    "versions": [{"name": "v1", "served": true, "storage": true}]}})
-}
 
 fn start(server: &FakeApiServer, sa: &ServiceAccountDir, probe_args: &[&str]) -> RunningAgent {
     let mut env = pod_env(server.port(), sa);
@@ -37,7 +30,7 @@ fn operator_condition_with(own: &Value) -> Value {
 fn an_important_only_probe_leaves_the_operators_upgradeable_alone() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.put_custom(CRD, crd(json!({"olm.operatorframework.io/condition.Important": "Broken"})));
+    server.put_foo_crd(json!({"olm.operatorframework.io/condition.Important": "Broken"}));
     server.put_custom(
         "/apis/example.com/v1/namespaces/ops/foos/a",
         json!({"metadata": {"name": "a", "namespace": "ops"}, "status": {"conditions": [condition("Broken", "True")]}}),

@@ -62,13 +62,7 @@ fn operator_namespace_names_where_the_operator_runs() {
     assert!(server.object("my-operator-system", "kube9-operator-status").is_none());
 
     // The OperatorCondition is the operator's: written where it runs.
-    server.put_custom(
-        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.example.com",
-        json!({"metadata": {"name": "foos.example.com",
-                            "annotations": {"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}},
-               "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
-                        "versions": [{"name": "v1", "served": true, "storage": true}]}}),
-    );
+    server.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
     let oc_path = "/apis/operators.coreos.com/v2/namespaces/my-operator-system/operatorconditions/op.v1";
     server.put_custom(
         oc_path,

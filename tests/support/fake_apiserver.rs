@@ -164,6 +164,17 @@ impl FakeApiServer {
         self.state.lock().unwrap().objects.insert((namespace.into(), name.into()), object);
     }
 
+    /// Stores the test CRD `foos.example.com` (namespaced, `v1` served and
+    /// stored) with these `annotations` (the probes' expressions).
+    pub fn put_foo_crd(&self, annotations: Value) {
+        self.put_custom(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/foos.example.com",
+            json!({"metadata": {"name": "foos.example.com", "annotations": annotations},
+                   "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "foos", "kind": "Foo"},
+                            "versions": [{"name": "v1", "served": true, "storage": true}]}}),
+        );
+    }
+
     /// Stores a custom resource at its path (resourceVersion set here).
     pub fn put_custom(&self, path: &str, mut object: Value) {
         let mut s = self.state.lock().unwrap();
