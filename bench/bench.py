@@ -21,13 +21,18 @@ medians over --runs):
 - opstatus only: CPU per heartbeat after a 20 s idle (over ureq's default
   15 s idle-connection limit), and how soon a health change is published.
 
---intervals 30,60 runs the real-settings mode instead: opstatus (and any
---also LABEL=PATH builds of it) beside the Python client, all at once, at
-each of the intervals (in parallel, --long-heartbeats each, steady state
-from the second write), and prints per tool and interval the median CPU per
-heartbeat, API requests per heartbeat and TLS handshakes per heartbeat (new
-TCP connections to the API server: `ss -tnp` sampled every 0.1 s, each
-connection seen by its socket inode; every connection is one handshake).
+Then the real-settings table (--default-intervals, 1,30,60): at each
+interval in turn, opstatus (and any --also LABEL=PATH builds of it), the
+Python client and the kubectl loop all at once (--long-heartbeats each at 30
+s and 60 s, at least 30 at 1 s; steady state from the second write), and
+prints per tool and interval the median CPU per heartbeat, RSS (the
+process's median VmRSS over the second half; for the kubectl loop, the
+median peak of its kubectl processes), API requests per heartbeat (audit
+log) and TLS handshakes per heartbeat (new TCP connections to the API
+server of the process or its children: `ss -tnp` sampled every 0.1 s, each
+connection seen by its socket inode; every connection is one handshake; a
+kubectl connection shorter than 0.1 s can be missed, so its figure is a
+floor). --intervals 30,60 runs only that table, at those intervals.
 """
 import argparse
 import http.server
@@ -285,41 +290,60 @@ def handshake_cpu(cp, binary, env, user, interval, beats):
     return (cpu_n - cpu2) / beats / 1e6
 
 
-def sample_connections(pid, port, seen, stop):
-    """Adds (socket inode, first seen) of `pid`'s TCP connections to the API
-    server to `seen` until `stop` is set."""
+def sample_connections(pid, port, seen, stop, rss):
+    """Adds (socket inode, first seen) of the TCP connections to the API
+    server of `pid` and its descendants (the kubectl loop's kubectl
+    processes) to `seen`, and their RSS to `rss` (pid -> KiB samples), until
+    `stop` is set."""
     while not stop.is_set():
+        pids = {pid, *descendants(pid)}
         out = subprocess.run(["ss", "-tnepH", "state", "all", f"( dport = :{port} )"], capture_output=True,
                              text=True).stdout.splitlines()
         now = time.time()
         for line in out:
-            if f"pid={pid}," in line:
+            if any(f"pid={p}," in line for p in pids):
                 inode = next((f for f in line.split() if f.startswith("ino:")), None)
                 if inode and inode != "ino:0":
                     seen.setdefault(inode, now)
+        for p in pids:
+            try:
+                if open(f"/proc/{p}/comm").read().strip() in ("bash", "sh", "sleep"):
+                    continue
+                rss.setdefault(p, []).append(status_kib(p, "VmRSS"))
+            except (FileNotFoundError, ProcessLookupError):
+                pass
         stop.wait(0.1)
 
 
-def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker, result):
-    """One long-lived writer at a real interval: CPU at each write (from its
-    log's write lines), connections sampled, requests from the audit log."""
+def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker, result, children=False):
+    """One writer at a real interval: CPU at each write (from its log's write
+    lines), connections and RSS sampled, requests from the audit log. With
+    `children` (the kubectl loop), the CPU is the loop's and its reaped
+    children's (each `kubectl` is a new process) and the RSS each kubectl's."""
     port = cp.env["APISERVER_PORT"]
     log = open(log_path, "wb")
-    p = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
-    seen, stop = {}, threading.Event()
-    sampler = threading.Thread(target=sample_connections, args=(p.pid, port, seen, stop), daemon=True)
+    p = subprocess.Popen(argv, env=env, stdout=log, stderr=log, start_new_session=children)
+    seen, rss, stop = {}, {}, threading.Event()
+    sampler = threading.Thread(target=sample_connections, args=(p.pid, port, seen, stop, rss), daemon=True)
     sampler.start()
+
+    def cpu():
+        return proc_tasks_cpu_ns(p.pid) + (children_cpu_ns(p.pid) if children else 0)
+
     marks = []  # (time, cpu ns) at each write seen in the log
     try:
         deadline = time.time() + interval * (beats + 3) + 60
         while len(marks) < beats + 2 and time.time() < deadline:
             n = open(log_path, errors="replace").read().count(marker)
             if n > len(marks):
-                marks.append((time.time(), proc_tasks_cpu_ns(p.pid)))
-            time.sleep(0.05)
+                marks.append((time.time(), cpu()))
+            time.sleep(0.02 if interval <= 1 else 0.05)
     finally:
         stop.set()
-        p.send_signal(signal.SIGTERM)
+        if children:
+            os.killpg(p.pid, signal.SIGTERM)
+        else:
+            p.send_signal(signal.SIGTERM)
         p.wait(10)
         sampler.join()
     assert len(marks) >= beats + 2, f"{argv[0]}: {len(marks)} writes ({open(log_path).read()[-500:]})"
@@ -330,50 +354,67 @@ def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker,
     per_beat = [(b[1] - a[1]) / 1e6 for a, b in zip(marks[1:], marks[2:])]
     events = [e for e in cp.audit(user) if t0 < parse_time(e["requestReceivedTimestamp"]) <= t1]
     new_connections = [t for t in seen.values() if t0 < t <= t1]
+    if children:
+        rss_kib = statistics.median(max(v) for v in rss.values()) if rss else float("nan")
+    else:
+        samples = rss.get(p.pid, [])
+        rss_kib = statistics.median(samples[len(samples) // 2:]) if samples else float("nan")
     result.update({
         "cpu_ms": statistics.median(per_beat),
         "cpu_ms_all": per_beat,
         "requests": len(events) / beats,
         "handshakes": len(new_connections) / beats,
         "connections_total": len(seen),
+        "rss_kib": rss_kib,
     })
 
 
 def real_intervals(cp, args, work, named_rules, writer_rules):
-    """--intervals: every tool at every interval, all at once."""
+    """--intervals: at each interval in turn, every tool at once."""
     tools = [("opstatus", args.opstatus)] + [tuple(a.split("=", 1)) for a in args.also]
+    tools += [("python", "python")] + ([("kubectl", "kubectl")] if args.kubectl else [])
     jobs = []
     for interval in args.intervals:
-        for label, binary in tools + [("python", None)]:
+        # Fewer heartbeats at 1 s would be noise; more at 60 s would be hours.
+        beats = args.long_heartbeats if interval >= 10 else max(args.long_heartbeats, 30)
+        group = []
+        for label, binary in tools:
             ns = f"{label}-{interval}s".replace("_", "-").lower()
-            rules = writer_rules if binary is None else named_rules
-            sa_dir, _, user = cp.identity(ns, "writer", rules, work)
+            rules = named_rules if binary not in ("python", "kubectl") else writer_rules
+            sa_dir, kubeconfig, user = cp.identity(ns, "writer", rules, work)
             env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
                        KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"], OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
-            if binary is None:
+            children = False
+            if binary == "python":
                 argv, marker = [args.python, f"{ROOT}/bench/python_writer.py", str(interval)], "wrote"
+            elif binary == "kubectl":
+                argv, marker, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], "wrote", True
+                env["KUBECONFIG"] = kubeconfig
             else:
                 argv, marker = [binary, "run", "--interval", f"{interval}s", "--no-final-status"], "Status updated:"
                 env["RUST_LOG"] = "info"
             result = {}
-            t = threading.Thread(target=long_interval_writer, args=(cp, argv, env, user, interval, args.long_heartbeats,
-                                                                   f"{work}/{ns}.log", marker, result))
-            jobs.append((label, interval, result, t))
+            t = threading.Thread(target=long_interval_writer, args=(cp, argv, env, user, interval, beats,
+                                                                   f"{work}/{ns}.log", marker, result, children))
+            group.append((label, interval, beats, result, t))
             t.start()
-    for *_, t in jobs:
-        t.join()
-    print(f"\n{args.long_heartbeats} heartbeats per tool and interval after the first write, all tools at once "
-          f"against one kube-apiserver v1.20.2 on loopback; medians per heartbeat.\n")
-    print("| tool | interval | CPU per heartbeat | Python ÷ tool | API requests per heartbeat | TLS handshakes per heartbeat |")
-    print("|---|---|---|---|---|---|")
-    for label, interval, r, _ in jobs:
-        python = next(x for lb, i, x, _ in jobs if lb == "python" and i == interval)
+        for *_, t in group:
+            t.join()
+        jobs += group
+    print(f"\nEach interval in turn, every tool at once against one kube-apiserver "
+          f"{cp.env.get('KUBE_GIT_VERSION', '')} on loopback; medians per heartbeat over the heartbeats after the "
+          f"second write ({', '.join(f'{b} at {i} s' for i, b in sorted({(i, b) for _, i, b, _, _ in jobs}))}).\n")
+    print("| tool | interval | CPU per heartbeat | Python ÷ tool | RSS | API requests per heartbeat "
+          "| TLS handshakes per heartbeat |")
+    print("|---|---|---|---|---|---|---|")
+    for label, interval, _, r, _ in jobs:
+        python = next(x for lb, i, _, x, _ in jobs if lb == "python" and i == interval)
         if not r or not python:
-            print(f"| {label} | {interval} s | failed | | | |")
+            print(f"| {label} | {interval} s | failed | | | | |")
             continue
         print(f"| {label} | {interval} s | {r['cpu_ms']:.3f} ms | {python['cpu_ms'] / r['cpu_ms']:.1f}× | "
-              f"{r['requests']:.2f} | {r['handshakes']:.2f} |")
-    for label, interval, r, _ in jobs:
+              f"{r['rss_kib'] / 1024:.1f} MiB | {r['requests']:.2f} | {r['handshakes']:.2f} |")
+    for label, interval, _, r, _ in jobs:
         if r:
             print(f"{label} {interval} s: CPU per heartbeat " + ", ".join(f"{c:.3f}" for c in r["cpu_ms_all"]) +
                   f" ms; {r['connections_total']} connections in all", file=sys.stderr)
@@ -401,8 +442,12 @@ def main():
     ap.add_argument("--qemu-arm64", help="qemu-aarch64-static, to measure the arm64 binary's RSS emulated")
     ap.add_argument("--intervals", type=lambda v: [int(x) for x in v.split(",")],
                     help="seconds, e.g. 30,60: run the real-settings mode (see above) instead")
+    ap.add_argument("--default-intervals", type=lambda v: [int(x) for x in v.split(",") if x], default=[1, 30, 60],
+                    help="seconds: the real-settings table that follows the 1 s table (empty: none)")
     ap.add_argument("--long-heartbeats", type=int, default=5,
                     help="heartbeats per tool at each of --intervals (5: 3.5 min at 30 s, 6.5 min at 60 s)")
+    ap.add_argument("--kubectl", action=argparse.BooleanOptionalAction, default=True,
+                    help="include the kubectl loop in the --intervals mode")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
                     help="another opstatus build beside the first in the --intervals mode (repeatable)")
     args = ap.parse_args()
@@ -454,8 +499,9 @@ def main():
             env["OPSTATUS_SERVICE_ACCOUNT_DIR"] = sa_dir
             arm64 = run_process_writer(cp, [args.qemu_arm64, statics["arm64"], "run", "--interval", "1s",
                                             "--no-final-status"], env, user, args.heartbeats, f"{work}/arm64.log")
-    finally:
+    except BaseException:
         cp.stop()
+        raise
 
     med = {name: {k: statistics.median(r[k] for r in runs) for k in runs[0]} for name, runs in results.items()}
     venv = os.path.dirname(os.path.dirname(args.python))
@@ -507,7 +553,15 @@ def main():
         print(f"\narm64 binary under qemu-user (emulated, for information only: the emulator's memory is included; "
               f"{args.heartbeats} heartbeats at 1 s): steady RSS {mib(arm64['rss_steady_kib'])}, "
               f"peak {mib(arm64['rss_peak_kib'])}, first write {arm64['first_write_ms']:.0f} ms after start")
-    shutil.rmtree(work, ignore_errors=True)
+    # Then the real settings: 1 s, and the 30 s and 60 s users run.
+    sys.stdout.flush()
+    args.intervals = args.default_intervals
+    try:
+        if args.intervals:
+            real_intervals(cp, args, work, named_rules, writer_rules)
+    finally:
+        cp.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -3,14 +3,16 @@
 # and the official Python client, against a real kube-apiserver on loopback.
 # Installs what it needs (the control plane build, the static binaries, a
 # virtualenv with the pinned Python client in the cache directory) and
-# prints a Markdown table. Takes about 6 minutes.
+# prints Markdown tables: at a 1 s interval (3 runs of 30 heartbeats), then
+# at 1 s, 30 s and 60 s with all three tools at once (30 heartbeats at 1 s,
+# 5 at 30 s and 60 s). Takes about 20 minutes.
 #
-#   scripts/bench.sh [--runs 3] [--heartbeats 30]
+#   scripts/bench.sh [--runs 3] [--heartbeats 30] [--long-heartbeats 5]
+#                    [--default-intervals 1,30,60] [--also before=PATH]
 #
-# At real intervals instead (opstatus and the Python client side by side,
-# all at once, 5 heartbeats each after the first write; about 7 minutes):
+# Only the real-intervals table, at the intervals given:
 #
-#   scripts/bench.sh --intervals 30,60 [--long-heartbeats 5] [--also before=PATH]
+#   scripts/bench.sh --intervals 30,60 [--no-kubectl]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"

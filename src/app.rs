@@ -146,7 +146,10 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
     }
     let watch = &settings.watch;
     let file = watch.file.clone().map(|f| (f, watch.max_age));
-    signals.push(Box::new(Watches::new(watch.urls.clone(), file, watch.critical)));
+    let watches = Watches::new(watch.urls.clone(), file, watch.critical);
+    if !watches.is_empty() {
+        signals.push(Box::new(watches));
+    }
     let probes = &settings.probes;
     let prober =
         Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone()).within(settings.interval);

@@ -1,9 +1,17 @@
 //! `opstatus`: parse the command line, dispatch, map errors to exit codes
 //! (0 success, 1 runtime failure, 2 usage or configuration).
 
+#![forbid(unsafe_code)]
+
 use opstatus::app::{self, Failure};
 use opstatus::cli::{self, Command};
 use std::process::ExitCode;
+
+// See README "Dependencies": musl's allocator unmaps freed pages at once,
+// so every heartbeat mapped, faulted in and unmapped rustls's record buffers
+// again; dlmalloc keeps freed memory (trimmed only past 2 MiB free).
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -324,6 +324,21 @@ impl Agent {
         shared.last_tick = Instant::now();
     }
 
+    /// How often to check: the check interval (at most the heartbeat)
+    /// while anything changes between heartbeats — a signal, a sink, the
+    /// readiness file, the publisher lock as a standby or a follower of the
+    /// operator's leader sees it. A lone holder with none of them (basic
+    /// mode) has nothing to look at between writes, so it sleeps from one
+    /// heartbeat to the next: one wake-up, one request.
+    fn check_cadence(&self) -> Duration {
+        let looks_at_something = !self.signals.is_empty()
+            || !self.sinks.is_empty()
+            || self.config.ready_file.is_some()
+            || self.config.follow_leader_lease.is_some()
+            || !self.publisher.publishing();
+        check_cadence(self.interval(), self.config.check_interval, looks_at_something)
+    }
+
     /// The loop, until SIGTERM or SIGINT; then the final status.
     pub fn run(&mut self, shutdown: &mut Shutdown) {
         log::info!(
@@ -336,12 +351,18 @@ impl Agent {
             self.publisher.identity(),
         );
         let start = Instant::now();
-        let (mut next_check, mut next_write) = (start, start);
-        while !shutdown.wait_until(next_check.min(next_write)) {
+        let (mut last_check, mut next_write) = (None, start);
+        loop {
+            // Recomputed on every turn: a holder that lost the lock in a
+            // write checks (reads the lock) again on the standby's cadence.
+            let next_check = last_check.map_or(start, |at| at + self.check_cadence());
+            if shutdown.wait_until(next_check.min(next_write)) {
+                break;
+            }
             let now = Instant::now();
             if now >= next_check {
                 self.check();
-                next_check = now + self.config.check_interval.min(self.interval());
+                last_check = Some(now);
             }
             // A change (anything but the timestamp) is published at once,
             // unless writes are failing: then it goes out with the next
@@ -406,5 +427,26 @@ impl Agent {
         if let Err(e) = self.write(last, true) {
             log::warn!("Could not publish the final status: {e}");
         }
+    }
+}
+
+/// See [`Agent::check_cadence`].
+fn check_cadence(interval: Duration, check_interval: Duration, looks_at_something: bool) -> Duration {
+    if looks_at_something { check_interval.min(interval) } else { interval }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_cadence;
+    use std::time::Duration;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    #[test]
+    fn an_agent_with_nothing_to_look_at_wakes_once_per_heartbeat() {
+        assert_eq!(check_cadence(S(60), S(5), false), S(60), "basic mode: one wake-up, one write");
+        assert_eq!(check_cadence(S(60), S(5), true), S(5));
+        assert_eq!(check_cadence(S(2), S(5), true), S(2), "never slower than the heartbeat");
+        assert_eq!(check_cadence(S(1), S(5), false), S(1));
     }
 }
