@@ -369,6 +369,10 @@ def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker,
     })
 
 
+def ratio(x):
+    return f"{x:.1f}×" if x >= 1 else f"{x:.3f}×"
+
+
 def real_intervals(cp, args, work, named_rules, writer_rules):
     """--intervals: at each interval in turn, every tool at once."""
     tools = [("opstatus", args.opstatus)] + [tuple(a.split("=", 1)) for a in args.also]
@@ -412,7 +416,7 @@ def real_intervals(cp, args, work, named_rules, writer_rules):
         if not r or not python:
             print(f"| {label} | {interval} s | failed | | | | |")
             continue
-        print(f"| {label} | {interval} s | {r['cpu_ms']:.3f} ms | {python['cpu_ms'] / r['cpu_ms']:.1f}× | "
+        print(f"| {label} | {interval} s | {r['cpu_ms']:.3f} ms | {ratio(python['cpu_ms'] / r['cpu_ms'])} | "
               f"{r['rss_kib'] / 1024:.1f} MiB | {r['requests']:.2f} | {r['handshakes']:.2f} |")
     for label, interval, _, r, _ in jobs:
         if r:
