@@ -205,8 +205,7 @@ fn recorder(config: &AgentConfig, env: &dyn Fn(&str) -> Option<String>) -> Recor
             uid: String::new(),
         },
     };
-    let host = var("NODE_NAME", crate::kube::names::check_dns_subdomain);
-    let recorder = Recorder::new(object, Reporter { instance: config.identity.clone(), host }, Instant::now());
+    let recorder = Recorder::new(object, Reporter { instance: config.identity.clone() }, Instant::now());
     log::info!("Kubernetes Events about {}", recorder.describe());
     recorder
 }

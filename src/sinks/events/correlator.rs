@@ -23,7 +23,6 @@ use crate::conditions::Status;
 use crate::status::Health;
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
-use serde_json::{Value, json};
 use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -135,8 +134,14 @@ pub fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at: Syste
 /// which more people may read than the ConfigMap.
 pub fn clean_message(text: &str) -> String {
     let printable = sanitize(text, usize::MAX);
-    let words: Vec<Cow<'_, str>> = printable.split(' ').map(redact_word).collect();
-    sanitize(&words.join(" "), MAX_MESSAGE)
+    let mut redacted = String::with_capacity(printable.len());
+    for (i, word) in printable.split(' ').enumerate() {
+        if i > 0 {
+            redacted.push(' ');
+        }
+        redacted.push_str(&redact_word(word));
+    }
+    sanitize(&redacted, MAX_MESSAGE)
 }
 
 fn redact_word(word: &str) -> Cow<'_, str> {
@@ -166,7 +171,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     pub fn new(burst: u32, refill: Duration, now: Instant) -> TokenBucket {
-        TokenBucket { burst, refill: refill.max(Duration::from_nanos(1)), tokens: burst, since: now }
+        TokenBucket { burst, refill: refill.max(Duration::from_millis(1)), tokens: burst, since: now }
     }
 
     /// Takes a token if one is left at `now`.
@@ -192,9 +197,10 @@ impl TokenBucket {
         if self.tokens >= self.burst {
             return;
         }
-        let earned = now.saturating_duration_since(self.since).as_nanos() / self.refill.as_nanos();
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let earned = millis(now.saturating_duration_since(self.since)) / millis(self.refill);
         let missing = self.burst - self.tokens;
-        if earned >= u128::from(missing) {
+        if earned >= u64::from(missing) {
             self.tokens = self.burst;
         } else if earned > 0 {
             let earned = earned as u32; // < missing, a u32
@@ -228,8 +234,6 @@ impl InvolvedObject {
 pub struct Reporter {
     /// `reportingInstance`: this instance's identity.
     pub instance: String,
-    /// `source.host`: the node, when known.
-    pub host: Option<String>,
 }
 
 /// What to send for an occurrence.
@@ -280,11 +284,10 @@ impl Correlator {
 
     /// Notes that `plan` was sent for `occurrence` and the server took it.
     pub fn record(&mut self, occurrence: &Occurrence, plan: &Plan) {
-        self.recorded.retain(|r| r.name != plan.name);
-        if self.recorded.len() >= REMEMBERED
-            && let Some(oldest) = self.recorded.iter().enumerate().min_by_key(|(_, r)| r.last).map(|(i, _)| i)
-        {
-            self.recorded.swap_remove(oldest);
+        self.forget(&plan.name);
+        // Oldest first: a repeat moves to the end.
+        if self.recorded.len() >= REMEMBERED {
+            self.recorded.remove(0);
         }
         self.recorded.push(Recorded {
             kind: occurrence.kind,
@@ -300,7 +303,9 @@ impl Correlator {
     /// The event `name` is gone from the server (expired): the next
     /// occurrence creates a new one.
     pub fn forget(&mut self, name: &str) {
-        self.recorded.retain(|r| r.name != name);
+        if let Some(i) = self.recorded.iter().position(|r| r.name == name) {
+            self.recorded.remove(i);
+        }
     }
 }
 
@@ -308,56 +313,71 @@ impl Correlator {
 /// nanoseconds in hex; the object's part cut so that the whole is a valid
 /// name (253 characters).
 pub fn event_name(object: &str, at: SystemTime) -> String {
-    let nanos = at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
+    let nanos = u64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos()).unwrap_or(u64::MAX);
     let suffix = format!(".{nanos:x}");
     let mut prefix = &object[..object.len().min(253 - suffix.len())];
     prefix = prefix.trim_end_matches(['-', '.']);
     format!("{prefix}{suffix}")
 }
 
-/// The core `v1` Event to create (POST).
+/// `s` as a JSON string. Every string here is printable already (names,
+/// uids, [`clean_message`]d text, [`sanitize`]d identity), so only `"`
+/// and `\` need escaping; a control character would be a bug, and is
+/// dropped rather than sent.
+fn q(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars().filter(|c| !c.is_control()) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// The core `v1` Event to create (POST). Written as text: a derived
+/// `Serialize` or a `json!` value cost the static binary several KB more,
+/// over its 2 MiB budget.
 pub fn create_body(object: &InvolvedObject, reporter: &Reporter, occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
-    let mut involved = json!({
-        "apiVersion": "v1",
-        "kind": object.kind,
-        "namespace": object.namespace,
-        "name": object.name,
-    });
-    if !object.uid.is_empty() {
-        involved["uid"] = json!(object.uid);
-    }
-    let mut source = json!({ "component": COMPONENT });
-    if let Some(host) = &reporter.host {
-        source["host"] = json!(host);
-    }
-    let instance = sanitize(&reporter.instance, MAX_INSTANCE);
-    let body = json!({
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": { "name": plan.name, "namespace": object.namespace },
-        "involvedObject": involved,
-        "reason": occurrence.reason,
-        "message": occurrence.message,
-        "type": occurrence.kind.as_str(),
-        "source": source,
-        "firstTimestamp": format_rfc3339(plan.first),
-        "lastTimestamp": format_rfc3339(occurrence.at),
-        "count": plan.count,
-        "reportingComponent": COMPONENT,
-        "reportingInstance": instance,
-    });
-    body.to_string().into_bytes()
+    let uid = if object.uid.is_empty() { String::new() } else { format!(r#","uid":{}"#, q(&object.uid)) };
+    let namespace = q(&object.namespace);
+    format!(
+        concat!(
+            r#"{{"apiVersion":"v1","kind":"Event","metadata":{{"name":{name},"namespace":{namespace}}},"#,
+            r#""involvedObject":{{"apiVersion":"v1","kind":"{kind}","namespace":{namespace},"name":{object}{uid}}},"#,
+            r#""reason":"{reason}","message":{message},"type":"{type}","#,
+            r#""source":{{"component":"{component}"}},"#,
+            r#""firstTimestamp":"{first}","lastTimestamp":"{last}","count":{count},"#,
+            r#""reportingComponent":"{component}","reportingInstance":{instance}}}"#
+        ),
+        name = q(&plan.name),
+        namespace = namespace,
+        kind = object.kind,
+        object = q(&object.name),
+        uid = uid,
+        reason = occurrence.reason,
+        message = q(&occurrence.message),
+        r#type = occurrence.kind.as_str(),
+        component = COMPONENT,
+        first = format_rfc3339(plan.first),
+        last = format_rfc3339(occurrence.at),
+        count = plan.count,
+        instance = q(&sanitize(&reporter.instance, MAX_INSTANCE)),
+    )
+    .into_bytes()
 }
 
 /// The merge patch that counts a repeat on the recorded event.
 pub fn repeat_patch(occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
-    let patch: Value = json!({ "count": plan.count, "lastTimestamp": format_rfc3339(occurrence.at) });
-    patch.to_string().into_bytes()
+    format!(r#"{{"count":{},"lastTimestamp":"{}"}}"#, plan.count, format_rfc3339(occurrence.at)).into_bytes()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 
@@ -503,6 +523,14 @@ mod tests {
     }
 
     #[test]
+    fn strings_are_quoted_as_json() {
+        for s in ["plain", "a \"quoted\" \\ path", "ünïcode …", ""] {
+            assert_eq!(serde_json::from_str::<String>(&q(s)).unwrap(), s);
+        }
+        assert_eq!(q("bell\u{7}"), "\"bell\"");
+    }
+
+    #[test]
     fn names_are_the_objects_and_valid() {
         assert_eq!(event_name("op-1", UNIX_EPOCH + Duration::from_nanos(255)), "op-1.ff");
         let long = format!("{}-{}", "a".repeat(240), "b".repeat(12));
@@ -514,7 +542,7 @@ mod tests {
     #[test]
     fn the_bodies_are_core_v1_events() {
         let object = pod();
-        let reporter = Reporter { instance: "op-7d9f-x2".into(), host: Some("node-1".into()) };
+        let reporter = Reporter { instance: "op-7d9f-x2".into() };
         let o = health_changed(Some(Health::Healthy), Health::Degraded, Some("HTTP 503"), at(5)).unwrap();
         let plan = Plan { name: "op-7d9f-x2.1".into(), count: 1, first: at(5), repeat: false };
         let body: Value = serde_json::from_slice(&create_body(&object, &reporter, &o, &plan)).unwrap();
@@ -527,16 +555,16 @@ mod tests {
                                    "uid": "1234-abcd"},
                 "reason": "HealthChanged", "message": "Health changed from healthy to degraded: HTTP 503",
                 "type": "Warning",
-                "source": {"component": "opstatus", "host": "node-1"},
+                "source": {"component": "opstatus"},
                 "firstTimestamp": "2027-01-15T08:00:05Z", "lastTimestamp": "2027-01-15T08:00:05Z", "count": 1,
                 "reportingComponent": "opstatus", "reportingInstance": "op-7d9f-x2",
             })
         );
-        // Without a uid or a host, the fields are left out rather than empty.
+        // Without a uid, the field is left out rather than empty.
         let cm = InvolvedObject { kind: "ConfigMap", uid: String::new(), ..object };
-        let bare = Reporter { instance: "i".repeat(300), host: None };
+        let bare = Reporter { instance: "i".repeat(300) };
         let body: Value = serde_json::from_slice(&create_body(&cm, &bare, &o, &plan)).unwrap();
-        assert!(body["involvedObject"].get("uid").is_none() && body["source"].get("host").is_none());
+        assert!(body["involvedObject"].get("uid").is_none());
         assert!(body["reportingInstance"].as_str().unwrap().len() <= MAX_INSTANCE);
         let repeat = Plan { count: 4, first: at(0), repeat: true, ..plan };
         let patch: Value = serde_json::from_slice(&repeat_patch(&o, &repeat)).unwrap();

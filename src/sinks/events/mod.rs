@@ -22,7 +22,6 @@ use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::util::reported::Reported;
 use correlator::{BURST, Correlator, InvolvedObject, Occurrence, REFILL, Reporter, TokenBucket};
-use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where the permission is granted.
@@ -49,7 +48,8 @@ pub struct Recorder {
     reporter: Reporter,
     bucket: TokenBucket,
     correlator: Correlator,
-    queue: VecDeque<Occurrence>,
+    /// Oldest first; a few at most.
+    queue: Vec<Occurrence>,
     counts: EventCounts,
     /// Why events cannot be recorded, logged once per change.
     failure: Reported,
@@ -66,7 +66,7 @@ impl Recorder {
             reporter,
             bucket: TokenBucket::new(BURST, REFILL, now),
             correlator: Correlator::default(),
-            queue: VecDeque::new(),
+            queue: Vec::new(),
             counts: EventCounts::default(),
             failure: Reported::default(),
             throttled: false,
@@ -106,16 +106,14 @@ impl Recorder {
             if !self.throttled {
                 self.throttled = true;
                 log::warn!(
-                    "Too many Kubernetes Events about {} (more than {BURST} at once, then one per {}s): dropping \
-                     them until the changes calm down, first \"{}\"; the status is unaffected",
-                    self.object.describe(),
+                    "Too many Kubernetes Events (over {BURST} at once, then one per {}s): dropping some, first \"{}\"",
                     REFILL.as_secs(),
                     occurrence.message
                 );
             }
             return;
         }
-        self.queue.push_back(occurrence);
+        self.queue.push(occurrence);
     }
 
     /// On each check while publishing: an event when `Upgradeable` flipped.
@@ -135,7 +133,10 @@ impl Recorder {
 
     /// Sends the oldest queued event: at most one request.
     pub fn flush(&mut self, client: &mut Client) {
-        let Some(occurrence) = self.queue.pop_front() else { return };
+        if self.queue.is_empty() {
+            return;
+        }
+        let occurrence = self.queue.remove(0);
         let plan = self.correlator.plan(&self.object, &occurrence);
         let namespace = &self.object.namespace;
         let result = if plan.repeat {
@@ -161,7 +162,7 @@ impl Recorder {
             // next flush creates it anew.
             Err(e) if plan.repeat && e.code() == Some(404) => {
                 self.correlator.forget(&plan.name);
-                self.queue.push_front(occurrence);
+                self.queue.insert(0, occurrence);
             }
             Err(e) => {
                 self.counts.failed += 1;
@@ -175,11 +176,9 @@ impl Recorder {
 /// A failure as the log says it, once per change: the same text for every
 /// event that fails the same way (no event names, which differ).
 fn explain(e: &KubeError, namespace: &str) -> String {
-    let what = "Cannot record Kubernetes Events (the status and health are unaffected; --events=false turns them off)";
-    match e.code() {
-        Some(403) => {
-            format!("{what}: 403 Forbidden: grant create and patch on events in namespace {namespace:?} ({GRANT})")
-        }
-        _ => format!("{what}: {e}"),
-    }
+    let why = match e.code() {
+        Some(403) => format!("403 Forbidden: grant create and patch on events in namespace {namespace:?} ({GRANT})"),
+        _ => e.to_string(),
+    };
+    format!("Cannot record Kubernetes Events (health is unaffected): {why}")
 }
