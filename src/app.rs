@@ -16,12 +16,14 @@ use crate::sinks::Sinks;
 use crate::sinks::cluster_operator::ClusterOperatorSink;
 use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
+use crate::sinks::events::Recorder;
+use crate::sinks::events::correlator::{InvolvedObject, Reporter};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
 use crate::util::shutdown::Shutdown;
 use std::fmt;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// A failed command.
 #[derive(Debug)]
@@ -187,7 +189,34 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
         log::warn!("{warning}");
     }
-    Ok(Agent::new(client, config, signals, sinks))
+    let events = settings.events.then(|| recorder(&config, env));
+    Ok(Agent::new(client, config, signals, sinks, events))
+}
+
+/// The Kubernetes Events' recorder: about the sidecar's own Pod when the
+/// downward API gives its name and uid (`POD_NAME`, `POD_UID`; the pod runs
+/// where the operator does), else about the status ConfigMap.
+fn recorder(config: &AgentConfig, env: &dyn Fn(&str) -> Option<String>) -> Recorder {
+    let var = |name, check: fn(&str) -> Result<(), &'static str>| env(name).filter(|v| check(v).is_ok());
+    let pod = var("POD_NAME", crate::kube::names::check_dns_subdomain).zip(var("POD_UID", check_uid));
+    let object = match pod {
+        Some((name, uid)) => InvolvedObject { kind: "Pod", namespace: config.operator_namespace.clone(), name, uid },
+        None => InvolvedObject {
+            kind: "ConfigMap",
+            namespace: config.target.namespace.clone(),
+            name: config.target.name.clone(),
+            uid: String::new(),
+        },
+    };
+    let recorder = Recorder::new(object, Reporter { instance: config.identity.clone() }, Instant::now());
+    log::info!("Kubernetes Events about {}", recorder.describe());
+    recorder
+}
+
+/// A uid as the downward API gives it (a UUID); anything else is not used.
+fn check_uid(v: &str) -> Result<(), &'static str> {
+    let ok = !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if ok { Ok(()) } else { Err("is not a uid") }
 }
 
 /// This instance's name in the publisher lock: `--identity`, else the pod's

@@ -21,7 +21,7 @@
 //! | `signals` | what is looked at on each check: the operator's watches, the probes of its resources |
 //! | `pro` | the pro tier as a signal: the API key, kube9-server registration |
 //! | `agent` | the loop: one observation, one verdict per tick, the heartbeat, backoff, shutdown |
-//! | `sinks` | where the verdict goes: the status ConfigMap (primary), OperatorCondition, ClusterOperator |
+//! | `sinks` | where the verdict goes: the status ConfigMap (primary), OperatorCondition, ClusterOperator, Kubernetes Events |
 //! | `endpoint` | the probe and metrics endpoint (its own thread), Prometheus text |
 //! | `kube` | the minimal Kubernetes REST client, credentials, object names |
 //! | `status`, `conditions`, `expr`, `reader`, `ready_file` | pure cores: the kube9 document and health rules, metav1.Condition semantics, condition expressions, the reader's interpretation, the readiness file |

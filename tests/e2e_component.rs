@@ -122,7 +122,8 @@ fn e2e_component_plain_adds_the_sidecar_and_rbac_and_the_api_server_accepts_it()
     let out = dry_run(cp, &ns, &yaml, true).unwrap_or_else(|e| panic!("the API server refused the plain variant: {e}"));
     assert_eq!(out.matches("(server dry run)").count(), 6, "{out}");
 
-    // For real, the RBAC alone: the pod's identity may write the one status.
+    // For real, the RBAC alone: the pod's identity may write the one status
+    // (and record events).
     let rbac: Vec<&str> = yaml.split("\n---\n").filter(|d| d.contains("kind: Role")).collect();
     cp.kubectl_stdin_ok(&["apply", "-n", &ns, "-f", "-"], Some(&rbac.join("\n---\n")));
     let user = service_account_user(&ns, "sample-controller-manager");
@@ -130,6 +131,10 @@ fn e2e_component_plain_adds_the_sidecar_and_rbac_and_the_api_server_accepts_it()
         ("patch", "configmaps/kube9-operator-status", "yes"),
         ("create", "configmaps/kube9-operator-status", "yes"),
         ("patch", "configmaps/another", "no"),
+        // Kubernetes Events about the pod (names are generated: unbounded).
+        ("create", "events", "yes"),
+        ("patch", "events", "yes"),
+        ("delete", "events", "no"),
     ] {
         let out = cp.kubectl(&["auth", "can-i", verb, what, "-n", &ns, "--as", &user], None);
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), allowed, "{verb} {what} as {user}");

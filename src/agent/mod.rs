@@ -35,6 +35,8 @@ use crate::ready_file;
 use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
+use crate::sinks::events::Recorder;
+use crate::sinks::events::correlator as events;
 use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
@@ -113,18 +115,29 @@ pub struct Agent {
     sinks_synced: bool,
     /// A broken readiness-file mount is reported once, not every tick.
     ready_file_error: Reported,
+    /// Kubernetes Events on published changes; `None`: `--events=false`.
+    events: Option<Recorder>,
     shared: Shared,
 }
 
 impl Agent {
-    pub fn new(client: Client, config: AgentConfig, signals: Vec<Box<dyn Signal>>, sinks: Sinks) -> Agent {
+    pub fn new(
+        client: Client,
+        config: AgentConfig,
+        signals: Vec<Box<dyn Signal>>,
+        sinks: Sinks,
+        events: Option<Recorder>,
+    ) -> Agent {
         let publisher = Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval);
+        // An event is at most one more call per tick.
+        let status_write =
+            publisher.worst_case().saturating_add(events.as_ref().map_or(Duration::ZERO, |e| e.worst_case()));
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            liveness_window: liveness::of(config.interval, &signals, &sinks, publisher.worst_case()),
+            liveness_window: liveness::of(config.interval, &signals, &sinks, status_write),
         }));
         Agent {
             client,
@@ -140,6 +153,7 @@ impl Agent {
             config,
             sinks_synced: false,
             ready_file_error: Reported::default(),
+            events,
             shared,
         }
     }
@@ -199,6 +213,9 @@ impl Agent {
         self.publisher.check(&mut self.client, &self.config.target, now);
         if was_publishing && !self.publisher.publishing() {
             self.published = None;
+            if let Some(events) = &mut self.events {
+                events.stand_by();
+            }
         }
         // Until the lock is read, the instance acts as a publisher would
         // (its first write reads it), so that write says all it knows.
@@ -210,6 +227,10 @@ impl Agent {
             }
         }
         self.observation = observation;
+        if let Some(events) = self.events.as_mut().filter(|_| self.publisher.publishing()) {
+            let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
+            events.observe_upgradeable(upgradeable, now, SystemTime::now());
+        }
         self.sync_sinks(now);
     }
 
@@ -267,7 +288,9 @@ impl Agent {
                     );
                 }
                 self.backoff.reset();
+                let before = self.published.as_ref().map(|p| p.health);
                 self.published = Some(StatusDocument { last_update: String::new(), ..doc.clone() });
+                self.note_events(before, &doc, now);
                 self.last_written = Some(doc.clone());
                 log::info!(
                     "Status updated: mode={}, tier={}, health={}, registered={}",
@@ -292,6 +315,28 @@ impl Agent {
                 self.write_error = Some(Problem::status_write(&e.to_string()));
                 Err(e)
             }
+        }
+    }
+
+    /// After a successful write: the events it makes, queued (sent by the
+    /// loop, one per tick). The final "Shutting down" status makes none:
+    /// kubelet's own events say the pod is stopping, and the stop must
+    /// stay quick.
+    fn note_events(&mut self, before: Option<Health>, doc: &StatusDocument, wall: SystemTime) {
+        let Some(recorder) = &mut self.events else { return };
+        if let Some(uid) = self.publisher.configmap_uid() {
+            recorder.configmap_uid(uid);
+        }
+        let now = Instant::now();
+        if let Some(from) = self.publisher.take_over_news() {
+            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
+            recorder.record(events::became_publisher(&self.config.identity, &target, from.as_deref(), wall), now);
+        }
+        if doc.error.as_deref() == Some(SHUTDOWN_REASON) {
+            return;
+        }
+        if let Some(o) = events::health_changed(before, doc.health, doc.error.as_deref(), wall) {
+            recorder.record(o, now);
         }
     }
 
@@ -321,6 +366,7 @@ impl Agent {
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.publishing = publishing;
+        shared.metrics.events = self.events.as_ref().map(Recorder::counts);
         shared.last_tick = Instant::now();
     }
 
@@ -390,6 +436,9 @@ impl Agent {
                         Instant::now() + delay
                     }
                 };
+            }
+            if let Some(events) = &mut self.events {
+                events.flush(&mut self.client);
             }
             self.after_tick(content);
         }

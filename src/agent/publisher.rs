@@ -54,6 +54,13 @@ pub struct Publisher {
     standing_by: Reported,
     /// Why the lock could not be read, logged once.
     read_error: Reported,
+    /// Whether this instance stood by since it last held the lock.
+    stood_by: bool,
+    /// Another instance seen holding the lock, last.
+    last_other: Option<String>,
+    /// This instance took the lock over (from whom, when known) and nobody
+    /// asked yet ([`Publisher::take_over_news`]).
+    took_over: Option<Option<String>>,
 }
 
 impl Publisher {
@@ -68,6 +75,9 @@ impl Publisher {
             role: Role::Unknown,
             standing_by: Reported::default(),
             read_error: Reported::default(),
+            stood_by: false,
+            last_other: None,
+            took_over: None,
         }
     }
 
@@ -94,6 +104,18 @@ impl Publisher {
 
     pub fn identity(&self) -> &str {
         &self.me
+    }
+
+    /// The status ConfigMap's uid, once read or written.
+    pub fn configmap_uid(&self) -> Option<&str> {
+        self.current.as_ref().map(|c| c.uid.as_str()).filter(|u| !u.is_empty())
+    }
+
+    /// Once, after this instance took the lock over from another (named
+    /// when known) or after standing by: not when it starts on a free lock
+    /// or on its own (a restarted container).
+    pub fn take_over_news(&mut self) -> Option<Option<String>> {
+        self.took_over.take()
     }
 
     /// Who holds the lock, as last seen (`None`: nobody, or not read yet).
@@ -136,6 +158,10 @@ impl Publisher {
             }
             return;
         };
+        if let Some(r) = current.lock.record().filter(|r| !r.holder_identity.is_empty() && r.holder_identity != self.me)
+        {
+            self.last_other = Some(r.holder_identity.clone());
+        }
         let unchanged = self.observer.observe(&current.lock, now);
         if let Seen::Unreadable(why) = &current.lock
             && unchanged.is_zero()
@@ -156,6 +182,7 @@ impl Publisher {
             Decision::Publish => self.role = Role::Claiming,
             Decision::StandBy(why) => {
                 self.role = Role::StandingBy;
+                self.stood_by = true;
                 self.standing_by.update(Some(format!("Standing by: {why}")), log::Level::Info, "");
             }
         }
@@ -180,6 +207,8 @@ impl Publisher {
                 return Ok(false);
             }
             let current = self.current.as_ref().expect("read above");
+            let previous = current.lock.record().map(|r| r.holder_identity.clone());
+            let previous = previous.filter(|h| !h.is_empty() && *h != self.me);
             let wall = SystemTime::now();
             let mut record = Record::claim(&self.me, current.lock.record(), self.lease, wall);
             if release {
@@ -190,6 +219,10 @@ impl Publisher {
                     self.current = Some(written);
                     if self.role != Role::Holding {
                         log::info!("Publishing as {}", self.me);
+                        if self.stood_by || previous.is_some() {
+                            self.took_over = Some(previous.or_else(|| self.last_other.clone()));
+                        }
+                        self.stood_by = false;
                         self.standing_by = Reported::default();
                         self.role = Role::Holding;
                     }
@@ -243,7 +276,7 @@ impl Publisher {
 
 /// A ConfigMap that does not exist (any more): writing creates it.
 fn missing() -> Current {
-    Current { resource_version: String::new(), lock: Seen::Absent }
+    Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new() }
 }
 
 /// The pod the operator's leader runs in, from its Lease's

@@ -282,6 +282,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--events",
+        env: "OPSTATUS_EVENTS",
+        default: Default::Value("true"),
+        help: "Kubernetes Events on each published health change, Upgradeable flip and publisher takeover \
+               (--events=false: none).",
+        kind: Kind::Switch(|s, on| s.events = on),
+    },
+    Flag {
         name: "--api-key-file",
         env: "OPSTATUS_API_KEY_FILE",
         default: Default::Prose("none (then KUBE9_API_KEY)"),

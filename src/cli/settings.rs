@@ -48,6 +48,8 @@ pub struct Settings {
     pub identity: Option<String>,
     /// The operator's leader-election Lease to follow; off when `None`.
     pub follow_leader_lease: Option<String>,
+    /// Kubernetes Events on published changes.
+    pub events: bool,
     pub watch: WatchSettings,
     pub pro: ProSettings,
     /// OLM's OperatorCondition name; off when `None`.
@@ -116,6 +118,7 @@ pub(crate) fn defaults() -> Settings {
         final_status: true,
         identity: None,
         follow_leader_lease: None,
+        events: true,
         watch: WatchSettings { urls: Vec::new(), critical: false, file: None, max_age: DEFAULT_WATCH_MAX_AGE },
         pro: ProSettings {
             api_key: ApiKeySource { file: None, env: None },

@@ -6,6 +6,7 @@
 //! happens at run time. Fixed-size arrays, no allocation when counting.
 
 use crate::sinks::SyncCounts;
+use crate::sinks::events::EventCounts;
 use crate::status::{Health, Mode};
 use std::fmt::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,6 +40,9 @@ pub struct Metrics {
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
+    /// Kubernetes Events by outcome; `None` (not rendered) with
+    /// `--events=false`.
+    pub events: Option<EventCounts>,
     /// Successful status writes by mode and health.
     updates: [[u64; 3]; 2],
     /// Failed status writes by error kind (index into [`ERROR_TYPES`]).
@@ -156,6 +160,19 @@ impl Metrics {
                 for (result, n) in by_result {
                     let _ = writeln!(w, "opstatus_condition_syncs_total{{sink=\"{sink}\",result=\"{result}\"}} {n}");
                 }
+            }
+        }
+        if let Some(e) = self.events {
+            header(
+                w,
+                "opstatus_events_total",
+                "counter",
+                "Kubernetes Events by result (dropped: over the rate limit).",
+            );
+            let by_result =
+                [("created", e.created), ("patched", e.patched), ("dropped", e.dropped), ("failed", e.failed)];
+            for (result, n) in by_result {
+                let _ = writeln!(w, "opstatus_events_total{{result=\"{result}\"}} {n}");
             }
         }
         if let Some((evaluated, blocking)) = self.probes {

@@ -239,6 +239,14 @@ impl Client {
         self.send(Request { method: Method::Put(body), url: &url, action }, false).map(drop)
     }
 
+    /// JSON merge patch (`application/merge-patch+json`) of an existing
+    /// object: a 404 when it is gone. The stored object it answers with is
+    /// drained and dropped.
+    pub fn merge_patch(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
+        let url = format!("{}{path}", self.server);
+        self.send(Request { method: Method::MergePatch(body), url: &url, action }, false).map(drop)
+    }
+
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
@@ -264,8 +272,9 @@ impl Client {
     /// that, and ureq does not retry. Only requests that do no harm twice
     /// are sent again: reads, server-side apply (declarative: the same
     /// apply twice is the same object; one with a `resourceVersion`
-    /// precondition is a 409 the second time, never a double write) and a
-    /// PUT (it carries its `resourceVersion`); never a POST.
+    /// precondition is a 409 the second time, never a double write), a
+    /// PUT (it carries its `resourceVersion`) and a merge patch of absolute
+    /// values (an event's `count`); never a POST.
     fn send_on_kept(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         let kept = self.last_answer.is_some_and(|at| at.elapsed() < self.idle);
         match self.send_once(request, want_body) {
@@ -301,9 +310,10 @@ impl Client {
                 }
                 r.call()
             }
-            Method::Apply(body) | Method::Put(body) | Method::Post(body) => {
+            Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
                 let (builder, content_type) = match request.method {
                     Method::Apply(_) => (self.agent.patch(request.url), "application/apply-patch+yaml"),
+                    Method::MergePatch(_) => (self.agent.patch(request.url), "application/merge-patch+json"),
                     Method::Put(_) => (self.agent.put(request.url), "application/json"),
                     _ => (self.agent.post(request.url), "application/json"),
                 };
@@ -461,6 +471,9 @@ enum Method<'a> {
     Get,
     /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
     Apply(&'a [u8]),
+    /// A JSON merge patch: fields set to absolute values, so sending it
+    /// twice is the same as once.
+    MergePatch(&'a [u8]),
     Put(&'a [u8]),
     Post(&'a [u8]),
 }
@@ -504,6 +517,7 @@ mod tests {
         assert!(
             Method::Get.safe_to_repeat()
                 && Method::Apply(b"{}").safe_to_repeat()
+                && Method::MergePatch(b"{}").safe_to_repeat()
                 && Method::Put(b"{}").safe_to_repeat()
         );
     }

@@ -56,6 +56,8 @@ pub struct StatusConfigMap {
 pub struct Current {
     pub resource_version: String,
     pub lock: Seen,
+    /// The object's uid (events about the ConfigMap name it).
+    pub uid: String,
 }
 
 /// The ConfigMap as far as the lock needs it: nothing of `data` is kept.
@@ -69,6 +71,8 @@ struct Head {
 struct HeadMeta {
     #[serde(default)]
     resource_version: String,
+    #[serde(default)]
+    uid: String,
     #[serde(default)]
     annotations: BTreeMap<String, String>,
     #[serde(default)]
@@ -174,7 +178,7 @@ pub fn seen(body: &[u8]) -> Result<Current, KubeError> {
     let head: Head = serde_json::from_slice(body)
         .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })?;
     let lock = Seen::parse(head.metadata.annotations.get(lock::ANNOTATION).map(String::as_str));
-    Ok(Current { resource_version: head.metadata.resource_version, lock })
+    Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid })
 }
 
 #[cfg(test)]
@@ -209,10 +213,10 @@ mod tests {
     #[test]
     fn reads_the_version_and_the_lock_and_nothing_else() {
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let body = json!({"metadata": {"resourceVersion": "7", "annotations": {lock::ANNOTATION: record.to_json(), "x": "y"}},
+        let body = json!({"metadata": {"resourceVersion": "7", "uid": "u-1", "annotations": {lock::ANNOTATION: record.to_json(), "x": "y"}},
                           "data": {"status": "{}"}});
         let s = seen(body.to_string().as_bytes()).unwrap();
-        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record) });
+        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record), uid: "u-1".into() });
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

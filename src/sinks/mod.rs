@@ -11,6 +11,10 @@
 //! is one file implementing [`Sink`], its flag, and one line where the
 //! agent is composed (`app.rs`).
 //!
+//! Kubernetes Events ([`events`]) are published too, but not as a [`Sink`]:
+//! they follow what the status write published, and their failure is no
+//! problem for health.
+//!
 //! The OperatorCondition and the ClusterOperator hold lists that other
 //! writers share (conditions), so they are written as the APIs ask: read,
 //! change only what opstatus owns, write back with the `resourceVersion`
@@ -19,6 +23,7 @@
 
 pub mod cluster_operator;
 pub mod configmap;
+pub mod events;
 pub mod operator_condition;
 
 use crate::kube::{Client, KubeError};

@@ -9,6 +9,7 @@
 pub mod arch;
 pub mod client_cert;
 pub mod control_plane;
+pub mod events;
 pub mod fake_apiserver;
 pub mod fake_kube9;
 pub mod http;
