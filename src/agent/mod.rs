@@ -372,16 +372,18 @@ impl Agent {
 
     /// How often to check: the check interval (at most the heartbeat)
     /// while anything changes between heartbeats — a signal, a sink, the
-    /// readiness file, the publisher lock as a standby or a follower of the
-    /// operator's leader sees it. A lone holder with none of them (basic
-    /// mode) has nothing to look at between writes, so it sleeps from one
-    /// heartbeat to the next: one wake-up, one request.
+    /// readiness file, the publisher lock as a standby or a follower of
+    /// the operator's leader sees it — or an event waits to be sent. A lone
+    /// holder with none of them (basic mode) has nothing to look at between
+    /// writes, so it sleeps from one heartbeat to the next: one wake-up, one
+    /// request.
     fn check_cadence(&self) -> Duration {
         let looks_at_something = !self.signals.is_empty()
             || !self.sinks.is_empty()
             || self.config.ready_file.is_some()
             || self.config.follow_leader_lease.is_some()
-            || !self.publisher.publishing();
+            || !self.publisher.publishing()
+            || self.events.as_ref().is_some_and(Recorder::pending);
         check_cadence(self.interval(), self.config.check_interval, looks_at_something)
     }
 

@@ -131,6 +131,11 @@ impl Recorder {
         self.upgradeable = None;
     }
 
+    /// Whether an event waits to be sent (one goes out per tick).
+    pub fn pending(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// Sends the oldest queued event: at most one request.
     pub fn flush(&mut self, client: &mut Client) {
         if self.queue.is_empty() {
