@@ -48,6 +48,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// The first retry after a failed write waits at least this long.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
+/// The shortest time between two checks when watches nudge the loop: a
+/// flip is published well within a second, a flapping resource costs at
+/// most a few checks a second.
+const NUDGE_GAP: Duration = Duration::from_millis(200);
+
 /// The reason published when the agent stops.
 pub const SHUTDOWN_REASON: &str = "Shutting down";
 
@@ -207,6 +212,8 @@ impl Agent {
         for signal in &mut self.signals {
             if active || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);
+            } else {
+                signal.stand_by();
             }
         }
         self.observation = observation;
@@ -336,11 +343,17 @@ impl Agent {
             self.publisher.identity(),
         );
         let start = Instant::now();
-        let (mut next_check, mut next_write) = (start, start);
+        let (mut next_check, mut next_write, mut last_check) = (start, start, start);
         while !shutdown.wait_until(next_check.min(next_write)) {
             let now = Instant::now();
+            // A watch saw a verdict change: check now, but no more often
+            // than every NUDGE_GAP whatever a flapping resource does.
+            if shutdown.take_nudge() {
+                next_check = next_check.min(last_check + NUDGE_GAP);
+            }
             if now >= next_check {
                 self.check();
+                last_check = now;
                 next_check = now + self.config.check_interval.min(self.interval());
             }
             // A change (anything but the timestamp) is published at once,
