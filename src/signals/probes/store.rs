@@ -9,7 +9,6 @@ use super::grammar::ProbeSpec;
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
 use serde::Deserialize;
-use std::collections::BTreeMap;
 
 /// What the expressions say about one resource: the terms that decided
 /// it, when it blocks an upgrade or needs attention.
@@ -19,11 +18,14 @@ pub struct Marks {
     pub important: Option<Box<str>>,
 }
 
-/// One collection's resources, by `namespace/name` (the API server's
-/// order), and the `resourceVersion` it is current to.
+/// One collection's resources, sorted by `namespace/name` (the API
+/// server's order, so a list appends), and the `resourceVersion` it is
+/// current to. A sorted vector, not a map: 40 bytes a resource, and no
+/// tree code in a binary with a size budget; an added or deleted resource
+/// moves the tail (microseconds at 10,000).
 #[derive(Clone, Debug, Default)]
 pub struct Store {
-    objects: BTreeMap<Box<str>, Marks>,
+    objects: Vec<(Box<str>, Marks)>,
     pub resource_version: String,
 }
 
@@ -51,22 +53,14 @@ struct ItemStatus {
     conditions: Option<Vec<ItemCondition>>,
 }
 
-/// A watch event (`{"type": ..., "object": ...}`, one per line).
+/// A watch event (`{"type": ..., "object": ...}`, one per line). The
+/// object is read once its type is known (an `ERROR` carries a `Status`).
 #[derive(Deserialize)]
-#[serde(tag = "type", content = "object")]
-enum Event {
-    #[serde(rename = "ADDED")]
-    Added(Item),
-    #[serde(rename = "MODIFIED")]
-    Modified(Item),
-    #[serde(rename = "DELETED")]
-    Deleted(Item),
-    /// Only `metadata.resourceVersion` is set.
-    #[serde(rename = "BOOKMARK")]
-    Bookmark(Item),
-    /// A `Status`: 410 when the version asked for is gone.
-    #[serde(rename = "ERROR")]
-    Error(ErrorStatus),
+struct Event<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
 }
 
 #[derive(Deserialize)]
@@ -135,34 +129,66 @@ impl Store {
 
     /// Records a listed resource.
     pub fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
-        self.objects.insert(item.key(), item.marks(spec));
+        self.put(item.key(), item.marks(spec));
+    }
+
+    /// Sets `key`'s marks; the ones it replaced.
+    fn put(&mut self, key: Box<str>, marks: Marks) -> Option<Marks> {
+        // A list arrives sorted: appending is the common case.
+        if self.objects.last().is_none_or(|(last, _)| *last < key) {
+            self.objects.push((key, marks));
+            return None;
+        }
+        match self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)) {
+            Ok(i) => Some(std::mem::replace(&mut self.objects[i].1, marks)),
+            Err(i) => {
+                self.objects.insert(i, (key, marks));
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Marks> {
+        let i = self.objects.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(self.objects.remove(i).1)
     }
 
     /// Applies one watch event (a line of the stream) and moves the store
     /// to its `resourceVersion`.
     pub fn apply(&mut self, line: &[u8], spec: &ProbeSpec) -> Applied {
-        let event = match serde_json::from_slice::<Event>(line) {
+        let failed = |e: serde_json::Error| Applied::Failed(format!("unexpected watch event: {e}"));
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Applied::Failed("a watch event that is not UTF-8".into());
+        };
+        let event = match serde_json::from_str::<Event>(text) {
             Ok(event) => event,
-            Err(e) => return Applied::Failed(format!("unexpected watch event: {e}")),
+            Err(e) => return failed(e),
         };
-        let (item, deleted) = match event {
-            Event::Error(status) if status.code == 410 => return Applied::Gone,
-            Event::Error(status) => {
-                return Applied::Failed(format!("the watch failed: {} (code {})", status.message, status.code));
-            }
-            Event::Bookmark(item) => {
-                self.advance(&item);
-                return Applied::Quiet;
-            }
-            Event::Added(item) | Event::Modified(item) => (item, false),
-            Event::Deleted(item) => (item, true),
+        if event.kind == "ERROR" {
+            return match serde_json::from_str::<ErrorStatus>(event.object.get()) {
+                Ok(status) if status.code == 410 => Applied::Gone,
+                Ok(status) => Applied::Failed(format!("the watch failed: {} (code {})", status.message, status.code)),
+                Err(e) => failed(e),
+            };
+        }
+        let deleted = match event.kind {
+            "ADDED" | "MODIFIED" | "BOOKMARK" => false,
+            "DELETED" => true,
+            other => return Applied::Failed(format!("unexpected watch event type {other:?}")),
         };
+        let item = match serde_json::from_str::<Item>(event.object.get()) {
+            Ok(item) => item,
+            Err(e) => return failed(e),
+        };
+        if event.kind == "BOOKMARK" {
+            self.advance(&item);
+            return Applied::Quiet;
+        }
         self.advance(&item);
         let key = item.key();
-        let before = if deleted { self.objects.remove(&key) } else { self.objects.insert(key, item.marks(spec)) };
-        let after = if deleted { None } else { self.objects.get(&*item.key()) };
-        let marked = |m: Option<&Marks>| m.filter(|m| m.blocking.is_some() || m.important.is_some()).cloned();
-        if marked(before.as_ref()) == marked(after) { Applied::Quiet } else { Applied::Changed }
+        let after = if deleted { Marks::default() } else { item.marks(spec) };
+        let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
+        if before.unwrap_or_default() == after { Applied::Quiet } else { Applied::Changed }
     }
 
     fn advance(&mut self, item: &Item) {

@@ -393,9 +393,14 @@ pub fn list_into(client: &mut Client, collection: &Collection, budget: Duration)
             }
             Err(e) => return Err(e),
         };
-        let page: Page = serde_json::from_slice(&body).map_err(|e| KubeError::Response {
-            message: format!("unexpected list answer for {}: {e}", collection.path),
-        })?;
+        // As text: the events are parsed from text too, so the resource
+        // parser is compiled once.
+        let page = std::str::from_utf8(&body)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string()))
+            .map_err(|e| KubeError::Response {
+                message: format!("unexpected list answer for {}: {e}", collection.path),
+            })?;
         drop(body);
         for item in &page.items {
             store.insert(item, &collection.spec);
