@@ -20,7 +20,7 @@ use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator::{InvolvedObject, Reporter};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
-use crate::util::shutdown::Shutdown;
+use crate::util::shutdown::{Nudge, Shutdown};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -116,7 +116,13 @@ fn load_credentials(
 
 /// The composition root: the agent with the signals and sinks the settings
 /// ask for. A new signal or sink is one line here.
-fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<Agent, Failure> {
+/// `nudge` (in `run`): the probes watch their resources and wake the loop
+/// through it; without it (`once`) they list.
+fn agent_for(
+    settings: &Settings,
+    env: &dyn Fn(&str) -> Option<String>,
+    nudge: Option<Nudge>,
+) -> Result<Agent, Failure> {
     // kube9-server may ask for any interval up to the maximum.
     let heartbeat =
         if settings.pro.api_key.is_configured() { settings.interval.max(MAX_INTERVAL) } else { settings.interval };
@@ -153,8 +159,11 @@ fn agent_for(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Resul
         signals.push(Box::new(watches));
     }
     let probes = &settings.probes;
-    let prober =
+    let mut prober =
         Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone()).within(settings.interval);
+    if let Some(nudge) = nudge {
+        prober = prober.watching(nudge);
+    }
     let probing = !prober.is_empty();
     if probing {
         signals.push(Box::new(prober));
@@ -268,7 +277,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
         }
     })
     .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
-    let mut agent = agent_for(settings, env)?;
+    let mut agent = agent_for(settings, env, Some(shutdown.nudge()))?;
     if let Some(addr) = settings.listen {
         let bound = endpoint::spawn(addr, agent.shared())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
@@ -280,7 +289,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 
 /// `opstatus once`: one write; its failure is the command's failure.
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
-    let mut agent = agent_for(settings, env)?;
+    let mut agent = agent_for(settings, env, None)?;
     agent.check();
     match agent.write_once() {
         Ok(true) => Ok(()),

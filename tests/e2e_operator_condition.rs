@@ -101,14 +101,21 @@ fn e2e_upgradeable_follows_a_foo_and_keeps_the_operators_conditions() {
     );
     assert_eq!(oc["spec"]["deployments"], json!(["demo-operator"]));
 
-    // Requests: only the verbs OLM grants (get, update) plus the list, and
+    // Requests: only the verbs OLM grants (get, update) plus the list and
+    // watch of the Foos, and
     // exactly one update per change of Upgradeable (True, False, True).
     let events = cp.audit_events(&pod.user);
     let on_oc: Vec<_> = events.iter().filter(|e| e.uri.contains("/operatorconditions/")).collect();
     assert!(on_oc.iter().all(|e| e.verb == "get" || e.verb == "update"), "{on_oc:?}");
     let updates = on_oc.iter().filter(|e| e.verb == "update" && e.code == 200).count();
     assert_eq!(updates, 3, "{on_oc:?}");
-    assert!(events.iter().filter(|e| e.uri.contains("/foos")).all(|e| e.verb == "list" && e.code == 200));
+    assert!(
+        events
+            .iter()
+            .filter(|e| e.uri.contains("/foos"))
+            .all(|e| (e.verb == "list" || e.verb == "watch") && e.code == 200),
+        "{events:?}"
+    );
 
     // Upgradeable=False is not a health problem: the ConfigMap says healthy.
     let status = cp.status_document(ns, "kube9-operator-status").unwrap();

@@ -50,6 +50,11 @@ use std::time::{Duration, Instant, SystemTime};
 /// The first retry after a failed write waits at least this long.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
+/// The shortest time between two checks when watches nudge the loop: a
+/// flip is published well within a second, a flapping resource costs at
+/// most a few checks a second.
+const NUDGE_GAP: Duration = Duration::from_millis(200);
+
 /// The reason published when the agent stops.
 pub const SHUTDOWN_REASON: &str = "Shutting down";
 
@@ -224,6 +229,8 @@ impl Agent {
         for signal in &mut self.signals {
             if active || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);
+            } else {
+                signal.stand_by();
             }
         }
         self.observation = observation;
@@ -399,18 +406,28 @@ impl Agent {
             self.publisher.identity(),
         );
         let start = Instant::now();
-        let (mut last_check, mut next_write) = (None, start);
+        let (mut last_check, mut next_write, mut nudged) = (None::<Instant>, start, false);
         loop {
             // Recomputed on every turn: a holder that lost the lock in a
             // write checks (reads the lock) again on the standby's cadence.
-            let next_check = last_check.map_or(start, |at| at + self.check_cadence());
+            let mut next_check = last_check.map_or(start, |at| at + self.check_cadence());
+            // A watch saw a verdict change: check now, but no more often
+            // than every NUDGE_GAP whatever a flapping resource does.
+            if nudged {
+                next_check = next_check.min(last_check.map_or(start, |at| at + NUDGE_GAP));
+            }
             if shutdown.wait_until(next_check.min(next_write)) {
                 break;
+            }
+            if shutdown.take_nudge() {
+                nudged = true;
+                next_check = next_check.min(last_check.map_or(start, |at| at + NUDGE_GAP));
             }
             let now = Instant::now();
             if now >= next_check {
                 self.check();
                 last_check = Some(now);
+                nudged = false;
             }
             // A change (anything but the timestamp) is published at once,
             // unless writes are failing: then it goes out with the next

@@ -88,6 +88,7 @@ impl ObjectRef<'_> {
 /// service-account token is ~1 KB, and validating it into a header on every
 /// request was a measurable share of a heartbeat's CPU. The header is marked
 /// sensitive, so the HTTP stack never prints it.
+#[derive(Clone)]
 struct Bearer {
     token: Secret,
     header: HeaderValue,
@@ -102,6 +103,7 @@ impl Bearer {
     }
 }
 
+#[derive(Clone)]
 enum Token {
     None,
     Static(Bearer),
@@ -166,6 +168,54 @@ impl Client {
             idle: keep_alive.unwrap_or(ONE_SHOT_IDLE),
             last_answer: None,
         })
+    }
+
+    /// A client for another thread: the same server, TLS and credentials
+    /// (a token file is re-read by each client on its own schedule, so a
+    /// rotation reaches both), with a connection pool of its own, so a
+    /// long-lived watch never takes the connection the heartbeat keeps.
+    pub fn sibling(&self) -> Client {
+        Client {
+            agent: ureq::Agent::new_with_config(self.agent.config().clone()),
+            server: self.server.clone(),
+            ca_source: self.ca_source.clone(),
+            token: self.token.clone(),
+            idle: self.idle,
+            last_answer: None,
+        }
+    }
+
+    /// Starts a watch (`path` carries `watch=1` and its `timeoutSeconds`):
+    /// its events are read line by line from the stream returned, for at
+    /// most `lasting` (longer than the server's `timeoutSeconds`, so the
+    /// server ends it; the bound catches a server that went silent). An
+    /// error status (a 410 Gone among them) is a [`KubeError::Api`].
+    pub fn watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
+        self.refresh_token_if_due();
+        match self.open_watch(path, action, lasting) {
+            Err(e) if e.code() == Some(401) && self.reload_token() => self.open_watch(path, action, lasting),
+            other => other,
+        }
+    }
+
+    fn open_watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
+        let url = format!("{}{path}", self.server);
+        let mut request =
+            self.agent.get(&url).config().timeout_recv_body(Some(lasting)).build().header("Accept", "application/json");
+        if let Token::Static(b) | Token::File { current: b, .. } = &self.token {
+            request = request.header(AUTHORIZATION, b.header.clone());
+        }
+        let response = request.call().map_err(|e| self.transport_error(e))?;
+        let code = response.status().as_u16();
+        let mut body = response.into_body();
+        if !(200..300).contains(&code) {
+            let mut head = Vec::new();
+            let mut reader = body.with_config().limit(MAX_BODY).reader();
+            reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
+            return Err(from_response(code, &head, action, None));
+        }
+        let reader = body.into_with_config().limit(u64::MAX).reader();
+        Ok(WatchStream { reader: std::io::BufReader::with_capacity(WATCH_BUFFER, reader), server: self.server.clone() })
     }
 
     /// The API server URL, e.g. `https://10.96.0.1:443`.
@@ -420,6 +470,48 @@ impl Client {
             "TLS with {} failed: {detail} (the server certificate must chain to the CA in {} and name this address)",
             self.server, self.ca_source
         )
+    }
+}
+
+/// The read buffer of a watch stream: most events are well under it.
+const WATCH_BUFFER: usize = 16 * 1024;
+
+/// A watch's open response: one JSON event per line (the API server's
+/// framing), each line at most [`MAX_BODY`] (an object is far smaller:
+/// etcd stores at most 1.5 MiB), so one event is what it costs.
+pub struct WatchStream {
+    reader: std::io::BufReader<ureq::BodyReader<'static>>,
+    server: String,
+}
+
+impl WatchStream {
+    /// Reads the next event into `line` (cleared first); `Ok(false)` when
+    /// the server ended the stream. A stream cut mid-event, a line over the
+    /// bound and a read that timed out are errors.
+    pub fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool, KubeError> {
+        use std::io::BufRead;
+        line.clear();
+        if line.capacity() > WATCH_BUFFER * 4 {
+            // One large event must not keep its buffer for the watch's life.
+            line.shrink_to(WATCH_BUFFER);
+        }
+        let read = self.reader.by_ref().take(MAX_BODY + 1).read_until(b'\n', line).map_err(|e| {
+            let message = match e.kind() {
+                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+                    format!("the watch on {} went silent past its timeout", self.server)
+                }
+                _ => format!("the watch on {} broke: {e}", self.server),
+            };
+            KubeError::Transport { message }
+        })?;
+        match line.last() {
+            _ if read == 0 => Ok(false),
+            Some(b'\n') => Ok(true),
+            _ if line.len() as u64 > MAX_BODY => Err(KubeError::Response {
+                message: format!("a watch event from {} is larger than {MAX_BODY} bytes", self.server),
+            }),
+            _ => Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) }),
+        }
     }
 }
 

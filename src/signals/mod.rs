@@ -49,6 +49,11 @@ pub trait Signal {
         false
     }
 
+    /// Called on each check this instance stands by, for a signal that does
+    /// not look then: work it keeps going on its own (a probe's watches)
+    /// stops.
+    fn stand_by(&mut self) {}
+
     /// The longest one `observe` can take, every call timing out: what the
     /// liveness window allows for.
     fn worst_case(&self) -> Duration;

@@ -9,6 +9,10 @@
 //! (which sleeps by reading a second socket with a timeout, so it never
 //! polls), and, if the agent has not finished within [`GRACE`], runs the
 //! last-resort cleanup and exits.
+//!
+//! The same socket wakes the agent early for another reason: a [`Nudge`]
+//! (a probe's watch saw a resource's verdict change) asks for a check now
+//! instead of at the next check tick.
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use std::io::{self, Read, Write};
@@ -24,6 +28,9 @@ pub const GRACE: Duration = Duration::from_millis(1500);
 
 pub struct Shutdown {
     wake: UnixStream,
+    /// The other end of `wake`, for nudges.
+    waker: Arc<UnixStream>,
+    nudged: Arc<AtomicBool>,
     requested: Arc<AtomicBool>,
     /// A later deadline the agent asked for while it hands over (its API
     /// calls work, so it is not hanging).
@@ -39,6 +46,7 @@ impl Shutdown {
         signal_hook::low_level::pipe::register(SIGTERM, from_handler.try_clone()?)?;
         signal_hook::low_level::pipe::register(SIGINT, from_handler)?;
         let (wake, mut waker) = UnixStream::pair()?;
+        let nudges = Arc::new(waker.try_clone()?);
         let requested = Arc::new(AtomicBool::new(false));
         let flag = requested.clone();
         let extended = Arc::new(Mutex::new(None::<Instant>));
@@ -64,7 +72,7 @@ impl Shutdown {
             on_overrun();
             std::process::exit(0);
         })?;
-        Ok(Shutdown { wake, requested, extended })
+        Ok(Shutdown { wake, waker: nudges, nudged: Arc::new(AtomicBool::new(false)), requested, extended })
     }
 
     /// Lets the shutdown run until `deadline` (plus [`GRACE`] for the last
@@ -79,10 +87,21 @@ impl Shutdown {
         self.requested.load(Ordering::SeqCst)
     }
 
-    /// Sleeps until `deadline` or a signal; true when a signal arrived.
+    /// A handle that wakes [`Shutdown::wait_until`] early, from any thread.
+    pub fn nudge(&self) -> Nudge {
+        Nudge { waker: self.waker.clone(), nudged: self.nudged.clone() }
+    }
+
+    /// Whether a nudge came since the last call (and forgets it).
+    pub fn take_nudge(&self) -> bool {
+        self.nudged.swap(false, Ordering::SeqCst)
+    }
+
+    /// Sleeps until `deadline`, a signal or a nudge; true when a signal
+    /// arrived.
     pub fn wait_until(&mut self, deadline: Instant) -> bool {
         let mut buf = [0u8; 8];
-        while !self.requested() {
+        while !self.requested() && !self.nudged.load(Ordering::SeqCst) {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 break;
@@ -106,5 +125,46 @@ impl Shutdown {
             }
         }
         self.requested()
+    }
+}
+
+/// Asks the agent's loop for a check now. Nudges before the loop took the
+/// last one are one: at most one byte is ever waiting in the socket, so a
+/// nudge never blocks and a burst of changes costs one check.
+#[derive(Clone)]
+pub struct Nudge {
+    waker: Arc<UnixStream>,
+    nudged: Arc<AtomicBool>,
+}
+
+impl Nudge {
+    pub fn nudge(&self) {
+        if !self.nudged.swap(true, Ordering::SeqCst) {
+            let _ = (&*self.waker).write(&[2]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nudge_wakes_the_wait_once_and_bursts_are_one() {
+        let mut shutdown = Shutdown::install(|| {}).unwrap();
+        let nudge = shutdown.nudge();
+        for _ in 0..1000 {
+            nudge.nudge();
+        }
+        let started = Instant::now();
+        assert!(!shutdown.wait_until(started + Duration::from_secs(30)), "a nudge is no signal");
+        assert!(started.elapsed() < Duration::from_secs(5), "woken early");
+        assert!(shutdown.take_nudge());
+        assert!(!shutdown.take_nudge(), "taken once");
+        // The byte the burst left is read by the next wait, which then
+        // sleeps to its deadline.
+        let started = Instant::now();
+        shutdown.wait_until(started + Duration::from_millis(200));
+        assert!(started.elapsed() >= Duration::from_millis(200));
     }
 }

@@ -19,14 +19,24 @@
 //! object right after opstatus read it, and [`FakeApiServer::endless_paging`]
 //! makes a collection's pages never end, which a real server cannot be made
 //! to do on demand.
+//!
+//! Collections can be watched as on the real server (`?watch=1` from a
+//! `resourceVersion`, with `timeoutSeconds`): every change of a custom
+//! resource since that version is streamed as an `ADDED` / `MODIFIED`
+//! event, one JSON line each, in a chunked 200 answer that ends after
+//! `timeoutSeconds`. A watch from a version older than the last
+//! [`FakeApiServer::compact`] gets what the real server's watch cache
+//! sends then: a 200 with one `ERROR` event, a `Status` with code 410
+//! ("too old resource version"). [`FakeApiServer::cut_watches`] resets
+//! the open watch streams, as a server that goes away does.
 
-use super::https::{HttpsServer, Recorded, Reply, Response};
+use super::https::{HttpsServer, Recorded, Reply, Response, Streamed};
 use super::pki::{self, TestPki};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// What to do with the next request instead of serving it.
 #[derive(Clone, Debug)]
@@ -62,12 +72,27 @@ struct State {
     /// token each time (`true`) or the same one (`false`).
     endless: HashMap<String, bool>,
     tokens_given: u64,
+    /// Every change of a custom resource: (version, path, event).
+    events: Vec<(u64, String, Value)>,
+    /// Watches from a version below this get 410 (etcd compacted it).
+    compacted: u64,
+    /// Bumped to cut the open watch streams.
+    watch_generation: u64,
+}
+
+impl State {
+    fn record(&mut self, path: &str, kind: &str, object: &Value) {
+        let event = json!({"type": kind, "object": object});
+        self.events.push((self.resource_version, path.to_string(), event));
+    }
 }
 
 pub struct FakeApiServer {
     pub addr: SocketAddr,
     pub pki: TestPki,
     state: Arc<Mutex<State>>,
+    /// Notified on every change a watch may stream.
+    changed: Arc<Condvar>,
     _server: HttpsServer,
 }
 
@@ -81,7 +106,8 @@ impl FakeApiServer {
     pub fn start_with_pki(token: &str, pki: TestPki) -> FakeApiServer {
         let state = Arc::new(Mutex::new(State::default()));
         state.lock().unwrap().tokens.insert(token.to_string());
-        let st = state.clone();
+        let changed = Arc::new(Condvar::new());
+        let (st, ch) = (state.clone(), changed.clone());
         let server = HttpsServer::start(
             &pki,
             Arc::new(move |request: &Recorded| {
@@ -101,11 +127,16 @@ impl FakeApiServer {
                         Reply::Trickle { response: handle(request, &mut st.lock().unwrap()), interval }
                     }
                     Some(Fault::CutBody) => Reply::CutBody(handle(request, &mut st.lock().unwrap())),
-                    None => Reply::Answer(handle(request, &mut st.lock().unwrap())),
+                    None if is_watch(request) => watch(request, st.clone(), ch.clone()),
+                    None => {
+                        let response = handle(request, &mut st.lock().unwrap());
+                        ch.notify_all();
+                        Reply::Answer(response)
+                    }
                 }
             }),
         );
-        FakeApiServer { addr: server.addr, pki, state, _server: server }
+        FakeApiServer { addr: server.addr, pki, state, changed, _server: server }
     }
 
     pub fn port(&self) -> u16 {
@@ -180,7 +211,26 @@ impl FakeApiServer {
         let mut s = self.state.lock().unwrap();
         s.resource_version += 1;
         object["metadata"]["resourceVersion"] = json!(s.resource_version.to_string());
+        let kind = if s.custom.contains_key(path) { "MODIFIED" } else { "ADDED" };
+        s.record(path, kind, &object);
         s.custom.insert(path.to_string(), object);
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Forgets the history up to now, as etcd's compaction does: a watch
+    /// from an older version gets 410 Gone.
+    pub fn compact(&self) {
+        let mut s = self.state.lock().unwrap();
+        s.compacted = s.resource_version;
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    /// Resets every open watch stream (the server went away mid-stream).
+    pub fn cut_watches(&self) {
+        self.state.lock().unwrap().watch_generation += 1;
+        self.changed.notify_all();
     }
 
     pub fn custom(&self, path: &str) -> Option<Value> {
@@ -342,7 +392,8 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
             if items.is_empty() && !r.query.contains("limit=") {
                 return not_found();
             }
-            let mut list = json!({"kind": "List", "metadata": {"resourceVersion": "1"}, "items": items});
+            let rv = s.resource_version.to_string();
+            let mut list = json!({"kind": "List", "metadata": {"resourceVersion": rv}, "items": items});
             if let Some(fresh) = s.endless.get(&path).copied() {
                 s.tokens_given += 1;
                 let token = if fresh {
@@ -375,9 +426,72 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
             }
             s.resource_version += 1;
             sent["metadata"]["resourceVersion"] = json!(s.resource_version.to_string());
+            s.record(&path, "MODIFIED", &sent);
             s.custom.insert(path, sent.clone());
             json_response(200, &sent)
         }
         _ => status_response(405, "method not allowed"),
     }
+}
+
+fn is_watch(r: &Recorded) -> bool {
+    r.method == "GET"
+        && r.path.starts_with("/apis/")
+        && r.query.split('&').any(|kv| kv == "watch=1" || kv == "watch=true")
+}
+
+fn query<'a>(r: &'a Recorded, key: &str) -> Option<&'a str> {
+    r.query.split('&').find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+}
+
+/// A watch of a collection: see the module doc.
+fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply {
+    let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
+    let (generation, compacted) = {
+        let s = state.lock().unwrap();
+        if !token.is_some_and(|t| s.tokens.contains(t)) {
+            return Reply::Answer(status_response(401, "Unauthorized"));
+        }
+        (s.watch_generation, s.compacted)
+    };
+    let Some(Ok(mut last)) = query(r, "resourceVersion").map(str::parse::<u64>) else {
+        return Reply::Answer(status_response(400, "this fake watches from a resourceVersion only"));
+    };
+    let seconds = query(r, "timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(1800);
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let prefix = format!("{}/", r.path);
+    if last < compacted {
+        let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+            "status": "Failure", "message": format!("too old resource version: {last} ({compacted})"),
+            "reason": "Expired", "code": 410}});
+        let mut sent = false;
+        return Reply::Stream(Box::new(move || {
+            if std::mem::replace(&mut sent, true) {
+                Streamed::End
+            } else {
+                Streamed::Chunk(format!("{gone}\n").into_bytes())
+            }
+        }));
+    }
+    Reply::Stream(Box::new(move || {
+        let mut s = state.lock().unwrap();
+        loop {
+            if s.watch_generation != generation {
+                return Streamed::Cut;
+            }
+            let next = s
+                .events
+                .iter()
+                .find(|(rv, path, _)| *rv > last && path.starts_with(&prefix) && !path[prefix.len()..].contains('/'));
+            if let Some((rv, _, event)) = next {
+                last = *rv;
+                return Streamed::Chunk(format!("{event}\n").into_bytes());
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Streamed::End;
+            }
+            s = changed.wait_timeout(s, left.min(Duration::from_millis(200))).unwrap().0;
+        }
+    }))
 }

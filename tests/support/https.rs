@@ -46,6 +46,18 @@ pub enum Reply {
     },
     /// Send the headers and half the body, then reset the connection.
     CutBody(Response),
+    /// A streamed answer (a watch): 200 with a chunked body, one chunk per
+    /// [`Streamed::Chunk`] the closure returns, until it says the stream
+    /// ends (the connection stays open for the next request) or is cut.
+    Stream(Box<dyn FnMut() -> Streamed + Send>),
+}
+
+/// The next part of a streamed answer.
+pub enum Streamed {
+    Chunk(Vec<u8>),
+    End,
+    /// Reset the connection mid-stream (a server that went away).
+    Cut,
 }
 
 pub type Handler = dyn Fn(&Recorded) -> Reply + Send + Sync;
@@ -126,6 +138,37 @@ fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, handler: &Ha
                         return;
                     }
                     std::thread::sleep(interval);
+                }
+            }
+            Reply::Stream(mut next) => {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+                if stream.get_mut().write_all(head.as_bytes()).and_then(|_| stream.get_mut().flush()).is_err() {
+                    return;
+                }
+                loop {
+                    if stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let chunk = match next() {
+                        Streamed::Chunk(bytes) => {
+                            let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
+                            chunk.extend_from_slice(&bytes);
+                            chunk.extend_from_slice(b"\r\n");
+                            chunk
+                        }
+                        Streamed::End => b"0\r\n\r\n".to_vec(),
+                        Streamed::Cut => {
+                            let _ = stream.get_mut().sock.shutdown(Shutdown::Both);
+                            return;
+                        }
+                    };
+                    let end = chunk == b"0\r\n\r\n";
+                    if stream.get_mut().write_all(&chunk).and_then(|_| stream.get_mut().flush()).is_err() {
+                        return;
+                    }
+                    if end {
+                        break;
+                    }
                 }
             }
             Reply::CutBody(response) => {

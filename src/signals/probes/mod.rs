@@ -7,33 +7,45 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
-//! - [`Prober`] (here): a [`Signal`]; on each check, lists every probed type page by page
-//!   (`limit` + `continue`), so memory is bounded by one page however many
-//!   resources exist, and turns the tally into conditions.
+//! - [`store`]: per collection, each resource's name and what its
+//!   expressions decided, and how a watch event changes that (pure).
+//! - [`watcher`]: list-then-watch of one collection on a thread of its own
+//!   (the state machine is pure), nudging the agent when a verdict changed.
+//! - [`Prober`] (here): a [`Signal`]; resolves the probed types (discovery,
+//!   CRD annotations), keeps one [`Watcher`] per collection while this
+//!   instance publishes, and on each check turns their stores into
+//!   conditions without a request. `opstatus once` lists instead (one
+//!   check has nothing to watch for).
 //!
-//! A failed list never turns into "upgradeable": the last published value
-//! stands (only a resource seen blocking is reason enough to say `False`),
-//! and the failure is reported as a problem (the status turns `degraded`).
+//! A failed list or watch never turns into "upgradeable": the last
+//! published value stands (only a resource seen blocking is reason enough
+//! to say `False`), and the failure is reported as a problem (the status
+//! turns `degraded`). Until a collection's first list completed, nothing is
+//! said about it.
 //!
 //! Paging is bounded ([`Pager`]): a server that keeps answering with a
-//! `continue` token (a buggy aggregated API) must not hold the agent's loop,
-//! so a collection gets at most [`MAX_PAGES`] pages, a check at most
-//! [`LIST_BUDGET`] (or one heartbeat interval, if shorter) of listing, and a
-//! token that comes back ends the list.
+//! `continue` token (a buggy aggregated API) must not list forever, so a
+//! collection gets at most [`MAX_PAGES`] pages, a list at most
+//! [`LIST_BUDGET`] (or one heartbeat interval, if shorter), and a token
+//! that comes back ends the list.
 
 pub mod grammar;
+pub mod store;
 pub mod tally;
+pub mod watcher;
 
 use super::{Observation, Signal};
 use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
+use crate::util::shutdown::Nudge;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
-use tally::{ItemCondition, Tally, Verdicts, evaluate};
+use tally::Tally;
+use watcher::{Collection, Watcher, list_into};
 
 /// Where the permissions to read the CRDs and list the resources are
 /// granted.
@@ -60,40 +72,6 @@ pub const LIST_BUDGET: Duration = Duration::from_secs(10);
 /// CRD annotations are re-read this often (an operator upgrade may change
 /// them); in between, the parsed expressions are reused.
 pub const CRD_REFRESH: Duration = Duration::from_secs(300);
-
-/// A list page, reduced to what the expressions read.
-#[derive(Deserialize)]
-struct Page {
-    #[serde(default)]
-    kind: String,
-    metadata: PageMeta,
-    items: Vec<Item>,
-}
-
-#[derive(Deserialize)]
-struct PageMeta {
-    #[serde(rename = "continue", default)]
-    next: String,
-}
-
-#[derive(Deserialize)]
-struct Item {
-    metadata: ItemMeta,
-    #[serde(default)]
-    status: Option<ItemStatus>,
-}
-
-#[derive(Deserialize)]
-struct ItemMeta {
-    name: String,
-    namespace: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ItemStatus {
-    #[serde(default)]
-    conditions: Option<Vec<ItemCondition>>,
-}
 
 /// Discovery's answer for one group-version.
 #[derive(Deserialize)]
@@ -186,7 +164,7 @@ struct Source {
     resolved: Option<ResourceType>,
 }
 
-/// Lists and evaluates the probed resources on each check.
+/// Evaluates the probed resources on each check.
 pub struct Prober {
     flags: Vec<Source>,
     crd_names: Vec<String>,
@@ -198,8 +176,12 @@ pub struct Prober {
     problem: Reported,
     /// Resources evaluated and blocking, from the last complete evaluation.
     counts: Option<(u64, u64)>,
-    /// How long one check may spend listing.
+    /// How long one list may take.
     list_budget: Duration,
+    /// Set in `run`: collections are watched, and a watch nudges the loop.
+    nudge: Option<Nudge>,
+    /// One per collection, while this instance publishes.
+    watchers: Vec<Watcher>,
 }
 
 impl Prober {
@@ -213,7 +195,17 @@ impl Prober {
             problem: Reported::default(),
             counts: None,
             list_budget: LIST_BUDGET,
+            nudge: None,
+            watchers: Vec::new(),
         }
+    }
+
+    /// Watches the collections (a thread each, started at the first check)
+    /// instead of listing them on every check; `nudge` wakes the agent when
+    /// a verdict changed.
+    pub fn watching(mut self, nudge: Nudge) -> Prober {
+        self.nudge = Some(nudge);
+        self
     }
 
     /// Lists no longer than `interval` (the heartbeat) per check, if that is
@@ -236,26 +228,46 @@ impl Prober {
             .or_else(|| outcome.important.as_ref().filter(|c| c.status == Status::True).map(|c| c.message.as_str()))
     }
 
-    /// Lists every probed type and aggregates. Makes
-    /// `ceil(resources / PAGE_SIZE)` list requests per type and scope, plus
-    /// one discovery request per type until it succeeds and a CRD read
-    /// every [`CRD_REFRESH`].
+    /// Aggregates every probed collection: from the watchers' stores, or
+    /// (without watches) by listing each. Requests: a CRD read every
+    /// [`CRD_REFRESH`], one discovery per type until it succeeds, and
+    /// without watches `ceil(resources / PAGE_SIZE)` lists per collection.
     fn evaluate(&mut self, client: &mut Client, now: Instant) -> Outcome {
         let mut problems = Vec::new();
         if let Err(e) = self.refresh_crds(client, now) {
             problems.push(e);
         }
-        let mut tally = Tally::default();
-        // An Instant that cannot hold 10 s more does not occur; if it did,
-        // each list would stop after its first page rather than abort.
-        let until = Instant::now().checked_add(self.list_budget).unwrap_or(now);
-        let budget = Budget { length: self.list_budget, until };
+        let mut collections = Vec::new();
         for source in self.flags.iter_mut().chain(self.from_crds.iter_mut()) {
-            if let Err(e) = tally_source(client, source, &self.namespaces, budget, &mut tally) {
-                problems.push(e);
+            match collections_of(client, source, &self.namespaces) {
+                Ok(found) => collections.extend(found),
+                Err(e) => problems.push(e),
             }
         }
-        let complete = problems.is_empty();
+        let mut tally = Tally::default();
+        let mut pending = false;
+        match self.nudge.clone() {
+            None => {
+                for c in &collections {
+                    match list_into(client, c, self.list_budget) {
+                        Ok(store) => store.tally(&c.kind, &mut tally),
+                        Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
+                    }
+                }
+            }
+            Some(nudge) => {
+                self.keep_watching(client, collections, &nudge, &mut problems);
+                for w in &self.watchers {
+                    let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    problems.extend(shared.problem.clone());
+                    match &shared.store {
+                        Some(store) => store.tally(&w.collection.kind, &mut tally),
+                        None => pending = true,
+                    }
+                }
+            }
+        }
+        let complete = problems.is_empty() && !pending;
         // Only the condition types some probe declares are published: an
         // operator that sets Upgradeable itself keeps it unless asked.
         let declares = |f: fn(&ProbeSpec) -> bool| self.flags.iter().chain(&self.from_crds).any(|s| f(&s.spec));
@@ -266,8 +278,25 @@ impl Prober {
             declares_upgradeable,
             upgradeable: declares_upgradeable.then(|| tally.upgradeable(complete)).flatten(),
             important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
-            problem: (!complete).then(|| problems.join("; ")),
+            problem: (!problems.is_empty()).then(|| problems.join("; ")),
             counts: if complete { Some((tally.evaluated as u64, tally.blocking.total as u64)) } else { self.counts },
+        }
+    }
+
+    /// One watcher per collection: new collections (a new probe, a CRD
+    /// whose version or expressions changed in an upgrade) start one, and
+    /// the watchers of collections no longer probed stop.
+    fn keep_watching(&mut self, client: &Client, wanted: Vec<Collection>, nudge: &Nudge, problems: &mut Vec<String>) {
+        self.watchers.retain(|w| wanted.contains(&w.collection));
+        for c in wanted {
+            if self.watchers.iter().any(|w| w.collection == c) {
+                continue;
+            }
+            let name = c.name.clone();
+            match Watcher::start(client.sibling(), c, nudge.clone(), self.list_budget) {
+                Ok(w) => self.watchers.push(w),
+                Err(e) => problems.push(format!("Cannot watch {name}: cannot start a thread: {e}")),
+            }
         }
     }
 
@@ -297,6 +326,16 @@ impl Prober {
 }
 
 impl Signal for Prober {
+    /// A standby does not watch: its watches stop (at once while they wait,
+    /// else at their next event or the end of their stream) and nothing
+    /// they saw is used; a new holder starts them again with a list.
+    fn stand_by(&mut self) {
+        if !self.watchers.is_empty() {
+            log::debug!("Standing by: the probes' watches stop");
+            self.watchers.clear();
+        }
+    }
+
     fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation) {
         let outcome = self.evaluate(client, now);
         self.problem.update(outcome.problem.clone(), log::Level::Warn, "Probing the operator's resources works again");
@@ -307,31 +346,29 @@ impl Signal for Prober {
         into.probes = Some(outcome);
     }
 
-    /// Reading the CRDs (one call each, when due), then per source its
-    /// discovery (once) and one list per scope. Sources a CRD declares are
-    /// counted one per CRD, and a list as one page: pagination has no
-    /// bound of its own here yet (issue #16 item 7 gives it one, which
-    /// multiplies this).
+    /// Reading the CRDs (one call each, when due) and one discovery per
+    /// source until it succeeded (sources a CRD declares counted one per
+    /// CRD). With watches that is all: the lists and watches run on their
+    /// own threads. Without (`once`), one page per collection plus the
+    /// time a list may take ([`Pager`]).
     fn worst_case(&self) -> Duration {
-        let scopes = self.namespaces.len().max(1);
         let sources = self.flags.len() + self.crd_names.len();
-        // CRD reads, one discovery per type, and one page per collection
-        // in flight, plus the time the lists of one check may take
-        // ([`Pager`]: the budget, then at most the page in flight).
-        let calls = self.crd_names.len() + sources * (1 + scopes);
+        let calls = self.crd_names.len() + sources;
+        let lists = if self.nudge.is_some() {
+            Duration::ZERO
+        } else {
+            let scopes = self.namespaces.len().max(1);
+            let pages = crate::kube::call_bound().saturating_mul(u32::try_from(sources * scopes).unwrap_or(u32::MAX));
+            pages.saturating_add(self.list_budget.saturating_mul(u32::try_from(sources * scopes).unwrap_or(u32::MAX)))
+        };
         let per_call = crate::kube::call_bound().saturating_mul(u32::try_from(calls).unwrap_or(u32::MAX));
-        per_call.saturating_add(self.list_budget)
+        per_call.saturating_add(lists)
     }
 }
 
-/// Resolves `source` (discovery, once) and tallies all its resources.
-fn tally_source(
-    client: &mut Client,
-    source: &mut Source,
-    namespaces: &[String],
-    budget: Budget,
-    tally: &mut Tally,
-) -> Result<(), String> {
+/// Resolves `source` (discovery, once) into its collections: one per
+/// namespace probed, or one across all namespaces.
+fn collections_of(client: &mut Client, source: &mut Source, namespaces: &[String]) -> Result<Vec<Collection>, String> {
     let spec = &source.spec;
     let name = spec.display_name();
     if source.resolved.is_none() {
@@ -342,20 +379,23 @@ fn tally_source(
         (true, false) => namespaces.iter().map(|ns| Some(ns.as_str())).collect(),
         _ => vec![None],
     };
-    for scope in scopes {
-        let collection = match scope {
-            Some(ns) => format!("{}/namespaces/{ns}/{}", spec.api_path(), spec.resource),
-            None => format!("{}/{}", spec.api_path(), spec.resource),
-        };
-        let action = match scope {
-            Some(ns) => format!("list {name} in namespace {ns:?}"),
-            None if resolved.namespaced => format!("list {name} in all namespaces"),
-            None => format!("list {name}"),
-        };
-        list_all(client, &collection, &action, spec, &resolved.kind, budget, tally)
-            .map_err(|e| format!("Cannot list {name}: {}", e.granted_by(GRANT)))?;
-    }
-    Ok(())
+    Ok(scopes
+        .into_iter()
+        .map(|scope| Collection {
+            path: match scope {
+                Some(ns) => format!("{}/namespaces/{ns}/{}", spec.api_path(), spec.resource),
+                None => format!("{}/{}", spec.api_path(), spec.resource),
+            },
+            name: name.clone(),
+            scope: match scope {
+                Some(ns) => format!(" in namespace {ns:?}"),
+                None if resolved.namespaced => " in all namespaces".into(),
+                None => String::new(),
+            },
+            spec: spec.clone(),
+            kind: resolved.kind.clone(),
+        })
+        .collect())
 }
 
 fn discover(client: &mut Client, spec: &ProbeSpec) -> Result<ResourceType, String> {
@@ -371,63 +411,6 @@ fn discover(client: &mut Client, spec: &ProbeSpec) -> Result<ResourceType, Strin
         .find(|r| r.name == spec.resource)
         .map(|r| ResourceType { kind: r.kind, namespaced: r.namespaced })
         .ok_or_else(|| format!("{gv} has no resource {:?}", spec.resource))
-}
-
-/// Every page of one collection, evaluated as it arrives, within the
-/// [`Pager`]'s bounds.
-fn list_all(
-    client: &mut Client,
-    collection: &str,
-    action: &str,
-    spec: &ProbeSpec,
-    kind: &str,
-    budget: Budget,
-    tally: &mut Tally,
-) -> Result<(), KubeError> {
-    // A continue token expires (410 Gone) when the list is older than etcd's
-    // compaction window; start over once, then give up until the next check.
-    let mut restarts_left = 1;
-    let mut next = String::new();
-    let mut partial = Tally::default();
-    let mut pager = Pager::new(budget);
-    loop {
-        let mut path = format!("{collection}?limit={PAGE_SIZE}");
-        if !next.is_empty() {
-            path.push_str("&continue=");
-            path.push_str(&percent_encode(&next));
-        }
-        let body = match client.get_path(&path, action) {
-            Ok(Some(body)) => body,
-            Ok(None) => return Err(not_served(collection)),
-            Err(e) if e.code() == Some(410) && restarts_left > 0 => {
-                restarts_left -= 1;
-                next.clear();
-                partial = Tally::default();
-                pager.restart();
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        let page: Page = serde_json::from_slice(&body)
-            .map_err(|e| KubeError::Response { message: format!("unexpected list answer for {collection}: {e}") })?;
-        drop(body);
-        // Built-in lists name their kind `FooList`; items do not carry it.
-        let kind = page.kind.strip_suffix("List").filter(|k| !k.is_empty()).unwrap_or(kind);
-        for item in &page.items {
-            let conditions = item.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-            let up = spec.upgradeable.as_ref().map(|e| evaluate(e, conditions));
-            let imp = spec.important.as_ref().map(|e| evaluate(e, conditions));
-            let verdicts = Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() };
-            partial.add(kind, item.metadata.namespace.as_deref(), &item.metadata.name, verdicts);
-        }
-        if page.metadata.next.is_empty() {
-            break;
-        }
-        pager.follow(&page.metadata.next, Instant::now()).map_err(|message| KubeError::Response { message })?;
-        next = page.metadata.next;
-    }
-    tally.merge(partial);
-    Ok(())
 }
 
 fn not_served(collection: &str) -> KubeError {

@@ -62,16 +62,6 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Adds another tally (another collection's) to this one, still naming
-    /// at most [`NAMED`] resources per list.
-    pub fn merge(&mut self, other: Tally) {
-        self.evaluated += other.evaluated;
-        for (into, from) in [(&mut self.blocking, other.blocking), (&mut self.important, other.important)] {
-            into.total += from.total;
-            into.first.extend(from.first.into_iter().take(NAMED.saturating_sub(into.first.len())));
-        }
-    }
-
     /// Counts one resource: `kind`, `namespace/name` (or `name`), verdicts.
     pub fn add(&mut self, kind: &str, namespace: Option<&str>, name: &str, verdicts: Verdicts<'_>) {
         self.evaluated += 1;

@@ -1,0 +1,287 @@
+//! What a probed collection's watch keeps in memory, pure: per resource its
+//! name (`namespace/name`) and only what its expressions decided about it
+//! (why it blocks an upgrade, why it needs attention; nothing for the
+//! usual resource that does neither), and how a list page or a watch event
+//! changes that. Whole objects are never kept: 10,000 resources cost their
+//! names.
+
+use super::grammar::ProbeSpec;
+use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
+use crate::expr::Truth;
+use serde::Deserialize;
+
+/// What the expressions say about one resource: the terms that decided
+/// it, when it blocks an upgrade or needs attention.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Marks {
+    pub blocking: Option<Box<str>>,
+    pub important: Option<Box<str>>,
+}
+
+/// One collection's resources, sorted by `namespace/name` (the API
+/// server's order, so a list appends), and the `resourceVersion` it is
+/// current to. A sorted vector, not a map: 40 bytes a resource, and no
+/// tree code in a binary with a size budget; an added or deleted resource
+/// moves the tail (microseconds at 10,000).
+#[derive(Clone, Debug, Default)]
+pub struct Store {
+    objects: Vec<(Box<str>, Marks)>,
+    pub resource_version: String,
+}
+
+/// A resource as a list or an event carries it, reduced to what the
+/// expressions read.
+#[derive(Deserialize)]
+pub struct Item {
+    pub metadata: ItemMeta,
+    #[serde(default)]
+    status: Option<ItemStatus>,
+}
+
+#[derive(Deserialize)]
+pub struct ItemMeta {
+    #[serde(default)]
+    name: String,
+    namespace: Option<String>,
+    #[serde(rename = "resourceVersion", default)]
+    pub resource_version: String,
+}
+
+#[derive(Deserialize)]
+struct ItemStatus {
+    #[serde(default)]
+    conditions: Option<Vec<ItemCondition>>,
+}
+
+/// A watch event (`{"type": ..., "object": ...}`, one per line). The
+/// object is read once its type is known (an `ERROR` carries a `Status`).
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
+}
+
+#[derive(Deserialize)]
+struct ErrorStatus {
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    message: String,
+}
+
+/// What one watch event did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// Nothing any expression reads changed (a new version, a bookmark, a
+    /// resource added or removed that neither blocks nor needs attention).
+    Quiet,
+    /// A resource's verdict changed: the outcome may have.
+    Changed,
+    /// The version watched from is gone (410): list again.
+    Gone,
+    /// The stream cannot be trusted from here: an error event, or a line
+    /// that is not an event.
+    Failed(String),
+}
+
+impl Item {
+    /// `namespace/name`, or `name` for a cluster-scoped resource.
+    fn key(&self) -> Box<str> {
+        match &self.metadata.namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{}", self.metadata.name).into(),
+            _ => self.metadata.name.as_str().into(),
+        }
+    }
+
+    /// What `spec`'s expressions say about this resource.
+    pub fn marks(&self, spec: &ProbeSpec) -> Marks {
+        let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        let terms = |(_, terms): (Truth, Vec<String>)| -> Box<str> { terms.join(", ").into() };
+        Marks {
+            blocking: spec
+                .upgradeable
+                .as_ref()
+                .map(|e| evaluate(e, conditions))
+                .filter(|v| v.0 == Truth::False)
+                .map(terms),
+            important: spec
+                .important
+                .as_ref()
+                .map(|e| evaluate(e, conditions))
+                .filter(|v| v.0 == Truth::True)
+                .map(terms),
+        }
+    }
+}
+
+impl Store {
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Records a listed resource.
+    pub fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
+        self.put(item.key(), item.marks(spec));
+    }
+
+    /// Sets `key`'s marks; the ones it replaced.
+    fn put(&mut self, key: Box<str>, marks: Marks) -> Option<Marks> {
+        // A list arrives sorted: appending is the common case.
+        if self.objects.last().is_none_or(|(last, _)| *last < key) {
+            self.objects.push((key, marks));
+            return None;
+        }
+        match self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)) {
+            Ok(i) => Some(std::mem::replace(&mut self.objects[i].1, marks)),
+            Err(i) => {
+                self.objects.insert(i, (key, marks));
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Marks> {
+        let i = self.objects.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(self.objects.remove(i).1)
+    }
+
+    /// Applies one watch event (a line of the stream) and moves the store
+    /// to its `resourceVersion`.
+    pub fn apply(&mut self, line: &[u8], spec: &ProbeSpec) -> Applied {
+        let failed = |e: serde_json::Error| Applied::Failed(format!("unexpected watch event: {e}"));
+        let Ok(text) = std::str::from_utf8(line) else {
+            return Applied::Failed("a watch event that is not UTF-8".into());
+        };
+        let event = match serde_json::from_str::<Event>(text) {
+            Ok(event) => event,
+            Err(e) => return failed(e),
+        };
+        if event.kind == "ERROR" {
+            return match serde_json::from_str::<ErrorStatus>(event.object.get()) {
+                Ok(status) if status.code == 410 => Applied::Gone,
+                Ok(status) => Applied::Failed(format!("the watch failed: {} (code {})", status.message, status.code)),
+                Err(e) => failed(e),
+            };
+        }
+        let deleted = match event.kind {
+            "ADDED" | "MODIFIED" | "BOOKMARK" => false,
+            "DELETED" => true,
+            other => return Applied::Failed(format!("unexpected watch event type {other:?}")),
+        };
+        let item = match serde_json::from_str::<Item>(event.object.get()) {
+            Ok(item) => item,
+            Err(e) => return failed(e),
+        };
+        if event.kind == "BOOKMARK" {
+            self.advance(&item);
+            return Applied::Quiet;
+        }
+        self.advance(&item);
+        let key = item.key();
+        let after = if deleted { Marks::default() } else { item.marks(spec) };
+        let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
+        if before.unwrap_or_default() == after { Applied::Quiet } else { Applied::Changed }
+    }
+
+    fn advance(&mut self, item: &Item) {
+        if !item.metadata.resource_version.is_empty() {
+            self.resource_version.clone_from(&item.metadata.resource_version);
+        }
+    }
+
+    /// Adds every resource to `tally`, as `kind namespace/name`.
+    pub fn tally(&self, kind: &str, tally: &mut Tally) {
+        for (key, marks) in &self.objects {
+            let up = marks.blocking.as_ref().map(|t| (Truth::False, vec![t.to_string()]));
+            let imp = marks.important.as_ref().map(|t| (Truth::True, vec![t.to_string()]));
+            tally.add(kind, None, key, Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conditions::Status;
+    use crate::signals::probes::grammar::parse_probe;
+
+    fn spec() -> ProbeSpec {
+        parse_probe("example.com/v1/foos:Upgradeable=!Migrating;Important=Broken").unwrap()
+    }
+
+    fn event(kind: &str, name: &str, rv: u32, conditions: &[(&str, &str)]) -> Vec<u8> {
+        let conditions: Vec<_> =
+            conditions.iter().map(|(t, s)| serde_json::json!({"type": t, "status": s, "reason": "R"})).collect();
+        serde_json::json!({"type": kind, "object": {"apiVersion": "example.com/v1", "kind": "Foo",
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": rv.to_string(), "uid": "u"},
+            "spec": {"big": "x".repeat(100)}, "status": {"conditions": conditions}}})
+        .to_string()
+        .into_bytes()
+    }
+
+    fn upgradeable(store: &Store) -> Option<(Status, String)> {
+        let mut tally = Tally::default();
+        store.tally("Foo", &mut tally);
+        tally.upgradeable(true).map(|c| (c.status, c.message))
+    }
+
+    #[test]
+    fn events_change_only_what_the_expressions_read() {
+        let (spec, mut store) = (spec(), Store::default());
+        let calm = [("Migrating", "False")];
+        assert_eq!(store.apply(&event("ADDED", "a", 5, &calm), &spec), Applied::Quiet, "a calm resource");
+        assert_eq!(store.apply(&event("ADDED", "b", 6, &calm), &spec), Applied::Quiet);
+        assert_eq!((store.len(), store.resource_version.as_str()), (2, "6"));
+        assert_eq!(store.apply(&event("MODIFIED", "a", 7, &calm), &spec), Applied::Quiet, "a new version only");
+        let busy = [("Migrating", "True")];
+        assert_eq!(store.apply(&event("MODIFIED", "b", 8, &busy), &spec), Applied::Changed, "the flip");
+        assert_eq!(
+            upgradeable(&store),
+            Some((Status::False, "Upgrade blocked by 1 resource: Foo ns/b: Migrating".into()))
+        );
+        assert_eq!(store.apply(&event("MODIFIED", "b", 9, &busy), &spec), Applied::Quiet, "still blocking");
+        assert_eq!(store.apply(&event("DELETED", "b", 10, &busy), &spec), Applied::Changed, "a blocker gone");
+        assert_eq!(upgradeable(&store), Some((Status::True, "No resource blocks an upgrade (1 checked)".into())));
+        let broken = [("Migrating", "False"), ("Broken", "True")];
+        assert_eq!(store.apply(&event("MODIFIED", "a", 11, &broken), &spec), Applied::Changed, "important");
+        assert_eq!(store.apply(&event("DELETED", "a", 12, &calm), &spec), Applied::Changed);
+        assert!(store.is_empty());
+        assert_eq!(store.resource_version, "12");
+    }
+
+    #[test]
+    fn bookmarks_move_the_version_and_errors_end_the_stream() {
+        let (spec, mut store) = (spec(), Store::default());
+        let bookmark = br#"{"type":"BOOKMARK","object":{"kind":"Foo","apiVersion":"example.com/v1","metadata":{"resourceVersion":"42","creationTimestamp":null}}}"#;
+        assert_eq!(store.apply(bookmark, &spec), Applied::Quiet);
+        assert_eq!((store.len(), store.resource_version.as_str()), (0, "42"));
+        let gone = br#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (42)","reason":"Expired","code":410}}"#;
+        assert_eq!(store.apply(gone, &spec), Applied::Gone);
+        let other =
+            br#"{"type":"ERROR","object":{"kind":"Status","status":"Failure","message":"internal error","code":500}}"#;
+        assert_eq!(store.apply(other, &spec), Applied::Failed("the watch failed: internal error (code 500)".into()));
+        assert!(matches!(store.apply(b"{\"type\":\"SURPRISE\",\"object\":{}}", &spec), Applied::Failed(_)));
+        assert!(matches!(store.apply(b"not json", &spec), Applied::Failed(_)));
+        assert_eq!(store.resource_version, "42", "a failed line moves nothing");
+    }
+
+    #[test]
+    fn only_the_verdicts_are_kept() {
+        let spec = spec();
+        let item: Item = serde_json::from_slice(&event("ADDED", "a", 1, &[("Migrating", "True"), ("Other", "x")]))
+            .map(|e: serde_json::Value| serde_json::from_value(e["object"].clone()).unwrap())
+            .unwrap();
+        assert_eq!(item.marks(&spec), Marks { blocking: Some("Migrating".into()), important: None });
+        let unknown: Item = serde_json::from_str(r#"{"metadata":{"name":"c"}}"#).unwrap();
+        assert_eq!(unknown.marks(&spec), Marks::default(), "unknown never blocks");
+        assert_eq!(&*unknown.key(), "c", "cluster-scoped");
+    }
+}

@@ -1,0 +1,484 @@
+//! One probed collection kept current by list-then-watch, on a thread of
+//! its own, so the agent's loop never waits for it.
+//!
+//! The state machine is client-go's reflector, small ([`Machine`], pure):
+//! a paged list (bounded by the [`Pager`](super::Pager)) fills a fresh
+//! [`Store`] and gives the `resourceVersion` to watch from; the watch
+//! (`allowWatchBookmarks`, `timeoutSeconds` of [`WATCH_SECONDS`] plus up to
+//! a minute of jitter) applies each event; when the server ends it, the
+//! next watch starts from the last version seen, at once; a broken stream
+//! or a refused watch tries again from there after a bounded, jittered
+//! backoff; `410 Gone` (the status, or an `ERROR` event with that code)
+//! lists again. So with nothing changing a collection costs one request
+//! every five minutes or so, however many resources it holds.
+//!
+//! The thread ([`Watcher`]) owns its own [`Client`] (a sibling of the
+//! agent's: same credentials, its own connection), publishes into
+//! [`Shared`], and nudges the agent's loop when a resource's verdict
+//! changed, so a flip reaches the OperatorCondition without waiting for the
+//! next check. Failures are reported in [`Shared::problem`] (the status
+//! turns degraded) and the store keeps its last contents; a watch the
+//! server ended on schedule, or that reconnected, is no problem.
+
+use super::store::{Applied, Store};
+use super::{Budget, GRANT, PAGE_SIZE, Pager, grammar::ProbeSpec, not_served, percent_encode};
+use crate::kube::{Client, KubeError};
+use crate::util::backoff::{Backoff, Jitter};
+use crate::util::shutdown::Nudge;
+use serde::Deserialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+/// A watch's `timeoutSeconds`, before jitter (client-go: 5 to 10 min).
+/// With nothing changing, this is how often a collection costs a request.
+pub const WATCH_SECONDS: u64 = 300;
+
+/// Up to this many seconds are added to [`WATCH_SECONDS`], so the
+/// watches of many instances do not end together.
+const WATCH_JITTER_SECONDS: u64 = 60;
+
+/// How long past its `timeoutSeconds` a watch may go silent before it is
+/// given up as broken (a server that vanished without closing).
+const SILENCE_MARGIN: Duration = Duration::from_secs(30);
+
+/// A watch that lasted this long was healthy: the next one starts at once
+/// and the backoff starts over. One that ends sooner backs off, so a
+/// server that accepts watches and drops them at once is not hammered.
+const HEALTHY_WATCH: Duration = Duration::from_secs(10);
+
+/// The reconnect backoff: client-go's reflector uses 800 ms to 30 s.
+const BACKOFF_BASE: Duration = Duration::from_secs(1);
+const BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+/// The watch thread's stack. It runs ureq, rustls and serde_json on small
+/// frames (no recursion deeper than the JSON of one event, which serde_json
+/// bounds at 128 levels); 256 KiB is reserved, and only the pages it
+/// touches become resident (a few tens of KiB).
+const STACK: usize = 256 * 1024;
+
+/// One collection: where it is listed and watched, and how its resources
+/// are judged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Collection {
+    /// `/apis/GROUP/VERSION[/namespaces/NS]/RESOURCE`.
+    pub path: String,
+    /// `foos.example.com`: for messages.
+    pub name: String,
+    /// ` in namespace "ops"`, ` in all namespaces` or nothing: for the
+    /// action an RBAC rule must allow.
+    pub scope: String,
+    pub spec: ProbeSpec,
+    pub kind: String,
+}
+
+/// What the thread publishes for the agent's checks.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// `None` until the first list completed.
+    pub store: Option<Store>,
+    /// Why the collection may be out of date; `None` while all is well.
+    pub problem: Option<String>,
+}
+
+/// How a list or a watch ended: what [`Machine::after`] decides on.
+#[derive(Debug)]
+pub enum Ended {
+    Listed,
+    ListFailed {
+        error: String,
+        retry_after: Option<Duration>,
+    },
+    /// The watch ran for `lasted` and ended: on the server's schedule, or
+    /// broken (which reconnecting fixes, so no problem by itself).
+    Closed {
+        lasted: Duration,
+    },
+    /// The watch was refused, or its stream said something that cannot be
+    /// followed (`relist`: the store may have missed events).
+    WatchFailed {
+        error: String,
+        relist: bool,
+        retry_after: Option<Duration>,
+    },
+    /// 410 Gone: the version watched from was compacted away.
+    Gone,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    List,
+    Watch,
+}
+
+/// What to do next, after how long, and what to report.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub step: Step,
+    pub delay: Duration,
+    /// `Some(None)`: clear the problem; `Some(Some(e))`: report `e`.
+    pub problem: Option<Option<String>>,
+}
+
+/// The reflector's decisions, pure: the randomness is an argument.
+#[derive(Debug)]
+pub struct Machine {
+    backoff: Backoff,
+    /// 410s since the last healthy watch: the first relists at once, more
+    /// back off (a server that answers every watch with 410 is not listed
+    /// in a loop).
+    gone: u32,
+}
+
+impl Default for Machine {
+    fn default() -> Self {
+        Machine { backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP), gone: 0 }
+    }
+}
+
+impl Machine {
+    pub fn after(&mut self, ended: Ended, random: u64) -> Plan {
+        let plan = |step, delay, problem| Plan { step, delay, problem };
+        match ended {
+            Ended::Listed => {
+                self.backoff.reset();
+                plan(Step::Watch, Duration::ZERO, Some(None))
+            }
+            Ended::ListFailed { error, retry_after } => {
+                plan(Step::List, self.backoff.next_delay(random, retry_after), Some(Some(error)))
+            }
+            Ended::Closed { lasted } if lasted >= HEALTHY_WATCH => {
+                self.backoff.reset();
+                self.gone = 0;
+                plan(Step::Watch, Duration::ZERO, None)
+            }
+            Ended::Closed { .. } => plan(Step::Watch, self.backoff.next_delay(random, None), None),
+            Ended::WatchFailed { error, relist, retry_after } => {
+                let step = if relist { Step::List } else { Step::Watch };
+                plan(step, self.backoff.next_delay(random, retry_after), Some(Some(error)))
+            }
+            Ended::Gone => {
+                self.gone += 1;
+                let delay = if self.gone == 1 { Duration::ZERO } else { self.backoff.next_delay(random, None) };
+                plan(Step::List, delay, None)
+            }
+        }
+    }
+}
+
+/// The agent's handle on one collection's thread. Dropping it stops the
+/// thread: at once while it waits to retry, else at its next event or when
+/// its watch ends; it never starts another request.
+pub struct Watcher {
+    pub collection: Collection,
+    pub shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    thread: Thread,
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.unpark();
+    }
+}
+
+/// Everything the thread needs.
+struct Run {
+    client: Client,
+    collection: Collection,
+    shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    nudge: Nudge,
+    list_budget: Duration,
+    jitter: Jitter,
+}
+
+impl Watcher {
+    /// Starts the thread. `client` is the thread's own.
+    pub fn start(
+        client: Client,
+        collection: Collection,
+        nudge: Nudge,
+        list_budget: Duration,
+    ) -> std::io::Result<Watcher> {
+        let shared = Arc::new(Mutex::new(Shared::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let run = Run {
+            client,
+            collection: collection.clone(),
+            shared: shared.clone(),
+            stop: stop.clone(),
+            nudge,
+            list_budget,
+            jitter: Jitter::from_os(),
+        };
+        let handle =
+            std::thread::Builder::new().name("probe-watch".into()).stack_size(STACK).spawn(move || run.run())?;
+        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone() })
+    }
+}
+
+/// A page of a list, reduced to what the expressions read.
+#[derive(Deserialize)]
+struct Page {
+    metadata: PageMeta,
+    items: Vec<super::store::Item>,
+}
+
+#[derive(Deserialize)]
+struct PageMeta {
+    #[serde(rename = "continue", default)]
+    next: String,
+    #[serde(rename = "resourceVersion", default)]
+    resource_version: String,
+}
+
+impl Run {
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    fn run(mut self) {
+        let mut machine = Machine::default();
+        let mut step = Step::List;
+        let mut version = String::new();
+        while !self.stopped() {
+            let ended = match step {
+                Step::List => self.list(&mut version),
+                Step::Watch => self.watch(&mut version),
+            };
+            if self.stopped() {
+                return;
+            }
+            let plan = machine.after(ended, self.jitter.next_u64());
+            if let Some(problem) = plan.problem {
+                self.report(problem);
+            }
+            let until = Instant::now() + plan.delay;
+            while !self.stopped() && Instant::now() < until {
+                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+            }
+            step = plan.step;
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn report(&self, problem: Option<String>) {
+        let mut shared = self.lock();
+        if shared.problem != problem {
+            match &problem {
+                Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
+                None if shared.problem.is_some() => {
+                    log::debug!("Probe of {}: listing and watching work again", self.collection.name)
+                }
+                None => {}
+            }
+            shared.problem = problem;
+            drop(shared);
+            self.nudge.nudge();
+        }
+    }
+
+    /// The paged list into a fresh store, which replaces the old one when
+    /// complete (until then the last one stands).
+    fn list(&mut self, version: &mut String) -> Ended {
+        match list_into(&mut self.client, &self.collection, self.list_budget) {
+            Ok(store) => {
+                version.clone_from(&store.resource_version);
+                self.lock().store = Some(store);
+                self.nudge.nudge();
+                Ended::Listed
+            }
+            Err(e) => {
+                let retry_after = e.retry_after();
+                Ended::ListFailed {
+                    error: format!("Cannot list {}: {}", self.collection.name, e.granted_by(GRANT)),
+                    retry_after,
+                }
+            }
+        }
+    }
+
+    fn watch(&mut self, version: &mut String) -> Ended {
+        let seconds = WATCH_SECONDS + self.jitter.next_u64() % (WATCH_JITTER_SECONDS + 1);
+        let path = format!(
+            "{}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={seconds}",
+            self.collection.path,
+            percent_encode(version)
+        );
+        let action = format!("watch {}{}", self.collection.name, self.collection.scope);
+        let started = Instant::now();
+        let lasting = Duration::from_secs(seconds) + SILENCE_MARGIN;
+        let mut stream = match self.client.watch(&path, &action, lasting) {
+            Ok(stream) => stream,
+            Err(e) if e.code() == Some(410) => return Ended::Gone,
+            Err(e) => {
+                let retry_after = e.retry_after();
+                return Ended::WatchFailed {
+                    error: format!("Cannot watch {}: {}", self.collection.name, e.granted_by(GRANT)),
+                    relist: false,
+                    retry_after,
+                };
+            }
+        };
+        // The watch is established: the collection is current again.
+        self.report(None);
+        let mut line = Vec::new();
+        loop {
+            match stream.next_line(&mut line) {
+                Ok(true) => {}
+                Ok(false) => return Ended::Closed { lasted: started.elapsed() },
+                Err(e) => {
+                    log::debug!("Watch of {} ended: {e}; resuming from version {version}", self.collection.name);
+                    return Ended::Closed { lasted: started.elapsed() };
+                }
+            }
+            if self.stopped() {
+                return Ended::Closed { lasted: started.elapsed() };
+            }
+            let applied = {
+                let mut shared = self.lock();
+                let Some(store) = shared.store.as_mut() else { return Ended::Gone };
+                let applied = store.apply(&line, &self.collection.spec);
+                version.clone_from(&store.resource_version);
+                applied
+            };
+            match applied {
+                Applied::Quiet => {}
+                Applied::Changed => self.nudge.nudge(),
+                Applied::Gone => return Ended::Gone,
+                Applied::Failed(why) => {
+                    return Ended::WatchFailed {
+                        error: format!("Cannot watch {}: {why}", self.collection.name),
+                        relist: true,
+                        retry_after: None,
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// Every page of one collection into a store, within the [`Pager`]'s
+/// bounds; its version is the list's (what a watch starts from).
+pub fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
+    // A continue token expires (410 Gone) when the list is older than etcd's
+    // compaction window; start over once, then give up until the next try.
+    let mut restarts_left = 1;
+    let mut next = String::new();
+    let mut store = Store::default();
+    let until = Instant::now().checked_add(budget).unwrap_or_else(Instant::now);
+    let mut pager = Pager::new(Budget { length: budget, until });
+    let action = format!("list {}{}", collection.name, collection.scope);
+    loop {
+        let mut path = format!("{}?limit={PAGE_SIZE}", collection.path);
+        if !next.is_empty() {
+            path.push_str("&continue=");
+            path.push_str(&percent_encode(&next));
+        }
+        let body = match client.get_path(&path, &action) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Err(not_served(&collection.path)),
+            Err(e) if e.code() == Some(410) && restarts_left > 0 => {
+                restarts_left -= 1;
+                next.clear();
+                store = Store::default();
+                pager.restart();
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        // As text: the events are parsed from text too, so the resource
+        // parser is compiled once.
+        let page = std::str::from_utf8(&body)
+            .map_err(|e| e.to_string())
+            .and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string()))
+            .map_err(|e| KubeError::Response {
+                message: format!("unexpected list answer for {}: {e}", collection.path),
+            })?;
+        drop(body);
+        for item in &page.items {
+            store.insert(item, &collection.spec);
+        }
+        store.resource_version = page.metadata.resource_version;
+        if page.metadata.next.is_empty() {
+            return Ok(store);
+        }
+        pager.follow(&page.metadata.next, Instant::now()).map_err(|message| KubeError::Response { message })?;
+        next = page.metadata.next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: fn(u64) -> Duration = Duration::from_secs;
+
+    fn failed(relist: bool) -> Ended {
+        Ended::WatchFailed { error: "Cannot watch foos: refused".into(), relist, retry_after: None }
+    }
+
+    #[test]
+    fn a_list_then_watches_that_end_on_schedule_cost_nothing_more() {
+        let mut m = Machine::default();
+        assert_eq!(m.after(Ended::Listed, 0), Plan { step: Step::Watch, delay: Duration::ZERO, problem: Some(None) });
+        for _ in 0..3 {
+            let plan = m.after(Ended::Closed { lasted: S(300) }, u64::MAX);
+            assert_eq!(plan, Plan { step: Step::Watch, delay: Duration::ZERO, problem: None }, "no problem, no delay");
+        }
+    }
+
+    #[test]
+    fn broken_and_refused_watches_back_off_within_bounds_and_resume() {
+        let mut m = Machine::default();
+        m.after(Ended::Listed, 0);
+        // A stream that breaks at once (a restarting server) backs off.
+        let plan = m.after(Ended::Closed { lasted: Duration::from_millis(5) }, u64::MAX);
+        assert_eq!((plan.step, plan.delay, plan.problem), (Step::Watch, BACKOFF_BASE, None));
+        // Refused watches are reported and back off, doubling up to the cap.
+        let mut ceilings = Vec::new();
+        for _ in 0..8 {
+            let plan = m.after(failed(false), u64::MAX);
+            assert_eq!(plan.step, Step::Watch, "resumes from the last version");
+            assert_eq!(plan.problem, Some(Some("Cannot watch foos: refused".into())));
+            let ceiling = m.backoff.ceiling(m.backoff.failures() - 1);
+            assert!(plan.delay >= BACKOFF_BASE && plan.delay <= ceiling, "{plan:?} over {ceiling:?}");
+            ceilings.push(ceiling.as_secs());
+        }
+        assert_eq!(ceilings, [2, 4, 8, 16, 30, 30, 30, 30], "doubling up to the cap");
+        // Once a watch ran well, the next starts at once.
+        assert_eq!(m.after(Ended::Closed { lasted: S(60) }, u64::MAX).delay, Duration::ZERO);
+        assert_eq!(m.after(failed(false), u64::MAX).delay, BACKOFF_BASE, "the backoff started over");
+    }
+
+    #[test]
+    fn gone_relists_at_once_but_not_in_a_loop() {
+        let mut m = Machine::default();
+        m.after(Ended::Listed, 0);
+        assert_eq!(m.after(Ended::Gone, u64::MAX), Plan { step: Step::List, delay: Duration::ZERO, problem: None });
+        m.after(Ended::Listed, 0);
+        let again = m.after(Ended::Gone, u64::MAX);
+        assert_eq!(again.step, Step::List);
+        assert!(again.delay >= BACKOFF_BASE, "a second 410 without a healthy watch between backs off");
+        m.after(Ended::Listed, 0);
+        m.after(Ended::Closed { lasted: S(300) }, 0);
+        assert_eq!(m.after(Ended::Gone, u64::MAX).delay, Duration::ZERO, "after a healthy watch, at once again");
+    }
+
+    #[test]
+    fn failed_lists_and_bad_streams_are_reported_and_relisted() {
+        let mut m = Machine::default();
+        let plan = m.after(Ended::ListFailed { error: "Cannot list foos: 403".into(), retry_after: Some(S(20)) }, 0);
+        assert_eq!(plan, Plan { step: Step::List, delay: S(20), problem: Some(Some("Cannot list foos: 403".into())) });
+        let plan = m.after(failed(true), 0);
+        assert_eq!(plan.step, Step::List, "the store may have missed events");
+        assert!(plan.problem.is_some());
+        assert_eq!(m.after(Ended::Listed, 0).problem, Some(None), "a complete list clears it");
+    }
+}
