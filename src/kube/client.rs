@@ -21,6 +21,10 @@ pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 /// anything much larger is not an answer we asked for.
 const MAX_BODY: u64 = 4 * 1024 * 1024;
 
+/// The first buffer for an answer of unknown length (chunked): a status
+/// write's answer and a page of a list fit in it or grow it a few times.
+const UNSIZED_BODY: usize = 16 * 1024;
+
 /// The most of an error answer's body read: a `Status` is far smaller.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 
@@ -397,7 +401,17 @@ impl Client {
             reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
             return Err(from_response(code, &head, request.action, retry_after).into());
         }
-        body.with_config().limit(MAX_BODY).read_to_vec().map_err(|e| self.transport_error(e).into())
+        // Sized once from Content-Length (one byte over the limit, so a
+        // longer body fails without growing the buffer): a buffer that
+        // doubles as it fills is copied at each step, and the allocator
+        // keeps the old copies (a 4 MiB body cost ~12 MiB of RSS that way).
+        let capacity = body.content_length().map_or(UNSIZED_BODY, |n| n.min(MAX_BODY + 1) as usize);
+        let mut buffer = Vec::with_capacity(capacity);
+        let mut reader = body.with_config().limit(MAX_BODY).reader();
+        match reader.read_to_end(&mut buffer) {
+            Ok(_) => Ok(buffer),
+            Err(e) => Err(self.transport_error(e.into()).into()),
+        }
     }
 
     fn refresh_token_if_due(&mut self) {
