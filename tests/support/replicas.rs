@@ -30,3 +30,18 @@ pub fn replica_env(cp: &ControlPlane, sa: &ServiceAccountDir, pod: &str) -> Vec<
     env.push(("POD_NAME".into(), pod.into()));
     env
 }
+
+/// Binds ServiceAccount `sa` in `ns` to the Role `role` there too: a
+/// second replica gets the permissions the first has beyond manifests/base
+/// (manifests/olm's probe reader, OLM's Role on the OperatorCondition).
+pub fn bind_role(cp: &ControlPlane, ns: &str, sa: &str, role: &str) {
+    cp.kubectl_ok(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        &format!("{sa}-{role}"),
+        &format!("--role={role}"),
+        &format!("--serviceaccount={ns}:{sa}"),
+    ]);
+}
