@@ -290,7 +290,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 /// `opstatus once`: one write; its failure is the command's failure.
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     let mut agent = agent_for(settings, env, None)?;
-    agent.check();
+    agent.check_once();
     match agent.write_once() {
         Ok(true) => Ok(()),
         Ok(false) => {

@@ -120,6 +120,9 @@ pub struct Agent {
     sinks_synced: bool,
     /// A broken readiness-file mount is reported once, not every tick.
     ready_file_error: Reported,
+    /// A check is due at once (this instance just began to publish, and
+    /// some signals waited for that).
+    check_soon: bool,
     /// Kubernetes Events on published changes; `None`: `--events=false`.
     events: Option<Recorder>,
     shared: Shared,
@@ -158,6 +161,7 @@ impl Agent {
             config,
             sinks_synced: false,
             ready_file_error: Reported::default(),
+            check_soon: false,
             events,
             shared,
         }
@@ -210,9 +214,20 @@ impl Agent {
     }
 
     /// One check: who publishes; every signal looks again (one
-    /// observation; a standby only at its own pod's cheap signals); then,
-    /// if this instance publishes, every sink is brought up to date.
+    /// observation; a standby only at its own pod's cheap signals; those
+    /// that wait for the lock, once it is known to be ours); then, if this
+    /// instance publishes, every sink is brought up to date.
     pub fn check(&mut self) {
+        self.check_with(false);
+    }
+
+    /// `opstatus once`: one check where every signal looks, the lock still
+    /// unread (a one-shot write starts nothing that outlives it).
+    pub fn check_once(&mut self) {
+        self.check_with(true);
+    }
+
+    fn check_with(&mut self, eager: bool) {
         let now = Instant::now();
         let was_publishing = self.publisher.publishing();
         self.publisher.check(&mut self.client, &self.config.target, now);
@@ -225,9 +240,10 @@ impl Agent {
         // Until the lock is read, the instance acts as a publisher would
         // (its first write reads it), so that write says all it knows.
         let active = self.publisher.may_write();
+        let publishing = self.publisher.publishing();
         let mut observation = Observation::default();
         for signal in &mut self.signals {
-            if active || signal.when_standing_by() {
+            if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);
             } else {
                 signal.stand_by();
@@ -309,6 +325,8 @@ impl Agent {
                 // A new holder's sinks follow its first write; what they
                 // report (a sink that cannot be written) goes out at once.
                 if !self.sinks_synced && self.publisher.publishing() {
+                    // The signals that waited for the lock look at once.
+                    self.check_soon = self.signals.iter().any(|s| s.waits_for_the_lock());
                     self.sync_sinks(Instant::now());
                     if verdict.error.as_deref() != Some(SHUTDOWN_REASON) && self.published != Some(self.content()) {
                         return self.write(self.publishable(), release);
@@ -410,6 +428,9 @@ impl Agent {
         loop {
             // Recomputed on every turn: a holder that lost the lock in a
             // write checks (reads the lock) again on the standby's cadence.
+            if std::mem::take(&mut self.check_soon) {
+                last_check = None;
+            }
             let mut next_check = last_check.map_or(start, |at| at + self.check_cadence());
             // A watch saw a verdict change: check now, but no more often
             // than every NUDGE_GAP whatever a flapping resource does.

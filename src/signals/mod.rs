@@ -49,6 +49,15 @@ pub trait Signal {
         false
     }
 
+    /// Whether this signal waits until the instance knows it publishes,
+    /// rather than looking while the lock is still unread (as a starting
+    /// instance does, so its first write says all it knows): for signals
+    /// whose work outlives a check (a probe's watches), which a starting
+    /// standby must not begin.
+    fn waits_for_the_lock(&self) -> bool {
+        false
+    }
+
     /// Called on each check this instance stands by, for a signal that does
     /// not look then: work it keeps going on its own (a probe's watches)
     /// stops.

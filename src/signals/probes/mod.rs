@@ -329,6 +329,10 @@ impl Signal for Prober {
     /// A standby does not watch: its watches stop (at once while they wait,
     /// else at their next event or the end of their stream) and nothing
     /// they saw is used; a new holder starts them again with a list.
+    fn waits_for_the_lock(&self) -> bool {
+        true
+    }
+
     fn stand_by(&mut self) {
         if !self.watchers.is_empty() {
             log::debug!("Standing by: the probes' watches stop");
