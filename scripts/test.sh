@@ -45,8 +45,8 @@ else
   cargo test --locked --no-fail-fast \
     --test e2e_heartbeat --test e2e_rbac_revoked --test e2e_token_rotation \
     --test e2e_apiserver_restart --test e2e_operator_condition \
-    --test e2e_cluster_operator --test e2e_scratch --test e2e_manifests \
-    --test e2e_component --test e2e_publisher || failed=1
+    --test e2e_cluster_operator --test e2e_manifests --test e2e_component \
+    --test e2e_publisher --test e2e_probe_watch --test e2e_events || failed=1
   echo "test.sh: end-to-end tests on kube-apiserver $(scripts/control-plane.sh version | cut -d' ' -f1): $((SECONDS - current_started)) s"
 fi
 exit "$failed"
