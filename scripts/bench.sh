@@ -13,6 +13,12 @@
 # Only the real-intervals table, at the intervals given:
 #
 #   scripts/bench.sh --intervals 30,60 [--no-kubectl]
+#
+# The probe-scale mode instead (bench/probe_scale.py: OLM probes over 100,
+# 2,000 and 10,000 CRs with nothing changing; 10–15 minutes):
+#
+#   scripts/bench.sh --probe-scale [--scales 100,2000,10000] [--window 120]
+#                    [--flips 6] [--also before=PATH [--also-at 2000]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
@@ -23,6 +29,10 @@ scripts/control-plane.sh build >/dev/null
 # arm64 one's RSS under qemu-user.
 mapfile -t bins < <(scripts/static-build.sh)
 bin=${bins[0]}
+if [ "${1:-}" = --probe-scale ]; then
+  shift
+  exec python3 bench/probe_scale.py --opstatus "$bin" "$@"
+fi
 venv="$cache/bench-venv-$(sha256sum bench/requirements.txt | cut -c1-12)"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
