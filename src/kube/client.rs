@@ -213,10 +213,7 @@ impl Client {
         let code = response.status().as_u16();
         let mut body = response.into_body();
         if !(200..300).contains(&code) {
-            let mut head = Vec::new();
-            let mut reader = body.with_config().limit(MAX_BODY).reader();
-            reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
-            return Err(from_response(code, &head, action, None));
+            return Err(self.error_answer(&mut body, code, action, None));
         }
         let reader = body.into_with_config().limit(u64::MAX).reader();
         Ok(WatchStream { reader: std::io::BufReader::with_capacity(WATCH_BUFFER, reader), server: self.server.clone() })
@@ -394,12 +391,7 @@ impl Client {
             return Ok(Vec::new());
         }
         if !(200..300).contains(&code) {
-            // A `Status` is a few hundred bytes: the head of a larger error
-            // body is all the message needs, so a huge one costs no memory.
-            let mut head = Vec::new();
-            let mut reader = body.with_config().limit(MAX_BODY).reader();
-            reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head).map_err(|e| self.body_error(e))?;
-            return Err(from_response(code, &head, request.action, retry_after).into());
+            return Err(self.error_answer(body, code, request.action, retry_after).into());
         }
         // Sized once from Content-Length (one byte over the limit, so a
         // longer body fails without growing the buffer): a buffer that
@@ -443,6 +435,18 @@ impl Client {
                 log::warn!("Keeping the previous token: {e}");
                 false
             }
+        }
+    }
+
+    /// The error an answer with a non-2xx `code` stands for. A `Status` is
+    /// a few hundred bytes: the head of a larger error body is all the
+    /// message needs, so a huge one costs no memory.
+    fn error_answer(&self, body: &mut ureq::Body, code: u16, action: &str, retry_after: Option<Duration>) -> KubeError {
+        let mut head = Vec::new();
+        let mut reader = body.with_config().limit(MAX_BODY).reader();
+        match reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head) {
+            Ok(_) => from_response(code, &head, action, retry_after),
+            Err(e) => self.body_error(e),
         }
     }
 
