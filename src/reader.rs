@@ -62,7 +62,7 @@ pub fn placement_warning(namespace: &str, configmap: &str) -> Option<String> {
         "The status ConfigMap {namespace}/{configmap} is outside kube9-system and default, where the kube9 \
          VS Code extension looks: it will show \"basic\" (no operator) unless each user sets \
          kube9.operatorNamespace to {namespace}. To be seen by everyone, write it into kube9-system \
-         (--namespace kube9-system, with a Role there): see \"Where the ConfigMap must live\" in the README"
+         (--namespace kube9-system, with a Role there): see \"Where the ConfigMap must live\" in docs/install.md"
     ))
 }
 
@@ -408,7 +408,7 @@ mod tests {
         let w = placement_warning("my-operator-system", "kube9-operator-status").unwrap();
         assert!(w.contains("my-operator-system/kube9-operator-status is outside kube9-system and default"), "{w}");
         assert!(w.contains("unless each user sets kube9.operatorNamespace to my-operator-system"), "{w}");
-        assert!(w.contains("README"), "{w}");
+        assert!(w.contains("docs/install.md"), "{w}");
         assert_eq!(placement_warning("kube9-system", "kube9-operator-status"), None);
         assert_eq!(placement_warning("default", "kube9-operator-status"), None);
         assert_eq!(placement_warning("my-operator-system", "my-status"), None);

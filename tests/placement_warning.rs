@@ -36,7 +36,7 @@ fn warns_once_outside_where_the_extension_looks() {
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains("my-operator-system/kube9-operator-status"), "{line}");
     assert!(line.contains("unless each user sets kube9.operatorNamespace to my-operator-system"), "{line}");
-    assert!(line.contains("README"), "{line}");
+    assert!(line.contains("docs/install.md"), "{line}");
 }
 
 #[test]

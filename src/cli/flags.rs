@@ -587,12 +587,12 @@ mod tests {
         }
     }
 
-    /// One row of the README's flag table: the flag cell, the variable
+    /// One row of the flag table in docs/configuration.md: the flag cell, the variable
     /// cell, the default cell.
     fn readme_rows() -> Vec<(String, String, String)> {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
         let readme = std::fs::read_to_string(path).unwrap();
-        let section = readme.split("\n## Flags\n").nth(1).expect("README has ## Flags");
+        let section = readme.split("\n## Flags\n").nth(1).expect("docs/configuration.md has ## Flags");
         let section = section.split("\n## ").next().unwrap();
         let rows = section.lines().filter(|l| l.starts_with('|')).skip(2);
         rows.map(|row| {
@@ -611,12 +611,12 @@ mod tests {
         let rows = readme_rows();
         for f in FLAGS {
             let row = rows.iter().find(|(flag, ..)| first_code(flag) == f.name);
-            let (flag, env, default) = row.unwrap_or_else(|| panic!("README lacks {}", f.name));
+            let (flag, env, default) = row.unwrap_or_else(|| panic!("docs/configuration.md lacks {}", f.name));
             assert_eq!(first_code(env), f.env, "{}", f.name);
             let repeatable = matches!(f.kind, Kind::List(_));
-            assert_eq!(flag.contains("(repeatable)"), repeatable, "{}: README says repeatable?", f.name);
+            assert_eq!(flag.contains("(repeatable)"), repeatable, "{}: docs/configuration.md says repeatable?", f.name);
             if let Some(value) = f.default.value() {
-                assert!(default.contains(value), "{}: README default {default:?} lacks {value}", f.name);
+                assert!(default.contains(value), "{}: documented default {default:?} lacks {value}", f.name);
             }
         }
         for (flag, env, _) in &rows {
@@ -625,7 +625,7 @@ mod tests {
                 "-o" => assert!(flag.contains("`--output`")),
                 // The environment-only API key.
                 "" => assert_eq!(first_code(env), API_KEY_ENV),
-                name => assert!(FLAGS.iter().any(|f| f.name == name), "README documents unknown {name}"),
+                name => assert!(FLAGS.iter().any(|f| f.name == name), "docs/configuration.md documents unknown {name}"),
             }
         }
     }
