@@ -1,0 +1,114 @@
+//! End to end, real kube-apiserver, once per platform the images ship: the
+//! static x86_64 binary natively, the arm64 and armv7 ones under
+//! qemu-user, each "as in a pod" (service-account directory, in-cluster
+//! environment, name-restricted RBAC from manifests/base): the first write,
+//! heartbeats of one request each, the probe endpoint, `opstatus probe` on
+//! the ready file, and SIGTERM publishing the final status.
+
+use crate::support;
+
+use std::time::{Duration, SystemTime};
+use support::arch::{ARM64, ARMV7, Arch, X86_64};
+use support::control_plane::shared;
+use support::http::{endpoint_from_log, get};
+use support::{TempDir, wait_for};
+
+const CM: &str = "kube9-operator-status";
+
+fn as_in_a_pod(arch: &Arch) {
+    let size = arch.assert_static_within_budget();
+    let cp = shared();
+    let pod = cp.deploy(&format!("arch-{}", arch.label.replace('_', "-")));
+    let env = cp.pod_env(&pod);
+    let run = TempDir::new("arch-run");
+    let ready = run.path().join("ready");
+    let ready = ready.to_str().unwrap();
+
+    let out = arch.run_to_end(&["--version"], &env, Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("opstatus {}", env!("CARGO_PKG_VERSION")));
+
+    let started = SystemTime::now();
+    let mut agent = arch.start(
+        &["run", "--interval", "1s", "--listen", "127.0.0.1:0", "--ready-file", ready, "--operator-version", "4.5.6"],
+        &env,
+    );
+    let addr = wait_for(Duration::from_secs(20), Duration::from_millis(20), || endpoint_from_log(&agent.stderr()))
+        .expect("the endpoint address in the log");
+
+    // The first write creates the status; then the heartbeats move it on.
+    let first = wait_for(Duration::from_secs(20), Duration::from_millis(50), || cp.status_document(&pod.namespace, CM))
+        .expect("the first write");
+    assert_eq!((first["version"].as_str(), first["health"].as_str()), (Some("4.5.6"), Some("healthy")));
+    let mut seen: Vec<String> = Vec::new();
+    let enough = wait_for(Duration::from_secs(30), Duration::from_millis(300), || {
+        let doc = cp.status_document(&pod.namespace, CM)?;
+        let t = doc["lastUpdate"].as_str()?.to_string();
+        if seen.last() != Some(&t) {
+            seen.push(t);
+        }
+        (seen.len() >= 5).then_some(())
+    });
+    assert!(enough.is_some(), "{}: lastUpdate moved only through {seen:?}", arch.label);
+
+    // Kubelet's view: the endpoint and the exec probe on the ready file.
+    let (code, body, took) = get(addr, "/readyz");
+    assert_eq!((code, body.trim()), (200, "healthy"), "{}", arch.label);
+    assert_eq!(get(addr, "/healthz").0, 200);
+    let (code, metrics, _) = get(addr, "/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains(&format!("opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))),
+        "{metrics}"
+    );
+    let out = arch.run_to_end(&["probe", "--ready-file", ready], &env, Duration::from_secs(10));
+    let line = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{}: probe said {line}", arch.label);
+    assert!(line.starts_with("ready: health=healthy"), "{line}");
+
+    // Steady memory, for information: under qemu it includes the emulator.
+    let rss_kib = std::fs::read_to_string(format!("/proc/{}/status", agent.pid()))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().trim_end_matches(" kB").parse::<u64>().unwrap()))
+        .unwrap();
+
+    // SIGTERM: exit 0, the final status published, the ready file removed.
+    agent.signal("TERM");
+    assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0), "{}", arch.label);
+    let last = cp.status_document(&pod.namespace, CM).unwrap();
+    assert_eq!((last["health"].as_str(), last["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
+    assert!(!run.path().join("ready").exists(), "the ready file is removed at exit");
+    let out = arch.run_to_end(&["probe", "--ready-file", ready], &env, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(1), "{}: not ready after exit", arch.label);
+
+    // The first look, then one server-side apply per write (the final
+    // status is one of them), on the one name.
+    let events = cp.audit_events(&pod.user);
+    let writes = agent.stderr().matches("Status updated:").count();
+    assert!(writes >= 6, "{writes} writes");
+    support::requests::assert_first_look_then_one_write_per_heartbeat(&events, writes, CM);
+    let first_write = events[2].received.duration_since(started).unwrap_or_default();
+    let how = if arch.qemu.is_some() { "under qemu-user (emulated)" } else { "natively" };
+    println!(
+        "e2e arch {}: {size} bytes, {how}: first write {:?} after start, {writes} heartbeats, /readyz in {took:?}, \
+         steady RSS {rss_kib} KiB{}",
+        arch.label,
+        first_write,
+        if arch.qemu.is_some() { " (emulator included, for information only)" } else { "" }
+    );
+}
+
+#[test]
+fn e2e_arch_x86_64_static_binary_as_in_a_pod() {
+    as_in_a_pod(&X86_64);
+}
+
+#[test]
+fn e2e_arch_arm64_under_qemu_as_in_a_pod() {
+    as_in_a_pod(&ARM64);
+}
+
+#[test]
+fn e2e_arch_armv7_under_qemu_as_in_a_pod() {
+    as_in_a_pod(&ARMV7);
+}

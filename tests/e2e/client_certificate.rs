@@ -1,0 +1,44 @@
+//! End to end, real kube-apiserver: a kubeconfig user that authenticates
+//! with a client certificate (X.509 v3, issued by the API server's client
+//! CA, key inline) writes the status ConfigMap under the base Role.
+
+use crate::support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::client_cert::{self, KeyType, Version};
+use support::control_plane::{release_bin, shared};
+use support::{TempDir, run_to_end};
+
+#[test]
+fn e2e_a_client_certificate_user_writes_the_status() {
+    let cp = shared();
+    let pod = cp.deploy("client-cert");
+    let ns = &pod.namespace;
+    let user = format!("cert-user-{ns}");
+    // The control plane's one CA is also its --client-ca-file.
+    let ca_cert = Path::new(cp.ca_path());
+    let ca_key = ca_cert.with_file_name("ca.key");
+    let dir = TempDir::new("e2e-client-cert");
+    let issued = client_cert::issue(dir.path(), ca_cert, &ca_key, &user, KeyType::P256, Version::V3, "client");
+    cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "cert-user", "--role=opstatus-status-writer", "--user", &user]);
+    let kubeconfig = dir.path().join("kubeconfig");
+    let server = format!("https://127.0.0.1:{}", cp.port());
+    std::fs::write(
+        &kubeconfig,
+        client_cert::kubeconfig(&server, &cp.ca_pem(), &user, &issued.cert_pem, &issued.key_pem),
+    )
+    .unwrap();
+
+    let args = ["once", "--namespace", ns, "--kubeconfig", kubeconfig.to_str().unwrap()];
+    let out = run_to_end(&release_bin(), &args, &[], Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let status = cp.status_document(ns, "kube9-operator-status").expect("the status ConfigMap was written");
+    assert_eq!(status["health"], "healthy", "{status}");
+    // The first look (a read, the apply that creates it) and the write, all
+    // as the certificate's user.
+    let events = cp.audit_events(&user);
+    let calls: Vec<(&str, u16)> = events.iter().map(|e| (e.verb.as_str(), e.code)).collect();
+    assert_eq!(calls, [("get", 404), ("patch", 201), ("patch", 200)], "{events:?}");
+}

@@ -1,0 +1,32 @@
+//! The end-to-end tests, one binary, against a real kube-apiserver and etcd
+//! (`scripts/control-plane.sh`; `OPSTATUS_KUBE_VERSION` chooses which). The
+//! tests share one control plane ([`support::control_plane::shared`]), each
+//! in its own namespace with its own ServiceAccount; a test that stops,
+//! restarts or re-keys the API server starts a control plane of its own.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod apiserver_restart;
+mod arch;
+mod client_certificate;
+mod cluster_operator;
+mod component;
+mod events;
+mod get;
+mod get_extension;
+mod heartbeat;
+mod kept_connection;
+mod manifests;
+mod operator_condition;
+mod operator_watch;
+mod pro_tier;
+mod probe_scale;
+mod probe_standby;
+mod probe_watch;
+mod publisher;
+mod rbac_revoked;
+mod scratch;
+mod status_in_kube9_system;
+mod token_rotation;
+mod url_credentials;

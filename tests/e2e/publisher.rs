@@ -1,0 +1,252 @@
+//! End to end, real kube-apiserver: replicas that share a status ConfigMap
+//! elect one publisher. Rolling updates hand over without a "Shutting down"
+//! status, a killed holder is replaced within its lease, standbys only
+//! read, the operator's own leader can decide, and instances started
+//! together never both hold the lock.
+//!
+//! Every instance runs with `--interval 2s --check-interval 1s`: the lease
+//! is 2 × 2 s + 10 s = 14 s, the handover wait 1 s + 1 s.
+
+use crate::support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
+use support::replicas::{another_replica, replica_env};
+use support::{RunningAgent, ServiceAccountDir, wait_for};
+
+const CM: &str = "kube9-operator-status";
+const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
+const FAST: [&str; 5] = ["run", "--interval", "2s", "--check-interval", "1s"];
+const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+const LEASE: Duration = Duration::from_secs(14);
+
+fn start(cp: &ControlPlane, sa: &ServiceAccountDir, pod: &str, extra: &[&str]) -> RunningAgent {
+    let args: Vec<&str> = FAST.iter().copied().chain(extra.iter().copied()).collect();
+    RunningAgent::start(&release_bin(), &args, &replica_env(cp, sa, pod))
+}
+
+/// The lock's holder as the ConfigMap says now.
+fn holder(cp: &ControlPlane, ns: &str) -> Option<String> {
+    let cm = cp.configmap(ns, CM)?;
+    let record: Value = serde_json::from_str(cm["metadata"]["annotations"][ANNOTATION].as_str()?).ok()?;
+    Some(record["holderIdentity"].as_str()?.to_string())
+}
+
+fn wait_holder(cp: &ControlPlane, ns: &str, who: &str, within: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    wait_for(within, Duration::from_millis(50), || (holder(cp, ns).as_deref() == Some(who)).then(|| started.elapsed()))
+}
+
+fn wait_log(agent: &RunningAgent, line: &str, within: Duration) -> bool {
+    wait_for(within, Duration::from_millis(50), || agent.stderr().contains(line).then_some(())).is_some()
+}
+
+/// Two replicas of one operator: pod-a with the Deployment's
+/// ServiceAccount, pod-b with a second one bound to the same Role.
+fn two_replicas(label: &str) -> (&'static ControlPlane, Deployed, ServiceAccountDir, String) {
+    let cp = shared();
+    let pod = cp.deploy(label);
+    let (sa_b, user_b) = another_replica(cp, &pod, "opstatus-b");
+    (cp, pod, sa_b, user_b)
+}
+
+#[test]
+fn e2e_rolling_update_hands_over_and_readers_never_see_shutting_down() {
+    let (cp, pod, sa_b, _) = two_replicas("handover");
+    let ns = pod.namespace.as_str();
+    let mut a = start(cp, &pod.sa, "pod-a", &[]);
+    wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes first");
+    let mut b = start(cp, &sa_b, "pod-b", &[]);
+    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+
+    // The rolling update stops the old pod; readers look all along.
+    a.signal("TERM");
+    let stopped = Instant::now();
+    let mut seen_b = None;
+    let mut exited = None;
+    while stopped.elapsed() < Duration::from_secs(8) {
+        if let Some(doc) = cp.status_document(ns, CM) {
+            assert_ne!(doc["error"], "Shutting down", "a reader saw the old pod's final status: {doc}");
+            assert_eq!(doc["health"], "healthy", "{doc}");
+        }
+        if seen_b.is_none() && holder(cp, ns).as_deref() == Some("pod-b") {
+            seen_b = Some(stopped.elapsed());
+        }
+        if exited.is_none() && a.exited().is_some() {
+            exited = Some(stopped.elapsed());
+        }
+        if seen_b.is_some() && exited.is_some() && stopped.elapsed() > exited.unwrap() + Duration::from_secs(3) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (seen_b, exited) = (seen_b.expect("pod-b took over"), exited.expect("pod-a exited"));
+    assert_eq!(a.exited().and_then(|s| s.code()), Some(0));
+    assert!(a.stderr().contains("Handed over to pod-b"), "{}", a.stderr());
+    // pod-b's status is there by the time pod-a is gone: the old pod waits
+    // for its standby (which looks once per check interval).
+    assert!(
+        seen_b <= exited + CHECK_INTERVAL,
+        "pod-b took over {seen_b:?} after SIGTERM, pod-a exited after {exited:?}"
+    );
+    assert!(b.stderr().contains("Publishing as pod-b"), "{}", b.stderr());
+
+    // The last instance stopping still says so.
+    b.signal("TERM");
+    assert_eq!(b.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0));
+    let last = cp.status_document(ns, CM).unwrap();
+    assert_eq!((last["health"].as_str(), last["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
+    println!("e2e handover: pod-b took over {seen_b:.2?} after pod-a's SIGTERM; pod-a exited after {exited:.2?}");
+}
+
+#[test]
+fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
+    let (cp, pod, sa_b, user_b) = two_replicas("replicas");
+    let ns = pod.namespace.as_str();
+    let name = format!("replicas-{ns}");
+    let subject = format!("namespace: {ns}");
+    cp.install_crd("clusteroperators.config.openshift.io");
+    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name), ("namespace: kube9-system", &subject)]);
+    let sinks = ["--cluster-operator", name.as_str()];
+    let a = start(cp, &pod.sa, "pod-a", &sinks);
+    wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes");
+    let b = start(cp, &sa_b, "pod-b", &sinks);
+    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    let watched = Instant::now();
+    std::thread::sleep(Duration::from_secs(8));
+    let elapsed = watched.elapsed();
+
+    let writes_a = cp.audit_events(&pod.user).iter().filter(|e| e.verb == "patch").count();
+    let by_b = cp.audit_events(&user_b);
+    let b_writes: Vec<_> = by_b.iter().filter(|e| e.verb != "get").collect();
+    assert!(b_writes.is_empty(), "the standby wrote: {b_writes:?}");
+    assert!(by_b.iter().all(|e| e.uri.contains("/configmaps/")), "the standby touched a sink: {by_b:?}");
+    // One read per check interval at most (plus the one that started it).
+    let reads = by_b.len() as f64;
+    assert!(reads <= elapsed.as_secs_f64() / CHECK_INTERVAL.as_secs_f64() + 3.0, "{reads} reads in {elapsed:?}");
+    let heartbeats = a.stderr().matches("Status updated:").count();
+    assert!(heartbeats >= 4, "{heartbeats} heartbeats");
+    assert!(writes_a <= heartbeats + 1, "one write per heartbeat (and the first read): {writes_a} for {heartbeats}");
+    // The ClusterOperator was created and is written by the holder only.
+    assert!(cp.cluster_operator(&name).is_some());
+    assert!(a.stderr().contains(&format!("ClusterOperator {name} updated")), "{}", a.stderr());
+    let _ = cp.kubectl(&["delete", "clusteroperators.config.openshift.io", &name], None);
+    println!(
+        "e2e replicas: in {elapsed:.1?} the standby made {reads} reads ({:.2}/s), the holder {writes_a} writes",
+        reads / elapsed.as_secs_f64()
+    );
+}
+
+#[test]
+fn e2e_a_killed_holder_is_replaced_within_the_lease_and_a_check() {
+    let (cp, pod, sa_b, _) = two_replicas("takeover");
+    let ns = pod.namespace.as_str();
+    let a = start(cp, &pod.sa, "pod-a", &[]);
+    wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes");
+    let b = start(cp, &sa_b, "pod-b", &[]);
+    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    a.signal("KILL");
+    let killed = Instant::now();
+    let took = wait_holder(cp, ns, "pod-b", LEASE + Duration::from_secs(10)).expect("pod-b took over");
+    // The standby counts the lease from when it last saw the record
+    // change, so from the kill it is at most the lease plus one check (and
+    // the check that notices).
+    assert!(took <= LEASE + CHECK_INTERVAL * 2 + Duration::from_secs(1), "took over {took:?} after the kill");
+    let doc = cp.status_document(ns, CM).unwrap();
+    assert_eq!(doc["health"], "healthy");
+    println!("e2e takeover: pod-b published {:.2?} after pod-a was killed (lease {LEASE:?})", killed.elapsed());
+}
+
+#[test]
+fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
+    let (cp, pod, sa_b, user_b) = two_replicas("leader");
+    let ns = pod.namespace.as_str();
+    let lease = "demo-operator-leader";
+    // The Role manifests/examples/sidecar ships for reading the Lease.
+    for sa in ["opstatus", "opstatus-b"] {
+        cp.kubectl_ok(&[
+            "-n",
+            ns,
+            "create",
+            "rolebinding",
+            &format!("{sa}-leader-lease"),
+            "--role=opstatus-leader-lease",
+            &format!("--serviceaccount={ns}:{sa}"),
+        ]);
+    }
+    let role = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: opstatus-leader-lease, namespace: {ns}}}\n\
+         rules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  resourceNames: [{lease}]\n  verbs: [get]\n"
+    );
+    cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&role));
+    let follow = ["--follow-leader-lease", lease];
+    let a = start(cp, &pod.sa, "pod-a", &follow);
+    let b = start(cp, &sa_b, "pod-b", &follow);
+
+    // No Lease yet: nobody publishes, and each says why.
+    let why = format!("Lease {ns}/{lease} does not exist");
+    assert!(wait_log(&a, &why, Duration::from_secs(10)) && wait_log(&b, &why, Duration::from_secs(10)));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(cp.configmap(ns, CM).is_none(), "nothing is published without a leader");
+
+    let set_leader = |holder: &str| {
+        let lease_yaml = format!(
+            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}, namespace: {ns}}}\n\
+             spec: {{holderIdentity: {holder}, leaseDurationSeconds: 15}}\n"
+        );
+        cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&lease_yaml));
+    };
+    set_leader("pod-b_1234");
+    wait_holder(cp, ns, "pod-b", Duration::from_secs(10)).expect("the leader's sidecar publishes");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(holder(cp, ns).as_deref(), Some("pod-b"));
+    assert!(cp.audit_events(&pod.user).iter().all(|e| e.verb == "get"), "pod-a wrote while pod-b led");
+
+    set_leader("pod-a_5678");
+    let moved = wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes once it leads");
+    assert!(moved <= CHECK_INTERVAL * 2 + Duration::from_millis(500), "pod-a took {moved:?}");
+    std::thread::sleep(Duration::from_secs(3));
+    let written = |e: &&support::control_plane::AuditEvent| e.verb == "patch" && e.code < 300;
+    let b_last_write = cp.audit_events(&user_b).iter().filter(written).map(|e| e.received).max();
+    let a_first_write = cp.audit_events(&pod.user).iter().filter(written).map(|e| e.received).min();
+    assert!(b_last_write < a_first_write, "pod-b stopped writing before pod-a started");
+    assert_eq!(holder(cp, ns).as_deref(), Some("pod-a"));
+    assert!(b.stderr().contains("Standing by: pod-a publishes (the operator's leader)"), "{}", b.stderr());
+    println!("e2e follow leader: pod-a published {moved:.2?} after the Lease moved to it");
+}
+
+#[test]
+fn e2e_instances_started_together_never_both_hold_the_lock() {
+    let (cp, pod, sa_b, _) = two_replicas("race");
+    let ns = pod.namespace.as_str();
+    for round in 0..20 {
+        let a = start(cp, &pod.sa, "pod-a", &[]);
+        let b = start(cp, &sa_b, "pod-b", &[]);
+        let decided = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+            let (la, lb) = (a.stderr(), b.stderr());
+            let publishing = [&la, &lb].iter().filter(|l| l.contains("Publishing as")).count();
+            let standing = [&la, &lb].iter().filter(|l| l.contains("Standing by")).count();
+            (publishing + standing == 2).then_some((publishing, la, lb))
+        });
+        let (publishing, la, lb) =
+            decided.unwrap_or_else(|| panic!("round {round}: no decision\n{}\n{}", a.stderr(), b.stderr()));
+        assert_eq!(publishing, 1, "round {round}: both hold the lock\n{la}\n{lb}");
+        a.signal("KILL");
+        b.signal("KILL");
+        drop((a, b));
+        cp.kubectl_ok(&["-n", ns, "delete", "configmap", CM]);
+    }
+}
+
+#[test]
+fn e2e_an_unreadable_lock_is_taken_as_expired_with_a_warning() {
+    let cp = shared();
+    let pod = cp.deploy("foreign-lock");
+    let ns = pod.namespace.as_str();
+    cp.kubectl_ok(&["-n", ns, "create", "configmap", CM]);
+    cp.kubectl_ok(&["-n", ns, "annotate", "configmap", CM, &format!("{ANNOTATION}=not a lock record")]);
+    let a = start(cp, &pod.sa, "pod-a", &[]);
+    wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("publishes over an unreadable lock");
+    assert!(a.stderr().contains("is not a lock record"), "{}", a.stderr());
+}

@@ -1,0 +1,53 @@
+//! End to end, real kube-apiserver: the README's way to be seen by the kube9
+//! extension from another namespace (issue #19): its Role in kube9-system,
+//! bound to the sidecar's ServiceAccount, lets the sidecar write
+//! kube9-system/kube9-operator-status while the status names the
+//! operator's namespace; `opstatus get` then finds it where the extension
+//! looks.
+
+use crate::support;
+
+use std::time::Duration;
+use support::control_plane::{ROOT, shared};
+use support::{opstatus_bin, run_to_end};
+
+/// The install guide's `rbac.yaml` for kube9-system, for `sa` in `ns`.
+fn readme_rbac(ns: &str, sa: &str) -> String {
+    let readme = std::fs::read_to_string(format!("{ROOT}/docs/install.md")).unwrap();
+    let start = readme.find("# my-overlay/kube9-system/rbac.yaml").expect("docs/install.md has the kube9-system rbac.yaml");
+    let block = &readme[start..];
+    let block = &block[..block.find("```").unwrap()];
+    assert!(block.contains("namespace: my-operator-system}"), "{block}");
+    block
+        .replace("my-operator-controller-manager", sa)
+        .replace("namespace: my-operator-system}", &format!("namespace: {ns}}}"))
+}
+
+#[test]
+fn e2e_the_readme_role_lets_the_sidecar_write_into_kube9_system() {
+    let cp = shared();
+    let _ = cp.kubectl(&["create", "namespace", "kube9-system"], None);
+    let pod = cp.deploy("my-operator-system");
+    let env = cp.pod_env(&pod);
+    let args = ["once", "--namespace", "kube9-system", "--operator-namespace", &pod.namespace];
+
+    // Without the Role there, the write is refused.
+    let out = run_to_end(&opstatus_bin(), &args, &env, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("403"), "{stderr}");
+
+    cp.kubectl_stdin_ok(&["-n", "kube9-system", "apply", "-f", "-"], Some(&readme_rbac(&pod.namespace, "opstatus")));
+    let out = run_to_end(&opstatus_bin(), &args, &env, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("is outside kube9-system and default"), "{stderr}");
+
+    // Where the extension looks, naming where the operator runs.
+    let get = ["get", "--kubeconfig", cp.kubeconfig(), "-o", "json"];
+    let out = run_to_end(&opstatus_bin(), &get, &[], Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["mode"].as_str(), v["namespace"].as_str()), (Some("operated"), Some("kube9-system")), "{v}");
+    assert_eq!(v["status"]["namespace"].as_str(), Some(pod.namespace.as_str()), "{v}");
+}

@@ -1,0 +1,117 @@
+//! Files from outside (token, kubeconfig, API key file) that are not what
+//! they should be: a device, a FIFO, a huge file. Each is refused by name,
+//! without blocking the loop or filling memory.
+
+use crate::support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::fake_apiserver::FakeApiServer;
+use support::fake_kube9::{Answer, FakeKube9};
+use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, run_to_end, wait_for};
+
+const TOKEN: &str = "sa-token-for-credential-file-tests";
+
+fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+#[test]
+fn dev_zero_as_the_token_is_refused_at_start_naming_the_file() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let token = sa.path().join("token");
+    std::fs::remove_file(&token).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &token).unwrap();
+    let start = Instant::now();
+    let out = run_to_end(&opstatus_bin(), &["once"], &pod_env(server.port(), &sa), Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("token file {} is a character device, not a regular file", token.display())),
+        "{stderr}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(10), "took {:?}", start.elapsed());
+    assert!(server.requests().is_empty(), "no request with a refused token");
+}
+
+#[test]
+fn a_kubeconfig_over_its_limit_is_named() {
+    let dir = TempDir::new("huge-kubeconfig");
+    let path = dir.path().join("kubeconfig");
+    let mut text = String::from("current-context: c\n");
+    while text.len() <= 4 * 1024 * 1024 {
+        text.push_str("# padding padding padding padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&path, text).unwrap();
+    let out =
+        run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(10));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("kubeconfig {} is larger than 4 MiB (the limit for a kubeconfig)", path.display())),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_fifo_as_the_api_key_file_does_not_stop_the_heartbeat() {
+    let api = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
+    let kube9 = FakeKube9::start(Answer::Registered { cluster_id: "cls_fifo".into(), status_interval_seconds: 60 });
+    let dir = TempDir::new("fifo-key");
+    let ca = dir.path().join("kube9-ca.crt");
+    std::fs::write(&ca, &kube9.pki.ca_pem).unwrap();
+    let key = dir.path().join("api-key");
+    mkfifo(&key);
+    let url = kube9.url();
+    let args = [
+        "run",
+        "--interval",
+        "1s",
+        "--check-interval",
+        "1s",
+        "--api-key-file",
+        key.to_str().unwrap(),
+        "--server-url",
+        &url,
+        "--server-ca-file",
+        ca.to_str().unwrap(),
+    ];
+    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    // The API key is read on every check: each would hang on the FIFO.
+    let heartbeats = || api.requests().into_iter().filter(|r| r.method == "PATCH").count();
+    let beats = wait_for(Duration::from_secs(30), Duration::from_millis(100), || {
+        let n = heartbeats();
+        (n >= 5).then_some(n)
+    });
+    assert!(beats.is_some(), "heartbeats stopped at {}:\n{}", heartbeats(), agent.stderr());
+    assert!(agent.exited().is_none(), "opstatus exited:\n{}", agent.stderr());
+    let refused = format!("API key file {} is a FIFO, not a regular file", key.display());
+    assert!(agent.stderr().contains(&refused), "{}", agent.stderr());
+    assert!(kube9.requests().is_empty(), "no registration without a key");
+}
+
+#[test]
+fn a_token_file_turned_into_a_fifo_is_refused_on_re_read_and_the_loop_goes_on() {
+    let api = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
+    let args = ["run", "--interval", "1s", "--check-interval", "1s"];
+    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    assert!(api.wait_status_configmap(Duration::from_secs(20)).is_some(), "no first heartbeat:\n{}", agent.stderr());
+    // The next request is a 401, which makes opstatus re-read the token at
+    // once: from a FIFO that no one writes.
+    let fifo = sa.path().join("token.fifo");
+    mkfifo(&fifo);
+    std::fs::rename(&fifo, sa.path().join("token")).unwrap();
+    api.set_token("a-token-opstatus-does-not-have");
+    let before = api.requests().len();
+    let more = wait_for(Duration::from_secs(30), Duration::from_millis(100), || {
+        (api.requests().len() >= before + 3).then_some(())
+    });
+    assert!(more.is_some(), "requests stopped at {}:\n{}", api.requests().len(), agent.stderr());
+    assert!(agent.exited().is_none(), "opstatus exited:\n{}", agent.stderr());
+    let refused = format!("token file {} is a FIFO, not a regular file", sa.path().join("token").display());
+    assert!(agent.stderr().contains(&refused), "{}", agent.stderr());
+}

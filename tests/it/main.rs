@@ -1,0 +1,41 @@
+//! The in-process tests, one binary: the CLI and the agent against the
+//! in-process fake API server, kube9-server and operator (faults the real
+//! API server cannot produce), the built binaries and images, and the fuzz
+//! corpora. One module per behaviour; `support` is shared with `tests/e2e`.
+
+#[path = "../support/mod.rs"]
+mod support;
+#[path = "../../fuzz/exercise.rs"]
+mod exercise;
+
+mod auditable;
+mod client_certificates;
+mod cluster_operator_ownership;
+mod config_errors;
+mod credential_files;
+mod endless_pagination;
+mod endpoint_abuse;
+mod endpoint_accept_errors;
+mod endpoint_exhaustion;
+mod foreign_text;
+mod fuzz_corpus;
+mod get_command;
+mod image;
+mod insecure_server_url;
+mod kept_connection_closed;
+mod operator_condition_conflict;
+mod operator_condition_ownership;
+mod operator_watch;
+mod placement_warning;
+mod pro_tier;
+mod probe_endpoint;
+mod probe_watch;
+mod readiness_file;
+mod registration_bounds;
+mod response_limits;
+mod secrets;
+mod shutdown;
+mod status_write;
+mod tls_verification;
+mod token_reload;
+mod write_failures;

@@ -1,0 +1,86 @@
+//! The operator's own health as a signal: a failing watched URL or a stale
+//! heartbeat file reaches the status ConfigMap within a check interval plus
+//! a second, and recovery clears it.
+
+use crate::support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::fake_apiserver::FakeApiServer;
+use support::http::FakeOperator;
+use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, wait_for};
+
+const TOKEN: &str = "sa-token-for-operator-watch-tests";
+
+fn health_of(server: &FakeApiServer) -> Option<(String, Value)> {
+    let doc = server.status_document("ops", "kube9-operator-status")?;
+    Some((doc["health"].as_str()?.to_string(), doc["error"].clone()))
+}
+
+fn wait_health(server: &FakeApiServer, want: &str) -> (Instant, Value) {
+    wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
+        health_of(server).filter(|(h, _)| h == want).map(|(_, e)| (Instant::now(), e))
+    })
+    .unwrap_or_else(|| panic!("health never became {want}: {:?}", health_of(server)))
+}
+
+#[test]
+fn a_failing_health_url_degrades_at_once_and_recovery_clears_it() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let operator = FakeOperator::start();
+    let _agent = RunningAgent::start(
+        &opstatus_bin(),
+        &["run", "--interval", "60s", "--check-interval", "1s", "--watch-url", &operator.url()],
+        &pod_env(server.port(), &sa),
+    );
+    wait_health(&server, "healthy");
+
+    operator.set_code(500);
+    let broke = Instant::now();
+    let (at, error) = wait_health(&server, "degraded");
+    assert!(at - broke < Duration::from_millis(2200), "published {:?} after the failure (check 1 s + 1 s)", at - broke);
+    assert_eq!(error, format!("Operator health check {} failed: HTTP 500", operator.url()));
+
+    operator.set_code(200);
+    let fixed = Instant::now();
+    let (at, error) = wait_health(&server, "healthy");
+    assert!(at - fixed < Duration::from_millis(2200), "recovery published after {:?}", at - fixed);
+    assert_eq!(error, Value::Null);
+}
+
+#[test]
+fn a_critical_watch_makes_the_status_unhealthy() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let operator = FakeOperator::start();
+    let url = operator.url();
+    drop(operator); // Nothing listens there any more: connection refused.
+    let _agent = RunningAgent::start(
+        &opstatus_bin(),
+        &["run", "--check-interval", "1s", "--watch-url", &url, "--watch-critical"],
+        &pod_env(server.port(), &sa),
+    );
+    let (_, error) = wait_health(&server, "unhealthy");
+    assert_eq!(error, format!("Operator health check {url} failed: connection refused"));
+}
+
+#[test]
+fn a_stale_heartbeat_file_degrades_and_a_touch_recovers() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let dir = TempDir::new("heartbeat");
+    let file = dir.path().join("alive");
+    std::fs::write(&file, "").unwrap();
+    let _agent = RunningAgent::start(
+        &opstatus_bin(),
+        &["run", "--check-interval", "1s", "--watch-file", file.to_str().unwrap(), "--watch-max-age", "2s"],
+        &pod_env(server.port(), &sa),
+    );
+    wait_health(&server, "healthy");
+    let (_, error) = wait_health(&server, "degraded");
+    let error = error.as_str().unwrap().to_string();
+    assert!(error.starts_with(&format!("Operator heartbeat file {} was last touched", file.display())), "{error}");
+    std::fs::write(&file, "").unwrap();
+    wait_health(&server, "healthy");
+}

@@ -1,0 +1,67 @@
+//! SIGTERM and SIGINT stop the agent promptly with exit code 0 (it may run
+//! as PID 1, where no default handler would). A publisher first hands the
+//! lock over and waits one check interval and a second for a standby to
+//! take it (tests/e2e_publisher.rs); alone, it then says "Shutting down".
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+use support::fake_apiserver::{FakeApiServer, Fault};
+use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+
+const TOKEN: &str = "sa-token-for-shutdown-tests";
+
+#[test]
+fn sigterm_and_sigint_exit_0_within_the_handover_wait_and_two_seconds() {
+    for signal in ["TERM", "INT"] {
+        let server = FakeApiServer::start(TOKEN);
+        let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+        let args = ["run", "--interval", "60s", "--check-interval", "1s"];
+        let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
+        server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
+        let sent = Instant::now();
+        agent.signal(signal);
+        let status = agent.wait_exit(Duration::from_secs(8)).expect("exited");
+        // The handover wait (1 s check interval + 1 s), then 2 s at most.
+        let bound = Duration::from_secs(2) + Duration::from_secs(2);
+        assert!(sent.elapsed() < bound, "SIG{signal}: took {:?}", sent.elapsed());
+        assert_eq!(status.code(), Some(0), "SIG{signal}");
+        assert!(agent.stderr().contains("Shutting down"), "{}", agent.stderr());
+    }
+}
+
+#[test]
+fn the_final_status_says_shutting_down_unless_disabled() {
+    for (flag, published) in [(None, true), (Some("--no-final-status"), false)] {
+        let server = FakeApiServer::start(TOKEN);
+        let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+        let mut args = vec!["run", "--interval", "60s"];
+        args.extend(flag);
+        let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
+        server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
+        agent.signal("TERM");
+        assert_eq!(agent.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0));
+        let doc = server.status_document("ops", "kube9-operator-status").unwrap();
+        let last = (doc["health"].as_str().unwrap(), doc["error"].as_str());
+        match published {
+            true => assert_eq!(last, ("unhealthy", Some("Shutting down"))),
+            false => assert_eq!(last, ("healthy", None)),
+        }
+    }
+}
+
+#[test]
+fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));
+    let mut agent = RunningAgent::start(&opstatus_bin(), &["run"], &pod_env(server.port(), &sa));
+    wait_for(Duration::from_secs(10), Duration::from_millis(20), || (!server.requests().is_empty()).then_some(()))
+        .expect("the first write is in flight");
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    agent.signal("TERM");
+    let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
+    assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
+    assert_eq!(status.code(), Some(0));
+}

@@ -1,0 +1,112 @@
+//! The write path: one server-side apply per heartbeat, spec-exact JSON.
+
+use crate::support;
+
+use serde_json::Value;
+use std::time::{Duration, SystemTime};
+use support::fake_apiserver::FakeApiServer;
+use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end, wait_for};
+
+const TOKEN: &str = "sa-token-for-status-write-tests";
+const CM: &str = "kube9-operator-status";
+
+#[test]
+fn once_reads_creates_and_writes_the_status_with_one_apply() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let out = run_to_end(
+        &opstatus_bin(),
+        &["once", "--operator-version", "1.2.3"],
+        &pod_env(server.port(), &sa),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The first look of a new instance (the publisher lock, see
+    // tests/e2e_publisher.rs): a read, the apply that creates and labels
+    // the ConfigMap holding no lock; then the status in one apply.
+    let requests = server.requests();
+    let calls: Vec<(&str, &str)> = requests.iter().map(|r| (r.method.as_str(), r.query.as_str())).collect();
+    assert_eq!(
+        calls,
+        [("GET", ""), ("PATCH", "fieldManager=opstatus-init"), ("PATCH", "fieldManager=opstatus&force=true")],
+        "{requests:?}"
+    );
+    let r = &requests[2];
+    assert_eq!(r.method, "PATCH");
+    assert_eq!(r.path, "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
+    assert_eq!(r.query, "fieldManager=opstatus&force=true");
+    assert_eq!(r.content_type.as_deref(), Some("application/apply-patch+yaml"));
+    assert_eq!(r.authorization.as_deref(), Some(format!("Bearer {TOKEN}").as_str()));
+
+    let cm = server.object("ops", CM).expect("the ConfigMap was created");
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/managed-by"], "opstatus");
+    assert_eq!(cm["metadata"]["labels"]["app.kubernetes.io/name"], "opstatus");
+    let raw = cm["data"]["status"].as_str().unwrap();
+    let doc: Value = serde_json::from_str(raw).unwrap();
+    let last_update = doc["lastUpdate"].as_str().unwrap();
+    assert_eq!(
+        raw,
+        format!(
+            r#"{{"mode":"operated","tier":"free","version":"1.2.3","health":"healthy","lastUpdate":"{last_update}","registered":false,"error":null,"namespace":"ops"}}"#
+        )
+    );
+    let written = opstatus::testing::parse_rfc3339(last_update).expect("RFC 3339 lastUpdate");
+    let age = SystemTime::now().duration_since(written).unwrap_or_default();
+    assert!(age < Duration::from_secs(5), "lastUpdate {last_update} is not now");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("INFO  Status updated: mode=operated, tier=free, health=healthy, registered=false"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn run_writes_within_a_second_and_then_every_interval() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let started = std::time::Instant::now();
+    let _agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
+    let writes = || -> Vec<_> { server.requests().into_iter().filter(|r| r.query.ends_with("&force=true")).collect() };
+    let requests = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
+        let w = writes();
+        (w.len() >= 5).then_some(w)
+    })
+    .expect("five heartbeats within 15 s");
+    assert!(
+        requests[0].at - started < Duration::from_secs(1),
+        "first write {:?} after start",
+        requests[0].at - started
+    );
+    for pair in requests.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap > Duration::from_millis(800) && gap < Duration::from_millis(1500), "heartbeat gap {gap:?}");
+        assert_eq!(pair[1].method, "PATCH");
+    }
+}
+
+#[test]
+fn namespace_comes_from_the_flag_then_pod_namespace_then_the_service_account() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "from-sa-file");
+    let mut env = pod_env(server.port(), &sa);
+    let once = |args: &[&str], env: &[(String, String)]| {
+        let out = run_to_end(&opstatus_bin(), args, env, Duration::from_secs(20));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    once(&["once"], &env);
+    env.push(("POD_NAMESPACE".into(), "from-env".into()));
+    once(&["once"], &env);
+    once(&["once", "--namespace", "from-flag", "--configmap", "custom-name"], &env);
+    let mut paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    paths.dedup();
+    assert_eq!(
+        paths,
+        [
+            "/api/v1/namespaces/from-sa-file/configmaps/kube9-operator-status",
+            "/api/v1/namespaces/from-env/configmaps/kube9-operator-status",
+            "/api/v1/namespaces/from-flag/configmaps/custom-name",
+        ]
+    );
+    assert_eq!(server.status_document("from-flag", "custom-name").unwrap()["namespace"], "from-flag");
+}

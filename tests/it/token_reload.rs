@@ -1,0 +1,42 @@
+//! Token rotation: a 401 makes opstatus re-read the token file at once and
+//! retry, so a rotated token costs no heartbeat.
+
+use crate::support;
+
+use std::time::Duration;
+use support::fake_apiserver::FakeApiServer;
+use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+
+const OLD: &str = "old-token-0123456789abcdef";
+const NEW: &str = "new-token-fedcba9876543210";
+
+#[test]
+fn a_rotated_token_is_used_right_after_the_first_401() {
+    let server = FakeApiServer::start(OLD);
+    let sa = ServiceAccountDir::new(OLD, &server.pki.ca_pem, "ops");
+    let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "2s"], &pod_env(server.port(), &sa));
+    server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
+
+    // Rotate: the server now accepts only the new token, kubelet wrote it.
+    sa.write_token(NEW);
+    server.set_token(NEW);
+    let bearer_new = format!("Bearer {NEW}");
+    let requests = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        let r = server.requests();
+        r.iter().any(|q| q.authorization.as_deref() == Some(bearer_new.as_str())).then_some(r)
+    })
+    .expect("a request with the new token");
+
+    let first_new = requests.iter().position(|q| q.authorization.as_deref() == Some(bearer_new.as_str())).unwrap();
+    let rejected = &requests[first_new - 1];
+    assert_eq!(rejected.authorization.as_deref(), Some(format!("Bearer {OLD}").as_str()));
+    let retry_gap = requests[first_new].at - rejected.at;
+    assert!(retry_gap < Duration::from_millis(500), "retried {retry_gap:?} after the 401: must be at once");
+    // No heartbeat lost: the attempts keep the 2 s cadence.
+    for pair in requests.windows(2) {
+        assert!(pair[1].at - pair[0].at < Duration::from_millis(2600), "a heartbeat was lost");
+    }
+    let log = agent.stderr();
+    assert!(log.contains("Reloaded the changed token from"), "{log}");
+    assert!(!log.contains(OLD) && !log.contains(NEW), "a token leaked into the log:\n{log}");
+}
