@@ -8,6 +8,11 @@
 # the end-to-end tests; nothing is skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's start, in seconds since the script began, so a slow run shows
+# where its time went.
+phase() { echo "test.sh: [${SECONDS}s] $*"; }
+
+phase "install and build the control plane, the static binaries and buildah"
 
 scripts/control-plane.sh build >/dev/null
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
@@ -19,9 +24,11 @@ if ! command -v buildah >/dev/null; then
   DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq buildah >/dev/null
 fi
 
+phase "fmt, clippy, release build"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo build --locked --release
+phase "short soak"
 # A short soak (60 heartbeats, six injected faults); the full one is 10,000.
 scripts/soak.sh --heartbeats 60 --fault-every 10
 # Three test binaries: the library's unit tests, `tests/it` (in-process)
@@ -35,6 +42,7 @@ scripts/soak.sh --heartbeats 60 --fault-every 10
 # built once; the run on the current version executes the built e2e binary
 # directly, its output kept apart and printed after the v1.20 run's.
 failed=0
+phase "build the tests"
 cargo test --locked --no-run
 # End-to-end tests wait far more than they compute: more of them at once.
 e2e_threads=${OPSTATUS_E2E_THREADS:-6}
@@ -75,11 +83,15 @@ for line in sys.stdin:
   current_pid=$!
 fi
 export OPSTATUS_KUBE_VERSION=
+phase "unit and in-process tests"
 cargo test --locked --no-fail-fast --lib --bins --test it || failed=1
+phase "end-to-end tests on v1.20"
 cargo test --locked --no-fail-fast --test e2e -- --test-threads="$e2e_threads" || failed=1
+phase "waiting for the end-to-end tests on the current version"
 if [ -n "$current_pid" ]; then
   wait "$current_pid" || failed=1
   cat "$current_log"
 fi
 rm -f "$current_log"
+phase "done (failed=$failed)"
 exit "$failed"

@@ -14,7 +14,8 @@ use support::{opstatus_bin, run_to_end};
 /// The install guide's `rbac.yaml` for kube9-system, for `sa` in `ns`.
 fn readme_rbac(ns: &str, sa: &str) -> String {
     let readme = std::fs::read_to_string(format!("{ROOT}/docs/install.md")).unwrap();
-    let start = readme.find("# my-overlay/kube9-system/rbac.yaml").expect("docs/install.md has the kube9-system rbac.yaml");
+    let start =
+        readme.find("# my-overlay/kube9-system/rbac.yaml").expect("docs/install.md has the kube9-system rbac.yaml");
     let block = &readme[start..];
     let block = &block[..block.find("```").unwrap()];
     assert!(block.contains("namespace: my-operator-system}"), "{block}");

@@ -3,10 +3,10 @@
 //! API server cannot produce), the built binaries and images, and the fuzz
 //! corpora. One module per behaviour; `support` is shared with `tests/e2e`.
 
-#[path = "../support/mod.rs"]
-mod support;
 #[path = "../../fuzz/exercise.rs"]
 mod exercise;
+#[path = "../support/mod.rs"]
+mod support;
 
 mod auditable;
 mod client_certificates;
