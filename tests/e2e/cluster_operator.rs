@@ -18,7 +18,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
-use support::control_plane::{ControlPlane, release_bin, shared};
+use support::control_plane::{ControlPlane, release_bin};
 use support::http::FakeOperator;
 use support::resources::find;
 use support::{RunningAgent, TempDir, run_to_end, wait_for};
@@ -45,7 +45,10 @@ fn transition_of(co: &Value, kind: &str) -> String {
 
 #[test]
 fn e2e_cluster_operator_lifecycle() {
-    let cp = shared();
+    // Step 1 needs an API server without the ClusterOperator CRD, which
+    // other tests install: a control plane of its own.
+    let own = ControlPlane::start();
+    let cp = &own;
     let pod = cp.deploy("openshift");
     let ns = pod.namespace.as_str();
     let name = format!("demo-{ns}");

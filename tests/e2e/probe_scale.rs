@@ -7,13 +7,14 @@
 //! quiet period (the watch's `timeoutSeconds` is 300 to 360 s). The test
 //! prints the latency, the requests and the process's peak RSS. First,
 //! before OLM's CRD exists: the missing API is a clear `degraded` reason,
-//! not a crash.
+//! not a crash. That first step needs an API server without OLM's CRD,
+//! which other tests install: this test has a control plane of its own.
 
 use crate::support;
 
 use serde_json::json;
 use std::time::{Duration, Instant, SystemTime};
-use support::control_plane::{release_bin, shared};
+use support::control_plane::{ControlPlane, release_bin};
 use support::resources::{FOOS, condition, find};
 use support::{RunningAgent, run_to_end, wait_for};
 
@@ -25,7 +26,7 @@ const QUIET: Duration = Duration::from_secs(20);
 
 #[test]
 fn e2e_one_foo_among_thousands_moves_upgradeable() {
-    let cp = shared();
+    let cp = ControlPlane::start();
     cp.install_crd("foos.example.com");
     let pod = cp.deploy("scale");
     let ns = pod.namespace.as_str();
