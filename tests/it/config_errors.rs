@@ -184,6 +184,13 @@ const CASES: &[Case] = &[
         expect: "\"foos\" is not GROUP/VERSION/RESOURCE",
     },
     Case {
+        args: &["--probe", "example.com/foos:Upgradeable=!Migrating"],
+        env: &[],
+        sa_files: &[],
+        expect: "--probe: \"example.com/foos:Upgradeable=!Migrating\": \"example.com/foos\" has no version: write \
+                 GROUP/VERSION/RESOURCE, e.g. example.com/v1/foos",
+    },
+    Case {
         args: &["--probe-from-crd-annotations", "foos"],
         env: &[],
         sa_files: &[],

@@ -53,7 +53,11 @@ pub fn parse_probe(text: &str) -> Result<ProbeSpec, String> {
     let parts: Vec<&str> = target.split('/').collect();
     let (group, version, resource) = match parts.as_slice() {
         [g, v, r] => (*g, *v, *r),
-        [v, r] => ("", *v, *r),
+        // The core group's only version is `v1`: a first part that is no
+        // Kubernetes version is a group whose version was left out, not a
+        // core-group version (`apps/deployments`, `example.com/foos`).
+        [v, r] if is_kube_version(v) => ("", *v, *r),
+        [g, r] => return Err(format!("{target:?} has no version: write GROUP/VERSION/RESOURCE, e.g. {g}/v1/{r}")),
         _ => return Err(format!("{target:?} is not GROUP/VERSION/RESOURCE (or VERSION/RESOURCE for the core group)")),
     };
     if !group.is_empty() {
@@ -82,6 +86,18 @@ pub fn parse_probe(text: &str) -> Result<ProbeSpec, String> {
         *slot = Some(Expr::parse(expr, grammar).map_err(|e| format!("{} expression {expr:?}: {e}", key.trim()))?);
     }
     Ok(spec)
+}
+
+/// `v1`, `v2beta1`, `v1alpha3`: the form Kubernetes gives its API versions.
+fn is_kube_version(text: &str) -> bool {
+    let Some(rest) = text.strip_prefix('v') else { return false };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, stage) = rest.split_at(digits);
+    let stage_ok = match stage.strip_prefix("alpha").or_else(|| stage.strip_prefix("beta")) {
+        Some(n) => !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()),
+        None => stage.is_empty(),
+    };
+    !number.is_empty() && !number.starts_with('0') && stage_ok
 }
 
 /// What a CRD says about probing its resources.
@@ -195,6 +211,15 @@ mod tests {
             (
                 "example.com/v1/foos:Upgradeable=!Migrating &&",
                 "Upgradeable expression \"!Migrating &&\": column 14: expected a condition name, '!' or '(', found the end",
+            ),
+            // A group with no version is not read as a core-group version.
+            (
+                "example.com/foos:Upgradeable=A",
+                "\"example.com/foos\" has no version: write GROUP/VERSION/RESOURCE, e.g. example.com/v1/foos",
+            ),
+            (
+                "apps/deployments:Upgradeable=A",
+                "\"apps/deployments\" has no version: write GROUP/VERSION/RESOURCE, e.g. apps/v1/deployments",
             ),
             (
                 "example.com/v1/foos:Important=A && B",
