@@ -390,6 +390,7 @@ impl Agent {
         shared.status_json = status_json;
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
+        shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
         shared.metrics.publishing = publishing;
         shared.metrics.events = self.events.as_ref().map(Recorder::counts);
         shared.last_tick = Instant::now();

@@ -40,6 +40,9 @@ pub struct Metrics {
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
+    /// Condition names the probes' expressions use that no resource of
+    /// their type carries (a likely typo); `None` without probes.
+    pub unseen_conditions: Option<usize>,
     /// Kubernetes Events by outcome; `None` (not rendered) with
     /// `--events=false`.
     pub events: Option<EventCounts>,
@@ -181,6 +184,15 @@ impl Metrics {
             header(w, "opstatus_probe_blocking_resources", "gauge", "Resources whose Upgradeable expression is false.");
             let _ = writeln!(w, "opstatus_probe_blocking_resources {blocking}");
         }
+        if let Some(unseen) = self.unseen_conditions {
+            header(
+                w,
+                "opstatus_probe_unseen_conditions",
+                "gauge",
+                "Condition names the probe expressions use that no resource of their type carries (a likely typo).",
+            );
+            let _ = writeln!(w, "opstatus_probe_unseen_conditions {unseen}");
+        }
     }
 }
 
@@ -288,11 +300,13 @@ mod tests {
         assert!(plain.keys().all(|k| !k.starts_with("opstatus_condition") && !k.starts_with("opstatus_probe")));
         metrics.sinks = vec![("operator_condition", SyncCounts { updated: 2, unchanged: 40, failed: 1 })];
         metrics.probes = Some((2000, 1));
+        metrics.unseen_conditions = Some(1);
         let m = parse(&metrics.render(Health::Healthy));
         assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"updated\"}"], 2.0);
         assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"unchanged\"}"], 40.0);
         assert_eq!(m["opstatus_condition_syncs_total{sink=\"operator_condition\",result=\"failed\"}"], 1.0);
         assert!(!m.keys().any(|k| k.contains("cluster_operator")));
         assert_eq!((m["opstatus_probe_resources"], m["opstatus_probe_blocking_resources"]), (2000.0, 1.0));
+        assert_eq!(m["opstatus_probe_unseen_conditions"], 1.0);
     }
 }

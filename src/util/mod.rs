@@ -10,6 +10,7 @@ pub mod http;
 pub mod logging;
 pub mod reported;
 pub mod shutdown;
+pub(crate) mod spelling;
 pub mod text;
 pub mod time;
 pub mod url;

@@ -181,3 +181,31 @@ fn e2e_missing_operator_condition_degrades_then_annotations_drive_important() {
         "{log}"
     );
 }
+
+/// A typo in an expression (`!Migratng` for `!Migrating`) cannot say
+/// `Upgradeable=False` (absence means false, OLM's rule), but it no longer
+/// passes in silence: the log warns once with the name meant, and the
+/// `Upgradeable=True` message says which name no Foo carries.
+#[test]
+fn e2e_a_condition_name_no_resource_carries_is_called_out() {
+    let (cp, pod) = setup("typo");
+    let ns = pod.namespace.as_str();
+    cp.create_operator_condition(ns, NAME, &[]);
+    cp.create_foo(ns, "alpha", &[("Migrating", "True"), ("Ready", "True")]);
+    let probe = "example.com/v1/foos:Upgradeable=!Migratng";
+    let out = support::run_to_end(
+        &release_bin(),
+        &["once", "--probe", probe, "--probe-namespace", ns],
+        &pod_env(cp, &pod),
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let said = "No Foo carries the condition Migratng that the Upgradeable expression names (they carry \
+                Migrating, Ready): did you mean Migrating?";
+    assert_eq!(stderr.matches(said).count(), 1, "warned once:\n{stderr}");
+    assert!(stderr.lines().any(|l| l.contains(said) && l.contains("WARN")), "{stderr}");
+    let up = find(&cp.operator_condition(ns, NAME)["spec"]["conditions"], "Upgradeable").cloned().unwrap();
+    assert_eq!(up["status"], "True", "{up}");
+    assert_eq!(up["message"], format!("No resource blocks an upgrade (1 checked). {said}"));
+}

@@ -69,6 +69,9 @@ pub const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
 /// as failed, and the heartbeat goes on.
 pub const LIST_BUDGET: Duration = Duration::from_secs(10);
 
+/// How many unseen condition names an outcome carries.
+const MAX_UNSEEN: usize = 3;
+
 /// CRD annotations are re-read this often (an operator upgrade may change
 /// them); in between, the parsed expressions are reused.
 pub const CRD_REFRESH: Duration = Duration::from_secs(300);
@@ -99,6 +102,10 @@ pub struct Outcome {
     /// Resources evaluated and resources blocking, as of the last complete
     /// evaluation.
     pub counts: Option<(u64, u64)>,
+    /// Condition names an expression uses that no resource of its type
+    /// carries while they carry others: a likely typo, said out loud
+    /// (absence still means `False`).
+    pub unseen: Vec<String>,
 }
 
 /// The time one check may spend listing: its length, and when it ends.
@@ -174,6 +181,8 @@ pub struct Prober {
     /// Namespaces to list namespaced resources in; empty: all at once.
     namespaces: Vec<String>,
     problem: Reported,
+    /// The unseen condition names, said once per change.
+    unseen: Reported,
     /// Resources evaluated and blocking, from the last complete evaluation.
     counts: Option<(u64, u64)>,
     /// How long one list may take.
@@ -193,6 +202,7 @@ impl Prober {
             crds_read_at: None,
             namespaces,
             problem: Reported::default(),
+            unseen: Reported::default(),
             counts: None,
             list_budget: LIST_BUDGET,
             nudge: None,
@@ -245,12 +255,16 @@ impl Prober {
             }
         }
         let mut tally = Tally::default();
+        let mut unseen: Vec<(bool, String)> = Vec::new();
         let mut pending = false;
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
-                        Ok(store) => store.tally(&c.kind, &mut tally),
+                        Ok(store) => {
+                            store.tally(&c.kind, &mut tally);
+                            unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
+                        }
                         Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
                     }
                 }
@@ -261,7 +275,10 @@ impl Prober {
                     let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
                     problems.extend(shared.problem.clone());
                     match &shared.store {
-                        Some(store) => store.tally(&w.collection.kind, &mut tally),
+                        Some(store) => {
+                            store.tally(&w.collection.kind, &mut tally);
+                            unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
+                        }
                         None => pending = true,
                     }
                 }
@@ -274,12 +291,25 @@ impl Prober {
         // CRDs not read yet may declare one: until they are, nothing is said.
         let crds_unread = !self.crd_names.is_empty() && self.crds_read_at.is_none();
         let declares_upgradeable = crds_unread || declares(|s| s.upgradeable.is_some());
+        // Several collections of one type (one per namespace) see the same.
+        unseen.dedup();
+        unseen.truncate(MAX_UNSEEN);
+        let mut upgradeable = declares_upgradeable.then(|| tally.upgradeable(complete)).flatten();
+        // "No resource blocks an upgrade" is only as good as the names the
+        // expression reads: where one is carried by none, say so beside it.
+        let upgradeable_unseen = unseen.iter().find(|(upgradeable, _)| *upgradeable);
+        if let (Some(up), Some((_, said))) = (upgradeable.as_mut(), upgradeable_unseen)
+            && up.status == Status::True
+        {
+            up.message = format!("{}. {said}", up.message);
+        }
         Outcome {
             declares_upgradeable,
-            upgradeable: declares_upgradeable.then(|| tally.upgradeable(complete)).flatten(),
+            upgradeable,
             important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
             problem: (!problems.is_empty()).then(|| problems.join("; ")),
             counts: if complete { Some((tally.evaluated as u64, tally.blocking.total as u64)) } else { self.counts },
+            unseen: unseen.into_iter().map(|(_, said)| said).collect(),
         }
     }
 
@@ -344,6 +374,8 @@ impl Signal for Prober {
         let outcome = self.evaluate(client, now);
         self.problem.update(outcome.problem.clone(), log::Level::Warn, "Probing the operator's resources works again");
         self.counts = outcome.counts;
+        let unseen = (!outcome.unseen.is_empty()).then(|| outcome.unseen.join("; "));
+        self.unseen.update(unseen, log::Level::Warn, "Every condition the probes' expressions name is carried again");
         if let Some(why) = Prober::resources_problem(&outcome) {
             into.problems.push(Problem::degraded(Rule::Resources, why));
         }

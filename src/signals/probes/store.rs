@@ -27,7 +27,19 @@ pub struct Marks {
 pub struct Store {
     objects: Vec<(Box<str>, Marks)>,
     pub resource_version: String,
+    /// The condition types the resources carry, sorted, at most
+    /// [`MAX_TYPES`] (each at most [`MAX_TYPE_LEN`] bytes): what an
+    /// expression's names are checked against for a likely typo.
+    types: Vec<Box<str>>,
 }
+
+/// How many distinct condition types a store remembers.
+const MAX_TYPES: usize = 32;
+/// Longer condition types are not remembered (Kubernetes allows 316
+/// characters; real ones are a word or two).
+const MAX_TYPE_LEN: usize = 64;
+/// How many unknown condition names one collection reports.
+const MAX_UNSEEN: usize = 3;
 
 /// A resource as a list or an event carries it, reduced to what the
 /// expressions read.
@@ -95,9 +107,13 @@ impl Item {
         }
     }
 
+    fn conditions(&self) -> &[super::tally::ItemCondition] {
+        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default()
+    }
+
     /// What `spec`'s expressions say about this resource.
     pub fn marks(&self, spec: &ProbeSpec) -> Marks {
-        let conditions = self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default();
+        let conditions = self.conditions();
         let terms = |(_, terms): (Truth, Vec<String>)| -> Box<str> { terms.join(", ").into() };
         Marks {
             blocking: spec
@@ -129,7 +145,64 @@ impl Store {
 
     /// Records a listed resource.
     pub fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
+        self.note_types(item);
         self.put(item.key(), item.marks(spec));
+    }
+
+    /// Remembers the condition types `item` carries (bounded).
+    fn note_types(&mut self, item: &Item) {
+        for condition in item.conditions() {
+            let kind = condition.kind.as_str();
+            if kind.is_empty() || kind.len() > MAX_TYPE_LEN {
+                continue;
+            }
+            if let Err(at) = self.types.binary_search_by(|t| (**t).cmp(kind))
+                && self.types.len() < MAX_TYPES
+            {
+                self.types.insert(at, kind.into());
+            }
+        }
+    }
+
+    /// The condition names `spec`'s expressions use that none of the
+    /// resources carries while they carry others: each a sentence with the
+    /// types seen and, for a likely typo, the one meant. Absence still
+    /// means `False` (OLM's rule); this only says it out loud. Nothing
+    /// while no resource carries any condition (nothing to compare with).
+    /// Each with whether the `Upgradeable` expression names it.
+    pub fn unseen_conditions(&self, kind: &str, spec: &ProbeSpec) -> Vec<(bool, String)> {
+        use crate::util::text::sanitize;
+        if self.types.is_empty() {
+            return Vec::new();
+        }
+        let mut named: Vec<(&str, &str)> = Vec::new();
+        for (which, expr) in [("Upgradeable", &spec.upgradeable), ("Important", &spec.important)] {
+            for name in expr.iter().flat_map(|e| e.conditions()) {
+                if !named.iter().any(|(n, _)| *n == name) {
+                    named.push((name, which));
+                }
+            }
+        }
+        let seen = || self.types.iter().map(|t| &**t);
+        let carried: Vec<String> = seen().take(8).map(|t| sanitize(t, MAX_TYPE_LEN)).collect();
+        let more = if self.types.len() > carried.len() { ", …" } else { "" };
+        named
+            .into_iter()
+            .filter(|(name, _)| !self.types.iter().any(|t| **t == **name))
+            .take(MAX_UNSEEN)
+            .map(|(name, which)| {
+                let upgradeable = which == "Upgradeable";
+                let hint = match crate::util::spelling::nearest(name, seen()) {
+                    Some(meant) => format!(": did you mean {}?", sanitize(meant, MAX_TYPE_LEN)),
+                    None => ".".into(),
+                };
+                let said = format!(
+                    "No {kind} carries the condition {name} that the {which} expression names (they carry {}{more}){hint}",
+                    carried.join(", ")
+                );
+                (upgradeable, said)
+            })
+            .collect()
     }
 
     /// Sets `key`'s marks; the ones it replaced.
@@ -185,6 +258,9 @@ impl Store {
             return Applied::Quiet;
         }
         self.advance(&item);
+        if !deleted {
+            self.note_types(&item);
+        }
         let key = item.key();
         let after = if deleted { Marks::default() } else { item.marks(spec) };
         let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
@@ -225,6 +301,50 @@ mod tests {
             "spec": {"big": "x".repeat(100)}, "status": {"conditions": conditions}}})
         .to_string()
         .into_bytes()
+    }
+
+    #[test]
+    fn a_condition_no_resource_carries_is_named_with_the_one_meant() {
+        let typo = parse_probe("example.com/v1/foos:Upgradeable=!Migratng;Important=Broken").unwrap();
+        let mut store = Store::default();
+        assert_eq!(store.unseen_conditions("Foo", &typo), [], "nothing seen, nothing said");
+        store.apply(&event("ADDED", "a", 1, &[("Migrating", "True"), ("Ready", "True")]), &typo);
+        assert_eq!(
+            store.unseen_conditions("Foo", &typo),
+            [
+                (
+                    true,
+                    "No Foo carries the condition Migratng that the Upgradeable expression names (they carry \
+                     Migrating, Ready): did you mean Migrating?"
+                        .to_string()
+                ),
+                (
+                    false,
+                    "No Foo carries the condition Broken that the Important expression names (they carry Migrating, \
+                     Ready)."
+                        .to_string()
+                )
+            ]
+        );
+        // Absence still means False: the typo does not block (OLM's rule).
+        assert_eq!(upgradeable(&store).map(|u| u.0), Some(Status::True));
+        store.apply(&event("MODIFIED", "a", 2, &[("Broken", "False")]), &spec());
+        assert_eq!(store.unseen_conditions("Foo", &spec()), []);
+    }
+
+    #[test]
+    fn remembered_condition_types_are_bounded_and_sanitised() {
+        let spec = parse_probe("example.com/v1/foos:Upgradeable=!Migrating").unwrap();
+        let mut store = Store::default();
+        for i in 0..100 {
+            let long = format!("T{i}{}", "x".repeat(if i % 2 == 0 { 0 } else { 100 }));
+            store.apply(&event("ADDED", &format!("r{i:03}"), i, &[(&long, "True"), ("Bad\u{1b}[2J", "True")]), &spec);
+        }
+        assert_eq!(store.types.len(), MAX_TYPES);
+        assert!(store.types.iter().all(|t| t.len() <= MAX_TYPE_LEN));
+        let said: String = store.unseen_conditions("Foo", &spec).into_iter().map(|(_, s)| s).collect();
+        assert!(!said.contains('\u{1b}'), "{said}");
+        assert!(said.len() < 1024, "{said}");
     }
 
     fn upgradeable(store: &Store) -> Option<(Status, String)> {
