@@ -24,13 +24,16 @@ pub const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
 
 /// Lease durations read from a record are clamped to this range: a record
 /// from outside must not make a standby wait for ever, nor take over at
-/// once from a holder that is alive.
-pub const LEASE_RANGE: (Duration, Duration) = (Duration::from_secs(2), Duration::from_secs(900));
+/// once from a holder that is alive. The upper end stays ten seconds below
+/// the age at which readers call a status stale: no lease, however it was
+/// written, silences the publishers for longer than readers tolerate.
+pub const LEASE_RANGE: (Duration, Duration) =
+    (Duration::from_secs(2), Duration::from_secs(crate::reader::STALE_AFTER.as_secs() - 10));
 
 /// The lease a holder announces: two heartbeats and ten seconds, so one
 /// failed heartbeat (retried with backoff) does not lose the lock, and a
-/// crashed holder is replaced long before readers call the status stale
-/// (5 minutes): 130 s at the default 60 s interval.
+/// crashed holder is replaced before readers call the status stale
+/// (5 minutes): 130 s at the default 60 s interval, at most 290 s.
 pub fn lease_duration(interval: Duration) -> Duration {
     (interval * 2 + Duration::from_secs(10)).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
 }
@@ -55,7 +58,9 @@ impl Record {
         let now_text = format_rfc3339(now);
         let (acquire_time, transitions) = match previous {
             Some(p) if p.holder_identity == me => (p.acquire_time.clone(), p.leader_transitions),
-            Some(p) => (now_text.clone(), p.leader_transitions + u64::from(!p.holder_identity.is_empty())),
+            Some(p) => {
+                (now_text.clone(), p.leader_transitions.saturating_add(u64::from(!p.holder_identity.is_empty())))
+            }
             None => (now_text.clone(), 0),
         };
         Record {
@@ -213,7 +218,7 @@ mod tests {
     fn lease_is_two_heartbeats_and_ten_seconds_within_bounds() {
         assert_eq!(lease_duration(Duration::from_secs(60)), Duration::from_secs(130));
         assert_eq!(lease_duration(Duration::from_secs(1)), Duration::from_secs(12));
-        assert_eq!(lease_duration(Duration::from_secs(240)), Duration::from_secs(490));
+        assert_eq!(lease_duration(Duration::from_secs(240)), Duration::from_secs(290));
     }
 
     #[test]
@@ -242,6 +247,29 @@ mod tests {
         let mut r = held_by("a").record().unwrap().clone();
         r.lease_duration_seconds = u64::MAX;
         assert_eq!(decide("b", &Seen::Record(r), LEASE_RANGE.1, None), Decision::Publish);
+    }
+
+    #[test]
+    fn every_lease_stays_below_what_readers_tolerate() {
+        // Readers call a status stale after STALE_AFTER: no lease, ours at
+        // any interval kube9-server may ask for or one read from outside,
+        // may keep a standby from taking over until then.
+        for seconds in 1..=240 {
+            let lease = lease_duration(Duration::from_secs(seconds));
+            assert!(lease < crate::reader::STALE_AFTER, "{seconds} s interval: {lease:?}");
+        }
+        let mut r = held_by("a").record().unwrap().clone();
+        r.lease_duration_seconds = 900;
+        let limit = crate::reader::STALE_AFTER - Duration::from_secs(10);
+        assert_eq!(decide("b", &Seen::Record(r), limit, None), Decision::Publish);
+    }
+
+    #[test]
+    fn transitions_saturate_instead_of_wrapping() {
+        let mut r = held_by("a").record().unwrap().clone();
+        r.leader_transitions = u64::MAX;
+        let taken = Record::claim("b", Some(&r), Duration::from_secs(130), at(10));
+        assert_eq!(taken.leader_transitions, u64::MAX);
     }
 
     #[test]
