@@ -21,6 +21,7 @@ use crate::sinks::events::correlator::{InvolvedObject, Reporter};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
 use crate::util::shutdown::{Nudge, Shutdown};
+use crate::util::text::sanitize;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -336,7 +337,14 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let found_in = found.as_ref().map(|(t, _)| t.namespace.as_str());
     // Who publishes, from the lock beside the status (never inside it).
     let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
-    let record = lock.as_ref().and_then(Seen::record);
+    // Anyone who may patch the ConfigMap writes the annotation: what is
+    // shown of it passes the sanitiser, bounded (a pod name is at most 253
+    // characters, a time 35).
+    let record = lock.as_ref().and_then(Seen::record).map(|r| Shown {
+        identity: sanitize(&r.holder_identity, 253),
+        since: sanitize(&r.acquire_time, 64),
+        renewed: sanitize(&r.renew_time, 64),
+    });
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");
@@ -344,10 +352,8 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
             json["searched"] = serde_json::json!(searched);
             // Added only when someone holds the lock: scripts see no change
             // otherwise.
-            if let Some(r) = record.filter(|r| !r.holder_identity.is_empty()) {
-                json["publisher"] = serde_json::json!({
-                    "identity": r.holder_identity, "since": r.acquire_time, "renewed": r.renew_time,
-                });
+            if let Some(r) = record.filter(|r| !r.identity.is_empty()) {
+                json["publisher"] = serde_json::json!({"identity": r.identity, "since": r.since, "renewed": r.renewed});
             }
             json.to_string() + "\n"
         }
@@ -355,18 +361,22 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
             let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
             text += &reader::render_explanation(&reading, &searched, found_in, why_there);
             match record {
-                Some(r) if !r.holder_identity.is_empty() => {
-                    text += &format!(
-                        "Publisher:   {} (since {}, renewed {})\n",
-                        r.holder_identity, r.acquire_time, r.renew_time
-                    )
+                Some(r) if !r.identity.is_empty() => {
+                    text += &format!("Publisher:   {} (since {}, renewed {})\n", r.identity, r.since, r.renewed)
                 }
-                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renew_time),
+                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renewed),
                 None => {}
             }
             text
         }
     })
+}
+
+/// The publisher lock's record as `get` shows it: sanitised and bounded.
+struct Shown {
+    identity: String,
+    since: String,
+    renewed: String,
 }
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.

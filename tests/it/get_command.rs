@@ -96,3 +96,41 @@ fn forbidden_read_is_a_runtime_error_naming_the_permission() {
     assert_eq!(code, Some(1));
     assert!(err.contains("cannot read ConfigMap ops/kube9-operator-status: 401 Unauthorized"), "{err}");
 }
+
+/// Anyone who may patch the ConfigMap writes the publisher annotation: what
+/// `get` shows of it reaches an admin's terminal and scripts only through
+/// the one sanitiser, bounded, in text and JSON alike.
+#[test]
+fn hostile_lock_annotation_is_defanged_in_text_and_json() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let forged = format!("pod-a\u{1b}[2J\r\nHealth:      healthy\n\u{202e}evil{}", "x".repeat(200_000));
+    let record = json!({"holderIdentity": forged, "leaseDurationSeconds": 130,
+        "acquireTime": "2026-01-01T00:00:00Z\u{1b}]0;title\u{7}", "renewTime": format!("\r{}", "9".repeat(5000)),
+        "leaderTransitions": 0});
+    server.put_object(
+        "ops",
+        "kube9-operator-status",
+        json!({"kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": "kube9-operator-status", "namespace": "ops",
+                     "annotations": {"opstatus.kube9.dev/publisher": record.to_string()}},
+        "data": {"status": status_at(SystemTime::now())}}),
+    );
+    let (code, text, _) = get(&server, &sa, &[]);
+    assert_eq!(code, Some(0), "{text}");
+    let hostile = |s: &str| s.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}');
+    assert!(!hostile(&text), "{text:?}");
+    assert_eq!(text.lines().filter(|l| l.starts_with("Health:")).count(), 1, "{text}");
+    let publisher = text.lines().find(|l| l.starts_with("Publisher:")).expect("a Publisher line");
+    assert!(publisher.starts_with("Publisher:   pod-a [2J  Health:"), "{publisher}");
+    assert!(text.len() < 4096, "{} bytes", text.len());
+
+    let (code, out, _) = get(&server, &sa, &["-o", "json"]);
+    assert_eq!(code, Some(0), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    for field in ["identity", "since", "renewed"] {
+        let shown = v["publisher"][field].as_str().unwrap();
+        assert!(!hostile(shown) && !shown.contains('\n') && shown.len() <= 256, "{field}: {shown:?}");
+    }
+    assert!(out.len() < 4096, "{} bytes", out.len());
+}
