@@ -221,7 +221,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("none"),
         help: "The operator's own health endpoint, e.g. http://127.0.0.1:8081/healthz (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
-            crate::util::url::check_no_userinfo(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
+            crate::util::url::check_url(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
             v.parse(crate::signals::watch::check_url)?;
             s.watch.urls.push(v.value);
             Ok(())
@@ -305,7 +305,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value(crate::pro::client::DEFAULT_SERVER_URL),
         help: "kube9-server, for registration (pro tier); https:// (http:// only with --allow-insecure-server-url).",
         kind: Kind::Value(|s, v| {
-            crate::util::url::check_no_userinfo(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
+            crate::util::url::check_url(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
             if !v.value.starts_with("https://") && !v.value.starts_with("http://") {
                 return Err(v.blame("must start with https:// (or http:// with --allow-insecure-server-url)"));
             }

@@ -183,7 +183,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
 
     let server = str_field(cluster, "server").ok_or_else(|| err(format!("cluster {cluster_name:?} has no server")))?;
     let server = server.trim_end_matches('/');
-    crate::util::url::check_no_userinfo(server).map_err(|why| err(format!("cluster {cluster_name:?} server {why}")))?;
+    crate::util::url::check_url(server).map_err(|why| err(format!("cluster {cluster_name:?} server {why}")))?;
     if !server.starts_with("https://") {
         return fail(format!(
             "cluster {cluster_name:?} server {server:?} is not https://: opstatus only talks to API servers over verified TLS"

@@ -157,7 +157,7 @@ impl Kube9Client {
     /// An `http://` URL must have passed [`check_transport`]; it is warned
     /// about here, once, at start.
     pub fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
-        crate::util::url::check_no_userinfo(server_url).map_err(|why| format!("--server-url: {why}"))?;
+        crate::util::url::check_url(server_url).map_err(|why| format!("--server-url: {why}"))?;
         let server = server_url.trim_end_matches('/').to_string();
         let https = server.starts_with("https://");
         if !https && !server.starts_with("http://") {

@@ -1,5 +1,6 @@
 //! URLs given by the user (a watched health endpoint, kube9-server, a
-//! kubeconfig's API server): the one rule about credentials in them.
+//! kubeconfig's API server): the rules about credentials in them and about
+//! where they point.
 //!
 //! A URL's userinfo (`https://user:password@host`) is refused where the URL
 //! enters, so no message, published object or log line that shows a URL can
@@ -26,17 +27,50 @@ pub fn redacted(url: &str) -> String {
     }
 }
 
-/// Refuses a URL that carries a user name or password. The message shows
-/// the URL redacted.
-pub fn check_no_userinfo(url: &str) -> Result<(), String> {
-    match authority(url) {
-        Some((_, auth)) if auth.contains('@') => Err(format!(
+/// Refuses a URL that carries a user name or password, has no host, or a
+/// port that is not a number from 1 to 65535 (the HTTP client would
+/// quietly use the scheme's default port, and a token or API key would go
+/// where the user did not say). The message shows the URL redacted.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let Some((_, auth)) = authority(url) else { return Ok(()) };
+    if auth.contains('@') {
+        return Err(format!(
             "{:?} holds a user name or password (user:password@): opstatus never sends credentials in a URL \
              (and does not show them); remove them",
             redacted(url)
-        )),
-        _ => Ok(()),
+        ));
     }
+    let (host, port, bracketed) = match auth.strip_prefix('[') {
+        // An IPv6 literal: `[fd00::1]` or `[fd00::1]:6443`.
+        Some(v6) => {
+            let Some((inside, after)) = v6.split_once(']') else {
+                return Err(format!("{url:?} has an IPv6 host without its closing ']'"));
+            };
+            let port = match after {
+                "" => None,
+                _ => Some(after.strip_prefix(':').ok_or_else(|| format!("{url:?} has text after its IPv6 host"))?),
+            };
+            (inside, port, true)
+        }
+        None => match auth.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port), false),
+            None => (auth, None, false),
+        },
+    };
+    if host.is_empty() {
+        return Err(format!("{url:?} has no host"));
+    }
+    let host_char = |c: char| c.is_ascii_alphanumeric() || "-._~%".contains(c) || (bracketed && c == ':');
+    if !host.chars().all(host_char) {
+        return Err(format!("{url:?} has host {host:?}, which is no host name or IP address"));
+    }
+    if let Some(port) = port {
+        let number = if port.bytes().all(|b| b.is_ascii_digit()) { port.parse::<u16>().ok() } else { None };
+        if number.is_none_or(|p| p == 0) {
+            return Err(format!("{url:?} has port {port:?}: a port is a number from 1 to 65535"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -52,15 +86,37 @@ mod tests {
             "https://secret@host?x=1",
             "https://us@er:secret@host/p@th",
         ] {
-            let e = check_no_userinfo(url).unwrap_err();
+            let e = check_url(url).unwrap_err();
             assert!(!e.contains("secret") && e.contains("***@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_port_or_host_the_client_would_misread_is_refused() {
+        for (url, said) in [
+            ("https://127.0.0.1:abc", "has port \"abc\": a port is a number from 1 to 65535"),
+            ("https://host:6443x/api", "has port \"6443x\""),
+            ("https://host:", "has port \"\""),
+            ("https://host:0", "has port \"0\""),
+            ("https://host:65536", "has port \"65536\""),
+            ("https://host:+443", "has port \"+443\""),
+            ("https://:443", "has no host"),
+            ("https://", "has no host"),
+            ("https://fd00::1", "has host \"fd00:\", which is no host name"),
+            ("https://[fd00::1", "without its closing ']'"),
+            ("https://[fd00::1]x:1", "has text after its IPv6 host"),
+            ("https://[fd00::1]:x", "has port \"x\""),
+            ("https://ho st:443", "has host \"ho st\""),
+        ] {
+            let e = check_url(url).unwrap_err();
+            assert!(e.contains(said), "{url}: {e}");
         }
     }
 
     #[test]
     fn urls_without_userinfo_pass_and_show_as_they_are() {
         for url in ["https://10.96.0.1:443", "http://127.0.0.1:8081/healthz?user=a@b", "https://[fd00::1]:6443/x#a@b"] {
-            assert_eq!(check_no_userinfo(url), Ok(()));
+            assert_eq!(check_url(url), Ok(()));
             assert_eq!(redacted(url), url);
         }
         assert_eq!(redacted("https://u:p@h/x@y"), "https://***@h/x@y");
@@ -82,6 +138,6 @@ mod tests {
             assert_eq!(authority(url).map(|(_, a)| a), uri.authority().map(|a| a.as_str()), "{url}");
         }
         assert!("http://a b:secret@host/".parse::<ureq::http::Uri>().is_err());
-        assert!(check_no_userinfo("http://a b:secret@host/").is_err());
+        assert!(check_url("http://a b:secret@host/").is_err());
     }
 }

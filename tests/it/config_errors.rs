@@ -121,6 +121,26 @@ const CASES: &[Case] = &[
         expect: "--server-ca-file is for an https:// kube9-server, and --server-url (KUBE9_SERVER_URL) \
                  \"http://127.0.0.1:9\" is http://",
     },
+    // A port that is no number would send the API key to the scheme's
+    // default port.
+    Case {
+        args: &["--server-url", "https://127.0.0.1:abc/"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-url: \"https://127.0.0.1:abc/\" has port \"abc\": a port is a number from 1 to 65535",
+    },
+    Case {
+        args: &["--server-url", "https://:8443"],
+        env: &[],
+        sa_files: &[],
+        expect: "--server-url: \"https://:8443\" has no host",
+    },
+    Case {
+        args: &["--watch-url", "http://127.0.0.1:99999/healthz"],
+        env: &[],
+        sa_files: &[],
+        expect: "--watch-url: \"http://127.0.0.1:99999/healthz\" has port \"99999\": a port is a number from 1 to 65535",
+    },
     Case {
         args: &["--server-url", "https://user:secret@api.kube9.dev"],
         env: &[],
@@ -274,7 +294,10 @@ fn kubeconfig_errors_name_the_file_and_the_problem() {
     );
     let password_case =
         (with_password.as_str(), "cluster \"k\" server \"https://***@127.0.0.1:1\" holds a user name or password");
-    let cases: Vec<(&str, &str)> = cases.into_iter().chain([password_case]).collect();
+    // A port that is no number: the token would go to port 443.
+    let bad_port = with_password.replace("admin:secret@127.0.0.1:1", "127.0.0.1:6443x");
+    let port_case = (bad_port.as_str(), "cluster \"k\" server \"https://127.0.0.1:6443x\" has port \"6443x\"");
+    let cases: Vec<(&str, &str)> = cases.into_iter().chain([password_case, port_case]).collect();
     for (i, (text, expect)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("kubeconfig-{i}"));
         std::fs::write(&path, text).unwrap();
