@@ -15,6 +15,7 @@
 //! record change, and the lock is expired when it has not changed for the
 //! record's lease duration since.
 
+use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime};
@@ -103,13 +104,27 @@ pub enum Seen {
 }
 
 impl Seen {
-    /// Parses the annotation's value (`None`: no annotation).
+    /// Parses the annotation's value (`None`: no annotation). Anyone who
+    /// may patch the ConfigMap writes it: its text is sanitised and bounded
+    /// here, where it enters, so no log line, message or `get` shows it raw
+    /// (an identity longer than a pod name cannot be ours either way), and
+    /// a parse error says where, never quoting the input.
     pub fn parse(value: Option<&str>) -> Seen {
         match value {
             None => Seen::Absent,
             Some(text) => match serde_json::from_str::<Record>(text) {
-                Ok(r) => Seen::Record(r),
-                Err(e) => Seen::Unreadable(format!("annotation {ANNOTATION} is not a lock record ({e})")),
+                Ok(mut r) => {
+                    r.holder_identity = sanitize(&r.holder_identity, MAX_IDENTITY);
+                    r.acquire_time = sanitize(&r.acquire_time, MAX_TIME);
+                    r.renew_time = sanitize(&r.renew_time, MAX_TIME);
+                    Seen::Record(r)
+                }
+                Err(e) => Seen::Unreadable(format!(
+                    "annotation {ANNOTATION} is not a lock record ({} at line {}, column {})",
+                    error_kind(&e),
+                    e.line(),
+                    e.column()
+                )),
             },
         }
     }
@@ -170,6 +185,22 @@ pub fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Res
         Seen::Record(r) if r.holder_identity == me || r.holder_identity.is_empty() => Decision::Publish,
         Seen::Record(r) if unchanged_for >= r.lease() => Decision::Publish,
         Seen::Record(r) => Decision::StandBy(format!("{} publishes", r.holder_identity)),
+    }
+}
+
+/// The longest identity kept from outside: a pod name's limit.
+pub const MAX_IDENTITY: usize = 253;
+/// The longest time text kept from outside (RFC 3339 with nanoseconds is 35).
+const MAX_TIME: usize = 64;
+
+/// What kind of JSON error, without serde's quote of the input (which can
+/// be as long as the annotation).
+pub fn error_kind(e: &serde_json::Error) -> &'static str {
+    match e.classify() {
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax => "not JSON",
+        serde_json::error::Category::Data => "unexpected fields or types",
+        serde_json::error::Category::Eof => "cut short",
     }
 }
 
@@ -262,6 +293,29 @@ mod tests {
         r.lease_duration_seconds = 900;
         let limit = crate::reader::STALE_AFTER - Duration::from_secs(10);
         assert_eq!(decide("b", &Seen::Record(r), limit, None), Decision::Publish);
+    }
+
+    #[test]
+    fn foreign_text_from_the_lock_is_sanitised_and_bounded() {
+        let hostile = format!("pod-a\u{1b}[2J\r\n\u{202e}{}", "x".repeat(200_000));
+        let text = serde_json::json!({"holderIdentity": hostile, "leaseDurationSeconds": 130,
+            "acquireTime": "\u{1b}]0;t\u{7}", "renewTime": "9".repeat(5000), "leaderTransitions": 1})
+        .to_string();
+        let seen = Seen::parse(Some(&text));
+        let r = seen.record().unwrap();
+        for field in [&r.holder_identity, &r.acquire_time, &r.renew_time] {
+            assert!(!field.chars().any(|c| c.is_control() || c == '\u{202e}'), "{field:?}");
+        }
+        assert!(r.holder_identity.len() <= MAX_IDENTITY && r.holder_identity.starts_with("pod-a [2J"));
+        assert!(r.renew_time.len() <= MAX_TIME);
+        let Decision::StandBy(why) = decide("b", &seen, Duration::ZERO, None) else { panic!("publishes") };
+        assert!(why.len() < 300 && !why.contains('\u{1b}'), "{why}");
+
+        // An unreadable annotation is named with where it broke, not quoted.
+        let long = format!(r#"{{"holderIdentity": 5, "renewTime": "{}"}}"#, "\u{1b}x".repeat(100_000));
+        let Seen::Unreadable(why) = Seen::parse(Some(&long)) else { panic!("read") };
+        assert!(why.len() < 200 && !why.contains('\u{1b}'), "{why}");
+        assert!(why.contains("unexpected fields or types at line 1, column"), "{why}");
     }
 
     #[test]

@@ -293,10 +293,20 @@ fn read_leader(client: &mut Client, namespace: &str, name: &str) -> Result<Strin
         }
         Err(e) => return Err(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT))),
     };
-    let lease: Value =
-        serde_json::from_slice(&lease).map_err(|e| format!("Lease {namespace}/{name} is not JSON: {e}"))?;
+    // The Lease is the operator's (anyone with its RBAC may write it): its
+    // holder reaches logs and messages sanitised and bounded, and a parse
+    // error never quotes it.
+    let lease: Value = serde_json::from_slice(&lease).map_err(|e| {
+        format!(
+            "Lease {namespace}/{name} is {} (line {}, column {})",
+            crate::lock::error_kind(&e),
+            e.line(),
+            e.column()
+        )
+    })?;
     match lease.pointer("/spec/holderIdentity").and_then(Value::as_str) {
-        Some(holder) if !holder.is_empty() => Ok(holder.to_string()),
+        // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
+        Some(holder) if !holder.is_empty() => Ok(crate::util::text::sanitize(holder, crate::lock::MAX_IDENTITY + 64)),
         _ => Err(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now")),
     }
 }
