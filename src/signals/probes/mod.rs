@@ -307,7 +307,7 @@ impl Prober {
             declares_upgradeable,
             upgradeable,
             important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
-            problem: (!problems.is_empty()).then(|| problems.join("; ")),
+            problem: joined(&problems),
             counts: if complete { Some((tally.evaluated as u64, tally.blocking.total as u64)) } else { self.counts },
             unseen: unseen.into_iter().map(|(_, said)| said).collect(),
         }
@@ -402,6 +402,16 @@ impl Signal for Prober {
     }
 }
 
+/// The longest problem text the probes report: many failing collections
+/// (one per namespace, each with a server's message) must not grow the
+/// status, `/readyz` and the log line without end.
+const MAX_PROBLEM: usize = 2048;
+
+/// Every problem in one line, sanitised and bounded by [`MAX_PROBLEM`].
+fn joined(problems: &[String]) -> Option<String> {
+    (!problems.is_empty()).then(|| crate::util::text::sanitize(&problems.join("; "), MAX_PROBLEM))
+}
+
 /// Resolves `source` (discovery, once) into its collections: one per
 /// namespace probed, or one across all namespaces.
 fn collections_of(client: &mut Client, source: &mut Source, namespaces: &[String]) -> Result<Vec<Collection>, String> {
@@ -465,6 +475,16 @@ fn percent_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_joined_problem_text_is_bounded() {
+        assert_eq!(joined(&[]), None);
+        let one = "Cannot list foos.example.com in namespace \"a\": 403 Forbidden".to_string();
+        assert_eq!(joined(std::slice::from_ref(&one)).as_deref(), Some(one.as_str()));
+        let many: Vec<String> = (0..200).map(|i| format!("Cannot watch foos in ns-{i}: {}", "y".repeat(900))).collect();
+        let text = joined(&many).unwrap();
+        assert!(text.len() <= MAX_PROBLEM && text.ends_with('…'), "{}", text.len());
+    }
 
     #[test]
     fn paging_stops_at_the_page_bound() {

@@ -8,6 +8,7 @@
 use super::grammar::ProbeSpec;
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
+use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
 
 /// What the expressions say about one resource: the terms that decided
@@ -229,7 +230,16 @@ impl Store {
     /// Applies one watch event (a line of the stream) and moves the store
     /// to its `resourceVersion`.
     pub fn apply(&mut self, line: &[u8], spec: &ProbeSpec) -> Applied {
-        let failed = |e: serde_json::Error| Applied::Failed(format!("unexpected watch event: {e}"));
+        // Everything below comes from the stream: a message is sanitised
+        // and bounded before it reaches the status, /readyz or the log, and
+        // a parse error says where, never quoting the line.
+        let failed = |e: serde_json::Error| {
+            Applied::Failed(format!(
+                "unexpected watch event ({} at column {})",
+                crate::lock::error_kind(&e),
+                e.column()
+            ))
+        };
         let Ok(text) = std::str::from_utf8(line) else {
             return Applied::Failed("a watch event that is not UTF-8".into());
         };
@@ -240,14 +250,18 @@ impl Store {
         if event.kind == "ERROR" {
             return match serde_json::from_str::<ErrorStatus>(event.object.get()) {
                 Ok(status) if status.code == 410 => Applied::Gone,
-                Ok(status) => Applied::Failed(format!("the watch failed: {} (code {})", status.message, status.code)),
+                Ok(status) => Applied::Failed(format!(
+                    "the watch failed: {} (code {})",
+                    sanitize(&status.message, MAX_FOREIGN),
+                    status.code
+                )),
                 Err(e) => failed(e),
             };
         }
         let deleted = match event.kind {
             "ADDED" | "MODIFIED" | "BOOKMARK" => false,
             "DELETED" => true,
-            other => return Applied::Failed(format!("unexpected watch event type {other:?}")),
+            other => return Applied::Failed(format!("unexpected watch event type {:?}", sanitize(other, 64))),
         };
         let item = match serde_json::from_str::<Item>(event.object.get()) {
             Ok(item) => item,
@@ -301,6 +315,22 @@ mod tests {
             "spec": {"big": "x".repeat(100)}, "status": {"conditions": conditions}}})
         .to_string()
         .into_bytes()
+    }
+
+    #[test]
+    fn a_hostile_error_event_is_sanitised_and_bounded() {
+        let mut store = Store::default();
+        let message = format!("\u{1b}[2Jforged\r\nHealth: healthy{}", "x".repeat(2 << 20));
+        let line = serde_json::json!({"type": "ERROR", "object": {"kind": "Status", "code": 500, "message": message}});
+        let Applied::Failed(why) = store.apply(line.to_string().as_bytes(), &spec()) else { panic!("not failed") };
+        assert!(why.len() <= MAX_FOREIGN + 64 && !why.chars().any(char::is_control), "{}", why.len());
+        assert!(why.starts_with("the watch failed:  [2Jforged  Health: healthy"), "{why:.80}");
+        let odd = format!(r#"{{"type": "{}", "object": {{}}}}"#, r"\u001b".repeat(10_000));
+        let Applied::Failed(why) = store.apply(odd.as_bytes(), &spec()) else { panic!("not failed") };
+        assert!(why.len() < 200 && !why.chars().any(char::is_control), "{why}");
+        let garbage = format!(r#"{{"type": 5, "object": "{}"}}"#, "\u{1b}".repeat(10_000));
+        let Applied::Failed(why) = store.apply(garbage.as_bytes(), &spec()) else { panic!("not failed") };
+        assert!(why.len() < 200 && !why.chars().any(char::is_control), "{why}");
     }
 
     #[test]
