@@ -192,6 +192,7 @@ fn agent_for(
         operator_version: settings.operator_version.clone(),
         ready_file: settings.ready_file.clone(),
         final_status: settings.final_status,
+        strict_readiness: settings.strict_readiness,
         identity: identity(settings, env),
         follow_leader_lease: settings.follow_leader_lease.clone(),
     };

@@ -37,7 +37,7 @@ use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator as events;
-use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, Rule, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
@@ -71,6 +71,14 @@ struct Served<'a> {
     publisher: Option<&'a str>,
     /// Whether this instance does.
     publishing: bool,
+    /// Why the last status write failed, while it does: what readers of
+    /// the published status cannot see (it is the write that failed).
+    #[serde(rename = "writeError", skip_serializing_if = "Option::is_none")]
+    write_error: Option<&'a str>,
+    /// Condition names the probes' expressions use that no resource of
+    /// their type carries (a likely typo); absent when there are none.
+    #[serde(rename = "unseenConditions", skip_serializing_if = "<[String]>::is_empty")]
+    unseen_conditions: &'a [String],
 }
 
 /// What the agent needs to know, fixed at start.
@@ -87,6 +95,8 @@ pub struct AgentConfig {
     /// Publish `unhealthy` / "Shutting down" when stopped by a signal
     /// (and no other instance takes over).
     pub final_status: bool,
+    /// Readiness answers for the whole verdict, not the operator alone.
+    pub strict_readiness: bool,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
     /// The operator's leader-election Lease whose leader's sidecar
@@ -142,6 +152,7 @@ impl Agent {
             publisher.worst_case().saturating_add(events.as_ref().map_or(Duration::ZERO, |e| e.worst_case()));
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
+            readiness: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
@@ -183,6 +194,20 @@ impl Agent {
     pub fn verdict(&self) -> Verdict {
         let problems = self.observation.problems.iter().chain(self.sinks.problems());
         evaluate_health(self.write_error.iter().chain(problems))
+    }
+
+    /// What readiness (`/readyz`, the readiness file) answers for. By
+    /// default the operator alone: its watched health URLs and heartbeat
+    /// file. opstatus's own publishing (the API server, RBAC, kube9-server,
+    /// the sinks) is what every pod shares; an outage of it must not take
+    /// the operator's pods out of their Services (webhooks included), and
+    /// it stays visible in the status, `/status`, `/metrics`, Events and
+    /// the log. `--strict-readiness`: the whole verdict.
+    fn readiness(&self) -> Verdict {
+        if self.config.strict_readiness {
+            return self.verdict();
+        }
+        evaluate_health(self.observation.problems.iter().filter(|p| p.rule == Rule::Operator))
     }
 
     /// The health to publish: the status write's own failure is left out,
@@ -370,11 +395,12 @@ impl Agent {
     /// rendered again.
     fn after_tick(&mut self, content: StatusDocument) {
         let verdict = self.verdict();
+        let readiness = self.readiness();
         let now = SystemTime::now();
         if let Some(path) = &self.config.ready_file {
-            let result = match verdict.health {
+            let result = match readiness.health {
                 Health::Unhealthy => ready_file::remove(path),
-                _ => ready_file::write(path, verdict.health, now),
+                _ => ready_file::write(path, readiness.health, now),
             };
             let error = result.err().map(|e| format!("Cannot update the readiness file {}: {e}", path.display()));
             self.ready_file_error.update(error, log::Level::Warn, "");
@@ -383,10 +409,17 @@ impl Agent {
         let publishing = self.publisher.publishing();
         // `/status` adds who publishes to the document (readers ignore
         // fields they do not know); the ConfigMap holds the document alone.
-        let served = Served { doc: &doc, publisher: self.publisher.holder(), publishing };
+        let served = Served {
+            doc: &doc,
+            publisher: self.publisher.holder(),
+            publishing,
+            write_error: self.write_error.as_ref().map(|p| p.reason.as_str()),
+            unseen_conditions: self.observation.probes.as_ref().map_or(&[], |p| &p.unseen),
+        };
         let status_json = serde_json::to_string(&served).expect("a document and two plain fields serialise");
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
+        shared.readiness = readiness;
         shared.status_json = status_json;
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);

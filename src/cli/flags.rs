@@ -262,6 +262,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         kind: Kind::Switch(|s, on| s.final_status = !on),
     },
     Flag {
+        name: "--strict-readiness",
+        env: "OPSTATUS_STRICT_READINESS",
+        default: Default::Value("false"),
+        help: "/readyz and the readiness file answer for opstatus's own publishing too (API server, RBAC, \
+               kube9-server, sinks), not only for the operator.",
+        kind: Kind::Switch(|s, on| s.strict_readiness = on),
+    },
+    Flag {
         name: "--identity",
         env: "OPSTATUS_IDENTITY",
         default: Default::Prose("POD_NAME, else HOSTNAME"),

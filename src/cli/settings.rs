@@ -43,6 +43,9 @@ pub struct Settings {
     pub max_age: Duration,
     /// Publish `unhealthy` / "Shutting down" on SIGTERM.
     pub final_status: bool,
+    /// Readiness answers for opstatus's own publishing as well as for the
+    /// operator (the default: for the operator only).
+    pub strict_readiness: bool,
     /// This instance's name in the publisher lock; `None`: `POD_NAME`,
     /// else `HOSTNAME` (resolved where the agent is composed).
     pub identity: Option<String>,
@@ -116,6 +119,7 @@ pub(crate) fn defaults() -> Settings {
         ready_file: None,
         max_age: crate::ready_file::DEFAULT_MAX_AGE,
         final_status: true,
+        strict_readiness: false,
         identity: None,
         follow_leader_lease: None,
         events: true,

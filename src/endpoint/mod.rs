@@ -55,6 +55,8 @@ pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 pub struct Snapshot {
     /// The current health, write failures included.
     pub verdict: Verdict,
+    /// What `/readyz` answers for (see the agent's readiness contract).
+    pub readiness: Verdict,
     /// The current status document, as JSON.
     pub status_json: String,
     pub metrics: Metrics,

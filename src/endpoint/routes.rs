@@ -87,11 +87,23 @@ pub fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::Instant
                 text(200, "ok\n")
             }
         }
-        "/readyz" => match snapshot.verdict.health {
-            Health::Unhealthy => text(503, format!("unhealthy: {reason}\n")),
-            Health::Degraded => text(200, format!("degraded: {reason}\n")),
-            Health::Healthy => text(200, "healthy\n"),
-        },
+        "/readyz" => {
+            let ready = &snapshot.readiness;
+            let why = ready.error.as_deref().unwrap_or("");
+            let mut body = match ready.health {
+                Health::Unhealthy => return text(503, format!("unhealthy: {why}\n")),
+                Health::Degraded => format!("degraded: {why}"),
+                Health::Healthy => "healthy".to_string(),
+            };
+            // What readiness leaves out is still said.
+            if snapshot.verdict != *ready {
+                body += &format!("; opstatus: {}", snapshot.verdict.health.as_str());
+                if !reason.is_empty() {
+                    body += &format!(": {reason}");
+                }
+            }
+            text(200, body + "\n")
+        }
         "/status" if snapshot.status_json.is_empty() => text(503, "no status yet: the agent is starting\n"),
         "/status" => {
             Response { code: 200, content_type: "application/json", body: snapshot.status_json.clone() + "\n" }
@@ -139,6 +151,7 @@ mod tests {
     fn snapshot(health: Health, error: Option<&str>) -> Snapshot {
         Snapshot {
             verdict: Verdict { health, error: error.map(String::from) },
+            readiness: Verdict { health, error: error.map(String::from) },
             status_json: r#"{"mode":"operated"}"#.into(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
@@ -233,6 +246,28 @@ mod tests {
         assert_eq!(respond(&parse_request(get("/status").as_bytes()), &starting, now).code, 503);
         let stalled = respond(&parse_request(get("/healthz").as_bytes()), &s, now + Duration::from_secs(181));
         assert_eq!(stalled, text(503, "the agent loop has not completed a tick for 181s\n"));
+    }
+
+    #[test]
+    fn readyz_answers_for_the_operator_and_says_what_it_leaves_out() {
+        let now = Instant::now();
+        let readyz = |s: &Snapshot| respond(&parse_request(get("/readyz").as_bytes()), s, now);
+        // The API server is down: opstatus is unhealthy, the operator is not.
+        let outage = Snapshot {
+            readiness: Verdict { health: Health::Healthy, error: None },
+            ..snapshot(Health::Unhealthy, Some("Failed to write status ConfigMap: connection refused"))
+        };
+        assert_eq!(
+            readyz(&outage),
+            text(200, "healthy; opstatus: unhealthy: Failed to write status ConfigMap: connection refused\n")
+        );
+        // The operator is down: not ready, whatever opstatus's own state.
+        let down = "Operator health check http://127.0.0.1:8081/healthz failed: HTTP 500";
+        let operator_down = Snapshot {
+            readiness: Verdict { health: Health::Unhealthy, error: Some(down.to_string()) },
+            ..outage.clone()
+        };
+        assert_eq!(readyz(&operator_down), text(503, format!("unhealthy: {down}\n")));
     }
 
     #[test]

@@ -26,6 +26,7 @@ mod probe_standby;
 mod probe_watch;
 mod publisher;
 mod rbac_revoked;
+mod readiness_outage;
 mod scratch;
 mod status_in_kube9_system;
 mod token_rotation;

@@ -15,11 +15,12 @@ const TOKEN: &str = "sa-token-for-endpoint-tests";
 /// Starts the agent with the endpoint on a free port; returns once the
 /// endpoint answers (before the first tick it says `unhealthy: Starting`).
 fn start(server: &FakeApiServer, sa: &ServiceAccountDir, interval: &str) -> (RunningAgent, SocketAddr) {
-    let agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", interval, "--listen", "127.0.0.1:0"],
-        &pod_env(server.port(), sa),
-    );
+    start_with(server, sa, &["--interval", interval])
+}
+
+fn start_with(server: &FakeApiServer, sa: &ServiceAccountDir, args: &[&str]) -> (RunningAgent, SocketAddr) {
+    let all: Vec<&str> = ["run", "--listen", "127.0.0.1:0"].iter().chain(args).copied().collect();
+    let agent = RunningAgent::start(&opstatus_bin(), &all, &pod_env(server.port(), sa));
     let addr = wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr()))
         .expect("the endpoint address in the log");
     (agent, addr)
@@ -65,12 +66,35 @@ fn serves_health_readiness_status_and_metrics() {
     assert!(answer.starts_with("HTTP/1.1 405 ") && answer.contains("Allow: GET"), "{answer}");
 }
 
+/// By default readiness answers for the operator: failing status writes
+/// (opstatus's own publishing) keep it ready, and its answer says why
+/// opstatus itself is unhealthy.
 #[test]
-fn readyz_is_503_with_the_reason_while_writes_fail() {
+fn readyz_stays_200_and_says_so_while_writes_fail() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.set_sticky_fault(Fault::Status { code: 500, retry_after: None });
     let (_agent, addr) = start(&server, &sa, "60s");
+    let body = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        let (code, body, _) = get(addr, "/readyz");
+        (code == 200).then_some(body)
+    })
+    .expect("ready while writes fail");
+    assert_eq!(
+        body,
+        "healthy; opstatus: unhealthy: Failed to write status ConfigMap: 500 InternalError: injected fault\n"
+    );
+    let (_, status, _) = get(addr, "/status");
+    assert!(status.contains(r#""writeError":"Failed to write status ConfigMap: 500"#), "{status}");
+}
+
+/// With `--strict-readiness`, readiness answers for the whole verdict.
+#[test]
+fn readyz_is_503_with_the_reason_while_writes_fail_when_strict() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    server.set_sticky_fault(Fault::Status { code: 500, retry_after: None });
+    let (_agent, addr) = start_with(&server, &sa, &["--interval", "60s", "--strict-readiness"]);
     let (code, body, _) = get(addr, "/readyz");
     assert_eq!(code, 503, "not ready before anything was written: {body}");
     let body = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {

@@ -32,7 +32,16 @@ fn the_file_follows_readiness_and_is_removed_at_exit() {
 
     let mut agent = RunningAgent::start(
         &opstatus_bin(),
-        &["run", "--interval", "2s", "--check-interval", "1s", "--ready-file", ready.to_str().unwrap()],
+        &[
+            "run",
+            "--interval",
+            "2s",
+            "--check-interval",
+            "1s",
+            "--strict-readiness",
+            "--ready-file",
+            ready.to_str().unwrap(),
+        ],
         &pod_env(server.port(), &sa),
     );
     wait_for(Duration::from_secs(10), Duration::from_millis(50), || ready.exists().then_some(())).expect("ready file");
@@ -40,7 +49,8 @@ fn the_file_follows_readiness_and_is_removed_at_exit() {
     assert_eq!(code, Some(0), "{line}");
     assert!(line.starts_with("ready: health=healthy, written "), "{line}");
 
-    // Writes fail → unhealthy → the file goes away.
+    // Writes fail → unhealthy → the file goes away (strict readiness; by
+    // default it answers for the operator, see probe_endpoint).
     server.set_sticky_fault(Fault::Status { code: 500, retry_after: None });
     wait_for(Duration::from_secs(10), Duration::from_millis(50), || (!ready.exists()).then_some(())).expect("removed");
     server.clear_sticky_fault();

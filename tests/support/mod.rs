@@ -18,6 +18,7 @@ pub mod pki;
 pub mod replicas;
 pub mod requests;
 pub mod resources;
+pub mod tcp_proxy;
 
 use std::fs;
 use std::path::{Path, PathBuf};
