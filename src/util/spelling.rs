@@ -6,7 +6,8 @@
 /// mistakes, and the distance costs `O(len²)`.
 const MAX_LEN: usize = 64;
 
-/// The candidate closest to `word` (case ignored), when close enough to be
+/// The candidate closest to `word` (ASCII case ignored: no Unicode case
+/// tables in a binary with a size budget), when close enough to be
 /// a slip of the keyboard: one edit for words of up to four characters, two
 /// beyond, or the same word in another case. Ties go to the first.
 pub(crate) fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -16,7 +17,7 @@ pub(crate) fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a s
         if candidate == word {
             continue;
         }
-        let Some(d) = distance(&word.to_lowercase(), &candidate.to_lowercase()) else { continue };
+        let Some(d) = distance(&word.to_ascii_lowercase(), &candidate.to_ascii_lowercase()) else { continue };
         if d <= allowed && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, candidate));
         }
