@@ -15,18 +15,19 @@
 //! exponential backoff and full jitter (base 1 s, cap = the interval,
 //! `Retry-After` honoured); the agent never exits on an API error and never
 //! spins. While writes fail its health is `unhealthy` with the failure as
-//! the reason (spec rule 1): that is what its logs, `/readyz` and metrics
-//! say, and readers of the ConfigMap see it as a `lastUpdate` that stops
-//! moving. The first write that succeeds again publishes the state as it is
+//! the reason (spec rule 1): that is what its logs, `/status` and metrics
+//! say (readiness answers for the operator: [`served`]), and readers of the
+//! ConfigMap see it as a `lastUpdate` that stops moving. The first write that succeeds again publishes the state as it is
 //! then, not the outage that just ended: the document describes the present.
 //!
 //! Only the holder of the publisher lock ([`publisher`], [`crate::lock`])
 //! writes anything; the instances beside it stand by, and a stopping holder
 //! hands the status over.
 
-mod publisher;
-
 mod liveness;
+mod publisher;
+mod schedule;
+mod served;
 
 use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
@@ -37,12 +38,13 @@ use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator as events;
-use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, Rule, StatusDocument, Verdict, evaluate_health};
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
 use crate::util::time::format_rfc3339;
 use publisher::Publisher;
+use schedule::{Schedule, check_cadence};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -50,36 +52,12 @@ use std::time::{Duration, Instant, SystemTime};
 /// The first retry after a failed write waits at least this long.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
-/// The shortest time between two checks when watches nudge the loop: a
-/// flip is published well within a second, a flapping resource costs at
-/// most a few checks a second.
-const NUDGE_GAP: Duration = Duration::from_millis(200);
-
 /// The reason published when the agent stops.
 pub const SHUTDOWN_REASON: &str = "Shutting down";
 
 /// The longest a stopping holder waits for a standby to take over: well
 /// inside kubelet's default 30 s grace period, whatever `--check-interval`.
 const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
-
-/// What `/status` serves.
-#[derive(serde::Serialize)]
-struct Served<'a> {
-    #[serde(flatten)]
-    doc: &'a StatusDocument,
-    /// Who publishes, as last seen.
-    publisher: Option<&'a str>,
-    /// Whether this instance does.
-    publishing: bool,
-    /// Why the last status write failed, while it does: what readers of
-    /// the published status cannot see (it is the write that failed).
-    #[serde(rename = "writeError", skip_serializing_if = "Option::is_none")]
-    write_error: Option<&'a str>,
-    /// Condition names the probes' expressions use that no resource of
-    /// their type carries (a likely typo); absent when there are none.
-    #[serde(rename = "unseenConditions", skip_serializing_if = "<[String]>::is_empty")]
-    unseen_conditions: &'a [String],
-}
 
 /// What the agent needs to know, fixed at start.
 #[derive(Clone, Debug)]
@@ -194,20 +172,6 @@ impl Agent {
     pub fn verdict(&self) -> Verdict {
         let problems = self.observation.problems.iter().chain(self.sinks.problems());
         evaluate_health(self.write_error.iter().chain(problems))
-    }
-
-    /// What readiness (`/readyz`, the readiness file) answers for. By
-    /// default the operator alone: its watched health URLs and heartbeat
-    /// file. opstatus's own publishing (the API server, RBAC, kube9-server,
-    /// the sinks) is what every pod shares; an outage of it must not take
-    /// the operator's pods out of their Services (webhooks included), and
-    /// it stays visible in the status, `/status`, `/metrics`, Events and
-    /// the log. `--strict-readiness`: the whole verdict.
-    fn readiness(&self) -> Verdict {
-        if self.config.strict_readiness {
-            return self.verdict();
-        }
-        evaluate_health(self.observation.problems.iter().filter(|p| p.rule == Rule::Operator))
     }
 
     /// The health to publish: the status write's own failure is left out,
@@ -390,45 +354,6 @@ impl Agent {
         }
     }
 
-    /// After each tick: the readiness file and what the endpoint serves.
-    /// `content` is this tick's [`Self::content`], reused rather than
-    /// rendered again.
-    fn after_tick(&mut self, content: StatusDocument) {
-        let verdict = self.verdict();
-        let readiness = self.readiness();
-        let now = SystemTime::now();
-        if let Some(path) = &self.config.ready_file {
-            let result = match readiness.health {
-                Health::Unhealthy => ready_file::remove(path),
-                _ => ready_file::write(path, readiness.health, now),
-            };
-            let error = result.err().map(|e| format!("Cannot update the readiness file {}: {e}", path.display()));
-            self.ready_file_error.update(error, log::Level::Warn, "");
-        }
-        let doc = StatusDocument { last_update: format_rfc3339(now), ..content };
-        let publishing = self.publisher.publishing();
-        // `/status` adds who publishes to the document (readers ignore
-        // fields they do not know); the ConfigMap holds the document alone.
-        let served = Served {
-            doc: &doc,
-            publisher: self.publisher.holder(),
-            publishing,
-            write_error: self.write_error.as_ref().map(|p| p.reason.as_str()),
-            unseen_conditions: self.observation.probes.as_ref().map_or(&[], |p| &p.unseen),
-        };
-        let status_json = serde_json::to_string(&served).expect("a document and two plain fields serialise");
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        shared.verdict = verdict;
-        shared.readiness = readiness;
-        shared.status_json = status_json;
-        shared.metrics.sinks = self.sinks.counts();
-        shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
-        shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
-        shared.metrics.publishing = publishing;
-        shared.metrics.events = self.events.as_ref().map(Recorder::counts);
-        shared.last_tick = Instant::now();
-    }
-
     /// How often to check: the check interval (at most the heartbeat)
     /// while anything changes between heartbeats — a signal, a sink, the
     /// readiness file, the publisher lock as a standby or a follower of
@@ -457,46 +382,32 @@ impl Agent {
             self.config.check_interval.as_secs(),
             self.publisher.identity(),
         );
-        let start = Instant::now();
-        let (mut last_check, mut next_write, mut nudged) = (None::<Instant>, start, false);
+        let mut schedule = Schedule::new(Instant::now());
         loop {
-            // Recomputed on every turn: a holder that lost the lock in a
-            // write checks (reads the lock) again on the standby's cadence.
+            // The cadence is recomputed on every turn: a holder that lost
+            // the lock in a write checks (reads the lock) again on the
+            // standby's cadence.
             if std::mem::take(&mut self.check_soon) {
-                last_check = None;
+                schedule.check_soon();
             }
-            let mut next_check = last_check.map_or(start, |at| at + self.check_cadence());
-            // A watch saw a verdict change: check now, but no more often
-            // than every NUDGE_GAP whatever a flapping resource does.
-            if nudged {
-                next_check = next_check.min(last_check.map_or(start, |at| at + NUDGE_GAP));
-            }
-            if shutdown.wait_until(next_check.min(next_write)) {
+            if shutdown.wait_until(schedule.next_wake(self.check_cadence())) {
                 break;
             }
             if shutdown.take_nudge() {
-                nudged = true;
-                next_check = next_check.min(last_check.map_or(start, |at| at + NUDGE_GAP));
+                schedule.nudge();
             }
             let now = Instant::now();
-            if now >= next_check {
+            if now >= schedule.next_check(self.check_cadence()) {
                 self.check();
-                last_check = Some(now);
-                nudged = false;
+                schedule.checked(now);
             }
-            // A change (anything but the timestamp) is published at once,
-            // unless writes are failing: then it goes out with the next
-            // retry, on the backoff schedule.
             // A write never changes the content (its own failure is left
             // out of it), so this serves after_tick too.
             let content = self.content();
             let changed = self.published.as_ref() != Some(&content);
-            let due = now >= next_write || (changed && self.write_error.is_none());
-            if due && self.publisher.may_write() {
-                next_write = match self.heartbeat() {
-                    // Scheduled from the attempt's start, so the cadence does
-                    // not drift by the request's duration.
-                    Ok(()) => now + self.interval(),
+            if schedule.write_due(now, changed, self.write_error.is_some()) && self.publisher.may_write() {
+                match self.heartbeat() {
+                    Ok(()) => schedule.wrote(now, self.interval()),
                     Err(e) => {
                         let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
                         log::warn!(
@@ -507,9 +418,9 @@ impl Agent {
                             delay.as_secs_f64(),
                             self.backoff.failures()
                         );
-                        Instant::now() + delay
+                        schedule.retry_at(Instant::now() + delay);
                     }
-                };
+                }
             }
             if let Some(events) = &mut self.events {
                 events.flush(&mut self.client);
@@ -550,26 +461,5 @@ impl Agent {
         if let Err(e) = self.write(last, true) {
             log::warn!("Could not publish the final status: {e}");
         }
-    }
-}
-
-/// See [`Agent::check_cadence`].
-fn check_cadence(interval: Duration, check_interval: Duration, looks_at_something: bool) -> Duration {
-    if looks_at_something { check_interval.min(interval) } else { interval }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::check_cadence;
-    use std::time::Duration;
-
-    const S: fn(u64) -> Duration = Duration::from_secs;
-
-    #[test]
-    fn an_agent_with_nothing_to_look_at_wakes_once_per_heartbeat() {
-        assert_eq!(check_cadence(S(60), S(5), false), S(60), "basic mode: one wake-up, one write");
-        assert_eq!(check_cadence(S(60), S(5), true), S(5));
-        assert_eq!(check_cadence(S(2), S(5), true), S(2), "never slower than the heartbeat");
-        assert_eq!(check_cadence(S(1), S(5), false), S(1));
     }
 }
