@@ -11,6 +11,7 @@
 //! - `settings`: the validated [`Settings`] and the rules between flags.
 //! - `values`: parsers for durations, addresses and switches.
 
+mod flag;
 mod flags;
 mod settings;
 mod values;

@@ -2,7 +2,9 @@
 
 use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
+use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
+pub use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::http::{self, Timeouts};
 use std::io::Read;
@@ -19,7 +21,7 @@ pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The largest response body read. A ConfigMap holds at most 1 MiB of data;
 /// anything much larger is not an answer we asked for.
-const MAX_BODY: u64 = 4 * 1024 * 1024;
+pub(crate) const MAX_BODY: u64 = 4 * 1024 * 1024;
 
 /// The first buffer for an answer of unknown length (chunked): a status
 /// write's answer and a page of a list fit in it or grow it a few times.
@@ -209,14 +211,14 @@ impl Client {
         if let Token::Static(b) | Token::File { current: b, .. } = &self.token {
             request = request.header(AUTHORIZATION, b.header.clone());
         }
-        let response = request.call().map_err(|e| self.transport_error(e))?;
+        let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();
         let mut body = response.into_body();
         if !(200..300).contains(&code) {
             return Err(self.error_answer(&mut body, code, action, None));
         }
         let reader = body.into_with_config().limit(u64::MAX).reader();
-        Ok(WatchStream { reader: std::io::BufReader::with_capacity(WATCH_BUFFER, reader), server: self.server.clone() })
+        Ok(WatchStream::new(reader, &self.server))
     }
 
     /// The API server URL, e.g. `https://10.96.0.1:443`.
@@ -375,8 +377,10 @@ impl Client {
                 r.send(body)
             }
         };
-        let mut response =
-            result.map_err(|e| Failed { connection_lost: connection_lost(&e), error: self.transport_error(e) })?;
+        let mut response = result.map_err(|e| Failed {
+            connection_lost: connection_lost(&e),
+            error: transport_error(&self.server, &self.ca_source, e),
+        })?;
         let code = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -387,7 +391,8 @@ impl Client {
         if (200..300).contains(&code) && !want_body {
             // Drain (bounded) so the connection can be reused, keeping nothing.
             let mut reader = body.with_config().limit(MAX_BODY).reader();
-            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink()).map_err(|e| self.body_error(e))?;
+            std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink())
+                .map_err(|e| body_error(&self.server, e))?;
             return Ok(Vec::new());
         }
         if !(200..300).contains(&code) {
@@ -402,7 +407,7 @@ impl Client {
         let mut reader = body.with_config().limit(MAX_BODY).reader();
         match reader.read_to_end(&mut buffer) {
             Ok(_) => Ok(buffer),
-            Err(e) => Err(self.transport_error(e.into()).into()),
+            Err(e) => Err(transport_error(&self.server, &self.ca_source, e.into()).into()),
         }
     }
 
@@ -446,89 +451,7 @@ impl Client {
         let mut reader = body.with_config().limit(MAX_BODY).reader();
         match reader.by_ref().take(MAX_ERROR_BODY).read_to_end(&mut head) {
             Ok(_) => from_response(code, &head, action, retry_after),
-            Err(e) => self.body_error(e),
-        }
-    }
-
-    fn body_error(&self, e: std::io::Error) -> KubeError {
-        KubeError::Transport { message: format!("reading the response from {} failed: {e}", self.server) }
-    }
-
-    fn transport_error(&self, e: ureq::Error) -> KubeError {
-        use std::io::ErrorKind;
-        let server = &self.server;
-        let message = match e {
-            ureq::Error::Timeout(phase) => format!("timed out ({phase}) talking to {server}"),
-            ureq::Error::Io(io) => match io.kind() {
-                ErrorKind::ConnectionRefused => format!("connection refused by {server}"),
-                ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::UnexpectedEof => {
-                    format!("connection to {server} closed unexpectedly ({io})")
-                }
-                ErrorKind::TimedOut | ErrorKind::WouldBlock => {
-                    format!("timed out talking to {server}")
-                }
-                _ if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) => self.tls_message(&io.to_string()),
-                _ => format!("I/O error talking to {server}: {io}"),
-            },
-            ureq::Error::Rustls(tls) => self.tls_message(&tls.to_string()),
-            ureq::Error::ConnectionFailed => format!("could not connect to {server}"),
-            ureq::Error::HostNotFound => format!("cannot resolve the host of {server}"),
-            ureq::Error::BodyExceedsLimit(limit) => {
-                return KubeError::Response {
-                    message: format!("the response from {server} is larger than {limit} bytes"),
-                };
-            }
-            other => format!("request to {server} failed: {other}"),
-        };
-        KubeError::Transport { message }
-    }
-
-    fn tls_message(&self, detail: &str) -> String {
-        format!(
-            "TLS with {} failed: {detail} (the server certificate must chain to the CA in {} and name this address)",
-            self.server, self.ca_source
-        )
-    }
-}
-
-/// The read buffer of a watch stream: most events are well under it.
-const WATCH_BUFFER: usize = 16 * 1024;
-
-/// A watch's open response: one JSON event per line (the API server's
-/// framing), each line at most [`MAX_BODY`] (an object is far smaller:
-/// etcd stores at most 1.5 MiB), so one event is what it costs.
-pub struct WatchStream {
-    reader: std::io::BufReader<ureq::BodyReader<'static>>,
-    server: String,
-}
-
-impl WatchStream {
-    /// Reads the next event into `line` (cleared first); `Ok(false)` when
-    /// the server ended the stream. A stream cut mid-event, a line over the
-    /// bound and a read that timed out are errors.
-    pub fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool, KubeError> {
-        use std::io::BufRead;
-        line.clear();
-        if line.capacity() > WATCH_BUFFER * 4 {
-            // One large event must not keep its buffer for the watch's life.
-            line.shrink_to(WATCH_BUFFER);
-        }
-        let read = self.reader.by_ref().take(MAX_BODY + 1).read_until(b'\n', line).map_err(|e| {
-            let message = match e.kind() {
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                    format!("the watch on {} went silent past its timeout", self.server)
-                }
-                _ => format!("the watch on {} broke: {e}", self.server),
-            };
-            KubeError::Transport { message }
-        })?;
-        match line.last() {
-            _ if read == 0 => Ok(false),
-            Some(b'\n') => Ok(true),
-            _ if line.len() as u64 > MAX_BODY => Err(KubeError::Response {
-                message: format!("a watch event from {} is larger than {MAX_BODY} bytes", self.server),
-            }),
-            _ => Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) }),
+            Err(e) => body_error(&self.server, e),
         }
     }
 }
@@ -543,31 +466,6 @@ struct Failed {
 impl From<KubeError> for Failed {
     fn from(error: KubeError) -> Failed {
         Failed { error, connection_lost: false }
-    }
-}
-
-/// Whether `e` says the connection broke while sending the request or
-/// waiting for the answer's head, as a kept connection that something
-/// closed while it idled does: reset, closed (EOF), a broken pipe, or no
-/// answer at all (a middlebox that drops the forgotten flow's packets).
-/// Not a failed connect, TLS verification or an oversized answer: a new
-/// connection would not fix those.
-fn connection_lost(e: &ureq::Error) -> bool {
-    use std::io::ErrorKind;
-    use ureq::Timeout;
-    match e {
-        ureq::Error::Io(io) => matches!(
-            io.kind(),
-            ErrorKind::ConnectionReset
-                | ErrorKind::ConnectionAborted
-                | ErrorKind::BrokenPipe
-                | ErrorKind::UnexpectedEof
-                | ErrorKind::NotConnected
-        ),
-        ureq::Error::Timeout(phase) => {
-            matches!(phase, Timeout::SendRequest | Timeout::SendBody | Timeout::RecvResponse)
-        }
-        _ => false,
     }
 }
 
@@ -598,27 +496,12 @@ impl Method<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Error as IoError, ErrorKind};
 
     #[test]
     fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {
         assert_eq!(keep_alive_for(Duration::from_secs(60)), Duration::from_secs(90));
         assert_eq!(keep_alive_for(crate::status::MAX_INTERVAL), Duration::from_secs(270));
         assert!(keep_alive_for(crate::status::MIN_INTERVAL) > ONE_SHOT_IDLE);
-    }
-
-    #[test]
-    fn only_a_connection_broken_under_the_request_is_worth_a_new_one() {
-        for kind in [ErrorKind::ConnectionReset, ErrorKind::UnexpectedEof, ErrorKind::BrokenPipe] {
-            assert!(connection_lost(&ureq::Error::Io(IoError::from(kind))), "{kind:?}");
-        }
-        assert!(connection_lost(&ureq::Error::Timeout(ureq::Timeout::RecvResponse)));
-        // A new connection fixes none of these.
-        assert!(!connection_lost(&ureq::Error::Io(IoError::from(ErrorKind::ConnectionRefused))));
-        assert!(!connection_lost(&ureq::Error::Timeout(ureq::Timeout::Connect)));
-        assert!(!connection_lost(&ureq::Error::Timeout(ureq::Timeout::RecvBody)));
-        assert!(!connection_lost(&ureq::Error::ConnectionFailed));
-        assert!(!connection_lost(&ureq::Error::BodyExceedsLimit(1)));
     }
 
     #[test]

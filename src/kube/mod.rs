@@ -15,8 +15,10 @@
 mod client;
 pub mod credentials;
 mod error;
+mod failures;
 mod identity;
 pub mod names;
+mod watch_stream;
 pub mod yaml;
 
 pub use client::{Client, ObjectRef, call_bound};

@@ -20,6 +20,7 @@ mod endpoint_exhaustion;
 mod foreign_text;
 mod fuzz_corpus;
 mod get_command;
+mod house_rules;
 mod image;
 mod insecure_server_url;
 mod kept_connection_closed;

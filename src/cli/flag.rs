@@ -1,0 +1,131 @@
+//! One flag's shape (its name, variable, documented default, help line
+//! and what its value does) and the raw-value rules all flags share, once,
+//! in [`Flag::apply`]: the flag wins over its variable, empty values are
+//! errors, lists and switches come from variables too.
+
+use super::UsageError;
+use super::flags::KUBECONFIG_ENV;
+use super::settings::Settings;
+use super::values::{Given, parse_switch};
+
+/// One setting: its flag, its variable, its default, its help line, and
+/// what its value does.
+pub(crate) struct Flag {
+    pub name: &'static str,
+    pub env: &'static str,
+    pub default: Default,
+    pub help: &'static str,
+    pub kind: Kind,
+}
+
+/// How a flag takes its value, and what the validated value does.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// `--flag VALUE` or `--flag=VALUE`; the last one counts.
+    Value(fn(&mut Settings, Given) -> Result<(), UsageError>),
+    /// `--flag` alone (or `--flag=true|false`); its variable takes
+    /// true/false/1/0/yes/no. Applied only when given.
+    Switch(fn(&mut Settings, bool)),
+    /// Repeatable; its variable is a comma-separated list. Applied per item.
+    List(fn(&mut Settings, Given) -> Result<(), UsageError>),
+}
+
+/// The default `--help` and the README show.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Default {
+    /// A value: giving it changes nothing (a test holds the code to it).
+    Value(&'static str),
+    /// A value, then a remark about it.
+    ValueThen(&'static str, &'static str),
+    /// Words for a setting that stays unset or empty (a test checks it).
+    Prose(&'static str),
+    /// Lists only: another program's variable, read leniently (empty items
+    /// are skipped: empty means none) when the flag and its own variable
+    /// are absent; then the words.
+    Env(&'static str, &'static str),
+}
+
+impl Default {
+    pub fn text(self) -> String {
+        match self {
+            Default::Value(v) => v.to_string(),
+            Default::ValueThen(v, then) => format!("{v} {then}"),
+            Default::Prose(words) | Default::Env(_, words) => words.to_string(),
+        }
+    }
+
+    /// The concrete value, when there is one (the tests hold the code to it).
+    #[cfg(test)]
+    pub fn value(self) -> Option<&'static str> {
+        match self {
+            Default::Value(v) | Default::ValueThen(v, _) => Some(v),
+            Default::Prose(_) | Default::Env(..) => None,
+        }
+    }
+}
+
+impl Flag {
+    /// Reads this flag's raw values (`given` on the command line, else its
+    /// variable) and applies them to `s`; nothing when it is absent.
+    pub fn apply(
+        &self,
+        s: &mut Settings,
+        given: &[String],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), UsageError> {
+        match self.kind {
+            Kind::Value(apply) => match self.one(given, env)? {
+                Some(v) => apply(s, v),
+                None => Ok(()),
+            },
+            Kind::Switch(apply) => {
+                if let Some(v) = self.one(given, env)? {
+                    apply(s, v.parse(parse_switch)?);
+                }
+                Ok(())
+            }
+            Kind::List(apply) => self.list(given, env)?.into_iter().try_for_each(|v| apply(s, v)),
+        }
+    }
+
+    /// The last value given, else the variable's.
+    fn one(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Given>, UsageError> {
+        if let Some(v) = given.last() {
+            if v.is_empty() {
+                return Err(UsageError(format!("{} is empty", self.name)));
+            }
+            return Ok(Some(Given { value: v.clone(), source: self.name }));
+        }
+        match env(self.env) {
+            Some(v) if v.is_empty() && self.env == KUBECONFIG_ENV => Ok(None),
+            Some(v) if v.is_empty() => Err(UsageError(format!("{} is set but empty", self.env))),
+            Some(v) => Ok(Some(Given { value: v, source: self.env })),
+            None => Ok(None),
+        }
+    }
+
+    /// Every value given, else the variable's comma-separated items, else
+    /// those of the variable the default names.
+    fn list(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Given>, UsageError> {
+        if !given.is_empty() {
+            return given
+                .iter()
+                .map(|v| match v.is_empty() {
+                    true => Err(UsageError(format!("{} is empty", self.name))),
+                    false => Ok(Given { value: v.clone(), source: self.name }),
+                })
+                .collect();
+        }
+        if let Some(v) = env(self.env) {
+            let items: Vec<&str> = v.split(',').map(str::trim).collect();
+            if items.iter().any(|item| item.is_empty()) {
+                return Err(UsageError(format!("{} has an empty item: {v:?}", self.env)));
+            }
+            return Ok(items.into_iter().map(|item| Given { value: item.into(), source: self.env }).collect());
+        }
+        let Default::Env(var, _) = self.default else { return Ok(Vec::new()) };
+        let v = env(var).unwrap_or_default();
+        let items = v.split(',').map(str::trim).filter(|item| !item.is_empty());
+        Ok(items.map(|item| Given { value: item.into(), source: var }).collect())
+    }
+}
