@@ -4,7 +4,7 @@
 use crate::agent::{Agent, AgentConfig};
 use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
-use crate::kube::{Client, Credentials, CredentialsError, credentials};
+use crate::kube::{Client, Credentials, credentials};
 use crate::lock::Seen;
 use crate::pro;
 use crate::reader;
@@ -20,6 +20,7 @@ use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator::{InvolvedObject, Reporter};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
+use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
 use crate::util::text::sanitize;
 use std::fmt;
@@ -68,18 +69,18 @@ struct Connection {
 /// Picks credentials the way client-go does: an explicit kubeconfig
 /// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
 /// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails with a
-/// [`CredentialsError`] (exit code 2) before any request. A client for a
+/// [`ConfigError`] (exit code 2) before any request. A client for a
 /// loop that calls at least every `heartbeat` keeps its connection that long.
 fn connect(
     settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
     heartbeat: Option<Duration>,
-) -> Result<Connection, CredentialsError> {
+) -> Result<Connection, ConfigError> {
     let (creds, source) = load_credentials(settings, env)?;
     let namespace =
         settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     if let Err(why) = crate::kube::names::check_dns_label(&namespace) {
-        return Err(CredentialsError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
+        return Err(ConfigError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
     let cluster_identifier = pro::client::cluster_identifier(&creds.ca_pem, &creds.server);
     let client = match heartbeat {
@@ -92,7 +93,7 @@ fn connect(
 fn load_credentials(
     settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Credentials, String), CredentialsError> {
+) -> Result<(Credentials, String), ConfigError> {
     if let Some(path) = &settings.kubeconfig {
         return Ok((credentials::from_kubeconfig(path)?, format!("kubeconfig {}", path.display())));
     }
@@ -108,7 +109,7 @@ fn load_credentials(
             return Ok((credentials::from_kubeconfig(&path)?, format!("kubeconfig {}", path.display())));
         }
     }
-    Err(CredentialsError(
+    Err(ConfigError(
         "no Kubernetes credentials: not in a cluster (KUBERNETES_SERVICE_HOST is unset), \
          no --kubeconfig or KUBECONFIG, and no ~/.kube/config"
             .into(),

@@ -3,7 +3,7 @@
 //! in [`Flag::apply`]: the flag wins over its variable, empty values are
 //! errors, lists and switches come from variables too.
 
-use super::UsageError;
+use super::ConfigError;
 use super::flags::KUBECONFIG_ENV;
 use super::settings::Settings;
 use super::values::{Given, parse_switch};
@@ -22,12 +22,12 @@ pub(crate) struct Flag {
 #[derive(Clone, Copy)]
 pub(crate) enum Kind {
     /// `--flag VALUE` or `--flag=VALUE`; the last one counts.
-    Value(fn(&mut Settings, Given) -> Result<(), UsageError>),
+    Value(fn(&mut Settings, Given) -> Result<(), ConfigError>),
     /// `--flag` alone (or `--flag=true|false`); its variable takes
     /// true/false/1/0/yes/no. Applied only when given.
     Switch(fn(&mut Settings, bool)),
     /// Repeatable; its variable is a comma-separated list. Applied per item.
-    List(fn(&mut Settings, Given) -> Result<(), UsageError>),
+    List(fn(&mut Settings, Given) -> Result<(), ConfigError>),
 }
 
 /// The default `--help` and the README show.
@@ -72,7 +72,7 @@ impl Flag {
         s: &mut Settings,
         given: &[String],
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), UsageError> {
+    ) -> Result<(), ConfigError> {
         match self.kind {
             Kind::Value(apply) => match self.one(given, env)? {
                 Some(v) => apply(s, v),
@@ -89,16 +89,16 @@ impl Flag {
     }
 
     /// The last value given, else the variable's.
-    fn one(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Given>, UsageError> {
+    fn one(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Given>, ConfigError> {
         if let Some(v) = given.last() {
             if v.is_empty() {
-                return Err(UsageError(format!("{} is empty", self.name)));
+                return Err(ConfigError(format!("{} is empty", self.name)));
             }
             return Ok(Some(Given { value: v.clone(), source: self.name }));
         }
         match env(self.env) {
             Some(v) if v.is_empty() && self.env == KUBECONFIG_ENV => Ok(None),
-            Some(v) if v.is_empty() => Err(UsageError(format!("{} is set but empty", self.env))),
+            Some(v) if v.is_empty() => Err(ConfigError(format!("{} is set but empty", self.env))),
             Some(v) => Ok(Some(Given { value: v, source: self.env })),
             None => Ok(None),
         }
@@ -106,12 +106,12 @@ impl Flag {
 
     /// Every value given, else the variable's comma-separated items, else
     /// those of the variable the default names.
-    fn list(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Given>, UsageError> {
+    fn list(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Given>, ConfigError> {
         if !given.is_empty() {
             return given
                 .iter()
                 .map(|v| match v.is_empty() {
-                    true => Err(UsageError(format!("{} is empty", self.name))),
+                    true => Err(ConfigError(format!("{} is empty", self.name))),
                     false => Ok(Given { value: v.clone(), source: self.name }),
                 })
                 .collect();
@@ -119,7 +119,7 @@ impl Flag {
         if let Some(v) = env(self.env) {
             let items: Vec<&str> = v.split(',').map(str::trim).collect();
             if items.iter().any(|item| item.is_empty()) {
-                return Err(UsageError(format!("{} has an empty item: {v:?}", self.env)));
+                return Err(ConfigError(format!("{} has an empty item: {v:?}", self.env)));
             }
             return Ok(items.into_iter().map(|item| Given { value: item.into(), source: self.env }).collect());
         }

@@ -3,7 +3,7 @@
 //! The shape of a flag and the raw-value rules all flags share are in
 //! [`super::flag`].
 
-use super::UsageError;
+use super::ConfigError;
 pub(crate) use super::flag::{Default, Flag, Kind};
 use super::settings::{DEFAULT_SERVICE_ACCOUNT_DIR, cluster_operator};
 use super::values::{parse_interval, parse_listen};
@@ -165,7 +165,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("none"),
         help: "The operator's own health endpoint, e.g. http://127.0.0.1:8081/healthz (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
-            crate::util::url::check_url(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
+            crate::util::url::check_url(&v.value).map_err(|why| ConfigError(format!("{}: {why}", v.source)))?;
             v.parse(crate::signals::watch::check_url)?;
             s.watch.urls.push(v.value);
             Ok(())
@@ -257,7 +257,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value(crate::pro::client::DEFAULT_SERVER_URL),
         help: "kube9-server, for registration (pro tier); https:// (http:// only with --allow-insecure-server-url).",
         kind: Kind::Value(|s, v| {
-            crate::util::url::check_url(&v.value).map_err(|why| UsageError(format!("{}: {why}", v.source)))?;
+            crate::util::url::check_url(&v.value).map_err(|why| ConfigError(format!("{}: {why}", v.source)))?;
             if !v.value.starts_with("https://") && !v.value.starts_with("http://") {
                 return Err(v.blame("must start with https:// (or http:// with --allow-insecure-server-url)"));
             }
@@ -300,7 +300,7 @@ pub(crate) const FLAGS: &[Flag] = &[
                e.g. example.com/v1/foos:Upgradeable=!Migrating (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
             let spec = crate::signals::probes::grammar::parse_probe(&v.value)
-                .map_err(|why| UsageError(format!("{}: {:?}: {why}", v.source, v.value)))?;
+                .map_err(|why| ConfigError(format!("{}: {:?}: {why}", v.source, v.value)))?;
             s.probes.specs.push(spec);
             Ok(())
         }),

@@ -1,7 +1,7 @@
 //! The command line: flags and environment variables, validated up front.
 //!
 //! [`parse`] turns the command line plus an environment lookup into an
-//! [`Invocation`] or a [`UsageError`] (exit code 2) whose message names the
+//! [`Invocation`] or a [`ConfigError`] (exit code 2) whose message names the
 //! flag or variable at fault. A flag wins over its variable. Nothing here
 //! touches the network or the file system: files are checked when the
 //! credentials are loaded, still before any request.
@@ -16,8 +16,8 @@ mod flags;
 mod settings;
 mod values;
 
+pub use crate::util::config_error::ConfigError;
 use flags::{FLAGS, Kind};
-use std::fmt;
 
 pub use flags::check_identity;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
@@ -50,18 +50,6 @@ pub struct Invocation {
     pub command: Command,
     pub settings: Settings,
 }
-
-/// A usage or configuration error: exit code 2.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl fmt::Display for UsageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
 
 /// The `--help` text: every flag with its variable and default.
 pub fn help_text() -> String {
@@ -99,7 +87,7 @@ pub fn help_text() -> String {
 }
 
 /// Parses `args` (without the program name), reading variables via `env`.
-pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, UsageError> {
+pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
     let mut command = None;
     // The values given for each flag, in FLAGS order.
     let mut given: Vec<Vec<String>> = vec![Vec::new(); FLAGS.len()];
@@ -112,11 +100,11 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
             Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
             _ => (arg, None),
         };
-        let mut take_value = |name: &str| -> Result<String, UsageError> {
+        let mut take_value = |name: &str| -> Result<String, ConfigError> {
             if let Some(v) = inline.clone() {
                 return Ok(v);
             }
-            let v = args.get(i).ok_or_else(|| UsageError(format!("{name} needs a value")))?;
+            let v = args.get(i).ok_or_else(|| ConfigError(format!("{name} needs a value")))?;
             i += 1;
             Ok(v.clone())
         };
@@ -128,14 +116,14 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
                 output = Some(match v.as_str() {
                     "text" => OutputFormat::Text,
                     "json" => OutputFormat::Json,
-                    _ => return Err(UsageError(format!("{name}: {v:?} is not an output format (text or json)"))),
+                    _ => return Err(ConfigError(format!("{name}: {v:?} is not an output format (text or json)"))),
                 });
             }
             _ if name.starts_with('-') => {
                 let index = FLAGS
                     .iter()
                     .position(|f| f.name == name)
-                    .ok_or_else(|| UsageError(format!("unknown flag {name} (see opstatus --help)")))?;
+                    .ok_or_else(|| ConfigError(format!("unknown flag {name} (see opstatus --help)")))?;
                 let v = match (FLAGS[index].kind, &inline) {
                     (Kind::Switch(_), None) => "true".to_string(),
                     _ => take_value(name)?,
@@ -151,19 +139,19 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
                     "help" => Command::Help,
                     "version" => Command::Version,
                     _ => {
-                        return Err(UsageError(format!(
+                        return Err(ConfigError(format!(
                             "unknown command {name:?} (run, once, get, probe, help, version)"
                         )));
                     }
                 });
             }
-            _ => return Err(UsageError(format!("unexpected argument {name:?}"))),
+            _ => return Err(ConfigError(format!("unexpected argument {name:?}"))),
         }
     }
     let mut command = command.unwrap_or(Command::Run);
     match (&mut command, output) {
         (Command::Get { output: o }, Some(v)) => *o = v,
-        (_, Some(_)) => return Err(UsageError("-o/--output is only for `opstatus get`".into())),
+        (_, Some(_)) => return Err(ConfigError("-o/--output is only for `opstatus get`".into())),
         _ => {}
     }
     if matches!(command, Command::Help | Command::Version) {
@@ -193,7 +181,7 @@ mod tests {
         s.split_whitespace().map(String::from).collect()
     }
 
-    fn parse_with(cmdline: &str, vars: &[(&str, &str)]) -> Result<Invocation, UsageError> {
+    fn parse_with(cmdline: &str, vars: &[(&str, &str)]) -> Result<Invocation, ConfigError> {
         let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         parse(&args(cmdline), &move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
     }

@@ -1,7 +1,7 @@
 //! The validated [`Settings`] every command shares, their defaults, and the
 //! rules that join flags (applied once every flag has been read).
 
-use super::{Command, UsageError};
+use super::{Command, ConfigError};
 use crate::pro::client::ApiKeySource;
 use crate::signals::probes::grammar::ProbeSpec;
 use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
@@ -152,7 +152,7 @@ pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings
 }
 
 /// The rules between flags, and between the command and the flags.
-pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, UsageError> {
+pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, ConfigError> {
     // Signals are checked at least as often as the heartbeat.
     s.check_interval = s.check_interval.min(s.interval);
     if let Some(co) = &s.cluster_operator
@@ -164,15 +164,15 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Usa
             ("--related-object", !co.related_objects.is_empty()),
         ];
         if let Some((flag, _)) = needs_a_name.iter().find(|(_, given)| *given) {
-            return Err(UsageError(format!("{flag} is for the ClusterOperator: give --cluster-operator too")));
+            return Err(ConfigError(format!("{flag} is for the ClusterOperator: give --cluster-operator too")));
         }
         // `--degraded-inertia` alone is valid and has nothing to act on.
         s.cluster_operator = None;
     }
     crate::pro::client::check_transport(&s.pro.server_url, s.pro.allow_insecure_server_url, &s.pro.server_ca_file)
-        .map_err(UsageError)?;
+        .map_err(ConfigError)?;
     if *command == Command::Probe && s.ready_file.is_none() {
-        return Err(UsageError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
+        return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }
     Ok(s)
 }

@@ -2,7 +2,7 @@
 //! addresses, switches), and [`Given`]: one raw value with the flag or
 //! variable to blame when it is wrong.
 
-use super::UsageError;
+use super::ConfigError;
 use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
 use std::fmt::Display;
 use std::net::SocketAddr;
@@ -18,22 +18,22 @@ pub struct Given {
 
 impl Given {
     /// `SOURCE: "VALUE" WHY`: every message about a bad value has this shape.
-    pub fn blame(&self, why: impl Display) -> UsageError {
-        UsageError(format!("{}: {:?} {why}", self.source, self.value))
+    pub fn blame(&self, why: impl Display) -> ConfigError {
+        ConfigError(format!("{}: {:?} {why}", self.source, self.value))
     }
 
-    pub fn parse<T>(&self, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, UsageError> {
+    pub fn parse<T>(&self, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, ConfigError> {
         parse(&self.value).map_err(|why| self.blame(why))
     }
 
     /// The value as a Kubernetes name; `what` completes "SOURCE: VALUE ...".
-    pub fn name(&self, check: fn(&str) -> Result<(), &'static str>, what: &str) -> Result<String, UsageError> {
+    pub fn name(&self, check: fn(&str) -> Result<(), &'static str>, what: &str) -> Result<String, ConfigError> {
         check(&self.value).map_err(|why| self.blame(format!("{what}: {why}")))?;
         Ok(self.value.clone())
     }
 
     /// A duration within `range`, stated in seconds when it is not.
-    pub fn duration(&self, range: RangeInclusive<Duration>) -> Result<Duration, UsageError> {
+    pub fn duration(&self, range: RangeInclusive<Duration>) -> Result<Duration, ConfigError> {
         let d = self.parse(parse_duration)?;
         if !range.contains(&d) {
             let (min, max) = (range.start().as_secs(), range.end().as_secs());

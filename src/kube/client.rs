@@ -1,11 +1,12 @@
 //! [`Client`]: requests to one API server over verified TLS.
 
-use super::credentials::{Auth, Credentials, CredentialsError, Secret, pem_certificates, read_token};
+use super::credentials::{Auth, Credentials, Secret, pem_certificates, read_token};
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
 pub use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
+use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
 use std::io::Read;
 use std::path::PathBuf;
@@ -132,32 +133,32 @@ impl Client {
     /// Builds the client; fails (exit code 2) when the CA or client
     /// certificate cannot be loaded. Makes no request. An idle connection
     /// is kept for ureq's default 15 s: for one-shot commands.
-    pub fn new(creds: &Credentials) -> Result<Client, CredentialsError> {
+    pub fn new(creds: &Credentials) -> Result<Client, ConfigError> {
         Self::build(creds, None)
     }
 
     /// The client of a loop that calls at least once every `heartbeat`: it
     /// keeps its connection (and TLS session) from one heartbeat to the next.
-    pub fn kept_alive(creds: &Credentials, heartbeat: Duration) -> Result<Client, CredentialsError> {
+    pub fn kept_alive(creds: &Credentials, heartbeat: Duration) -> Result<Client, ConfigError> {
         Self::build(creds, Some(keep_alive_for(heartbeat)))
     }
 
-    fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, CredentialsError> {
-        let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(CredentialsError)?;
+    fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, ConfigError> {
+        let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(ConfigError)?;
         let mut tls = TlsConfig::builder()
             .root_certs(RootCerts::new_with_certs(&roots))
             .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
         let mut token = Token::None;
         match &creds.auth {
-            Auth::Token(t) => token = Token::Static(Bearer::new(t.clone()).map_err(CredentialsError)?),
+            Auth::Token(t) => token = Token::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
             Auth::TokenFile { path, initial } => {
                 let current = Bearer::new(initial.clone())
-                    .map_err(|why| CredentialsError(format!("token file {}: {why}", path.display())))?;
+                    .map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
                 token = Token::File { path: path.clone(), current, read_at: Instant::now() };
             }
             Auth::ClientCert { cert_pem, key_pem } => {
-                let chain = pem_certificates(cert_pem, "the client certificate").map_err(CredentialsError)?;
-                let identity = client_identity(&chain, key_pem.expose().as_bytes()).map_err(CredentialsError)?;
+                let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
+                let identity = client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?;
                 tls = tls.client_cert(Some(identity));
             }
             Auth::Anonymous => {}

@@ -1,7 +1,7 @@
 //! Where the API server is and how to authenticate to it: in-cluster (the
 //! service-account directory, as client-go reads it) or a kubeconfig file.
 //!
-//! Everything here runs once at start and fails with a [`CredentialsError`]
+//! Everything here runs once at start and fails with a [`ConfigError`]
 //! that names the file or variable at fault (exit code 2), before any network
 //! traffic. Files are read through [`files::read_bounded`] (regular files
 //! only, each kind with its size limit); a client certificate is checked
@@ -9,6 +9,7 @@
 //! never shows them.
 
 use super::{identity, yaml};
+use crate::util::config_error::ConfigError;
 use crate::util::files;
 use serde_json::Value;
 use std::fmt;
@@ -65,28 +66,16 @@ pub struct Credentials {
     pub namespace: Option<String>,
 }
 
-/// A credentials problem, worded for the person who configured it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CredentialsError(pub String);
-
-impl fmt::Display for CredentialsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+fn fail<T>(msg: impl Into<String>) -> Result<T, ConfigError> {
+    Err(ConfigError(msg.into()))
 }
 
-impl std::error::Error for CredentialsError {}
-
-fn fail<T>(msg: impl Into<String>) -> Result<T, CredentialsError> {
-    Err(CredentialsError(msg.into()))
-}
-
-fn read_file(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, CredentialsError> {
-    files::read_bounded(path, limit, what).map_err(|e| CredentialsError(e.to_string()))
+fn read_file(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, ConfigError> {
+    files::read_bounded(path, limit, what).map_err(|e| ConfigError(e.to_string()))
 }
 
 /// Reads a token file: surrounding white space is not part of the token.
-pub fn read_token(path: &Path) -> Result<Secret, CredentialsError> {
+pub fn read_token(path: &Path) -> Result<Secret, ConfigError> {
     let raw = read_file(path, files::TOKEN_LIMIT, "token file")?;
     let token = String::from_utf8(raw).or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
     let token = token.trim();
@@ -113,14 +102,14 @@ pub fn pem_certificates(pem: &[u8], what: &str) -> Result<Vec<Certificate<'stati
     Ok(certificates)
 }
 
-fn check_ca(pem: &[u8], source: &str) -> Result<(), CredentialsError> {
-    pem_certificates(pem, &format!("CA {source}")).map(drop).map_err(CredentialsError)
+fn check_ca(pem: &[u8], source: &str) -> Result<(), ConfigError> {
+    pem_certificates(pem, &format!("CA {source}")).map(drop).map_err(ConfigError)
 }
 
 /// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
 /// finds them: `KUBERNETES_SERVICE_HOST` and `_PORT` (both required; an IPv6
 /// host is bracketed), and `token`, `ca.crt`, `namespace` in `sa_dir`.
-pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Result<Credentials, CredentialsError> {
+pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Result<Credentials, ConfigError> {
     let (host, port) = match (host, port) {
         (Some(h), Some(p)) if !h.is_empty() && !p.is_empty() => (h, p),
         _ => {
@@ -156,18 +145,17 @@ pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Resu
 }
 
 /// Credentials from a kubeconfig file's current context.
-pub fn from_kubeconfig(path: &Path) -> Result<Credentials, CredentialsError> {
+pub fn from_kubeconfig(path: &Path) -> Result<Credentials, ConfigError> {
     let text = read_file(path, files::KUBECONFIG_LIMIT, "kubeconfig")?;
     let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
     let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
-    kubeconfig_credentials(&doc, base)
-        .or_else(|CredentialsError(e)| fail(format!("kubeconfig {}: {e}", path.display())))
+    kubeconfig_credentials(&doc, base).or_else(|ConfigError(e)| fail(format!("kubeconfig {}: {e}", path.display())))
 }
 
 /// Interprets a parsed kubeconfig; relative file paths are relative to `base`
 /// (the kubeconfig's directory), as kubectl resolves them.
-pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, CredentialsError> {
+pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, ConfigError> {
     let context_name = match doc.get("current-context").and_then(Value::as_str) {
         Some(c) if !c.is_empty() => c,
         _ => return fail("no current-context is set"),
@@ -210,9 +198,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
 
     let auth = match user {
         None => Auth::Anonymous,
-        Some((name, user)) => {
-            user_auth(user, base).map_err(|CredentialsError(e)| err(format!("user {name:?}: {e}")))?
-        }
+        Some((name, user)) => user_auth(user, base).map_err(|ConfigError(e)| err(format!("user {name:?}: {e}")))?,
     };
     Ok(Credentials {
         server: server.to_string(),
@@ -223,7 +209,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
     })
 }
 
-fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
+fn user_auth(user: &Value, base: &Path) -> Result<Auth, ConfigError> {
     if let Some(token) = str_field(user, "token").filter(|t| !t.is_empty()) {
         return Ok(Auth::Token(Secret::new(token)));
     }
@@ -257,7 +243,7 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, CredentialsError> {
     Ok(Auth::Anonymous)
 }
 
-fn pem_field(user: &Value, key: &str, limit: u64, base: &Path) -> Result<Option<Vec<u8>>, CredentialsError> {
+fn pem_field(user: &Value, key: &str, limit: u64, base: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
     if let Some(data) = str_field(user, &format!("{key}-data")) {
         return decode_base64(data).map(Some).ok_or_else(|| err(format!("{key}-data is not valid base64")));
     }
@@ -267,8 +253,8 @@ fn pem_field(user: &Value, key: &str, limit: u64, base: &Path) -> Result<Option<
     }
 }
 
-fn err(msg: String) -> CredentialsError {
-    CredentialsError(msg)
+fn err(msg: String) -> ConfigError {
+    ConfigError(msg)
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -276,7 +262,7 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 }
 
 /// Finds `{name: NAME, FIELD: {...}}` in the list `list` and returns FIELD.
-fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a Value, CredentialsError> {
+fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a Value, ConfigError> {
     doc.get(list)
         .and_then(Value::as_array)
         .into_iter()

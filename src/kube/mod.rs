@@ -22,5 +22,5 @@ mod watch_stream;
 pub mod yaml;
 
 pub use client::{Client, ObjectRef, call_bound};
-pub use credentials::{Auth, Credentials, CredentialsError, Secret};
+pub use credentials::{Auth, Credentials, Secret};
 pub use error::KubeError;

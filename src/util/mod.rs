@@ -5,6 +5,7 @@
 //! show, and the rule about credentials in URLs.
 
 pub mod backoff;
+pub mod config_error;
 pub mod files;
 pub mod http;
 pub mod logging;
