@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 /// schemas are structural, so the API server prunes them anyway.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Condition {
+pub(crate) struct Condition {
     #[serde(rename = "type")]
     pub kind: String,
     pub status: Status,
@@ -33,14 +33,14 @@ pub struct Condition {
 
 /// A condition's `status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Status {
+pub(crate) enum Status {
     True,
     False,
     Unknown,
 }
 
 impl Status {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::True => "True",
             Status::False => "False",
@@ -51,7 +51,7 @@ impl Status {
 
 /// What opstatus wants one condition to say.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Desired {
+pub(crate) struct Desired {
     pub kind: &'static str,
     pub status: Status,
     /// CamelCase, as the API conventions require (see [`is_reason`]).
@@ -61,14 +61,19 @@ pub struct Desired {
 }
 
 impl Desired {
-    pub fn new(kind: &'static str, status: Status, reason: &str, message: impl Into<String>) -> Desired {
+    pub(crate) fn new(kind: &'static str, status: Status, reason: &str, message: impl Into<String>) -> Desired {
         Desired { kind, status, reason: reason.to_string(), message: message.into() }
     }
 }
 
 /// Sets `desired` in `conditions` at `now` (RFC 3339); true when anything
 /// changed. `observed_generation` is recorded when given.
-pub fn set(conditions: &mut Vec<Condition>, desired: &Desired, observed_generation: Option<i64>, now: &str) -> bool {
+pub(crate) fn set(
+    conditions: &mut Vec<Condition>,
+    desired: &Desired,
+    observed_generation: Option<i64>,
+    now: &str,
+) -> bool {
     let Some(existing) = conditions.iter_mut().find(|c| c.kind == desired.kind) else {
         conditions.push(Condition {
             kind: desired.kind.to_string(),
@@ -108,14 +113,19 @@ pub fn set(conditions: &mut Vec<Condition>, desired: &Desired, observed_generati
 }
 
 /// Sets every desired condition; true when any changed.
-pub fn set_all(conditions: &mut Vec<Condition>, desired: &[Desired], generation: Option<i64>, now: &str) -> bool {
+pub(crate) fn set_all(
+    conditions: &mut Vec<Condition>,
+    desired: &[Desired],
+    generation: Option<i64>,
+    now: &str,
+) -> bool {
     desired.iter().fold(false, |changed, d| set(conditions, d, generation, now) | changed)
 }
 
 #[cfg(test)]
 /// Whether `reason` matches metav1.Condition's pattern
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$` (CamelCase in practice).
-pub fn is_reason(reason: &str) -> bool {
+pub(crate) fn is_reason(reason: &str) -> bool {
     let b = reason.as_bytes();
     let inner = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b',' | b':');
     match (b.first(), b.last()) {
@@ -129,7 +139,7 @@ pub fn is_reason(reason: &str) -> bool {
 #[cfg(test)]
 /// Whether `message` follows the conventions: non-empty and starting with a
 /// capital letter.
-pub fn is_sentence(message: &str) -> bool {
+pub(crate) fn is_sentence(message: &str) -> bool {
     message.chars().next().is_some_and(|c| c.is_uppercase())
 }
 

@@ -31,6 +31,7 @@
 //! exercise directly is re-exported below.
 
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 mod agent;
 pub mod app;

@@ -21,28 +21,28 @@ use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The annotation that holds the record, as JSON.
-pub const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
+pub(crate) const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
 
 /// Lease durations read from a record are clamped to this range: a record
 /// from outside must not make a standby wait for ever, nor take over at
 /// once from a holder that is alive. The upper end stays ten seconds below
 /// the age at which readers call a status stale: no lease, however it was
 /// written, silences the publishers for longer than readers tolerate.
-pub const LEASE_RANGE: (Duration, Duration) =
+pub(crate) const LEASE_RANGE: (Duration, Duration) =
     (Duration::from_secs(2), Duration::from_secs(crate::reader::STALE_AFTER.as_secs() - 10));
 
 /// The lease a holder announces: two heartbeats and ten seconds, so one
 /// failed heartbeat (retried with backoff) does not lose the lock, and a
 /// crashed holder is replaced before readers call the status stale
 /// (5 minutes): 130 s at the default 60 s interval, at most 290 s.
-pub fn lease_duration(interval: Duration) -> Duration {
+pub(crate) fn lease_duration(interval: Duration) -> Duration {
     (interval * 2 + Duration::from_secs(10)).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
 }
 
 /// client-go's `LeaderElectionRecord`, as JSON.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Record {
+pub(crate) struct Record {
     /// Empty when released.
     pub holder_identity: String,
     pub lease_duration_seconds: u64,
@@ -55,7 +55,7 @@ pub struct Record {
 impl Record {
     /// The record `me` writes: a renewal of `previous` when it already
     /// held it, else an acquisition (one more transition).
-    pub fn claim(me: &str, previous: Option<&Record>, lease: Duration, now: SystemTime) -> Record {
+    pub(crate) fn claim(me: &str, previous: Option<&Record>, lease: Duration, now: SystemTime) -> Record {
         let now_text = format_rfc3339(now);
         let (acquire_time, transitions) = match previous {
             Some(p) if p.holder_identity == me => (p.acquire_time.clone(), p.leader_transitions),
@@ -75,7 +75,7 @@ impl Record {
 
     /// The record a holder leaves when it stops: nobody holds it, and the
     /// next instance that looks may take it at once.
-    pub fn released(&self, now: SystemTime) -> Record {
+    pub(crate) fn released(&self, now: SystemTime) -> Record {
         Record {
             holder_identity: String::new(),
             lease_duration_seconds: 1,
@@ -88,14 +88,14 @@ impl Record {
         Duration::from_secs(self.lease_duration_seconds).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
     }
 
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a record of strings and numbers serialises")
     }
 }
 
 /// What the annotation said.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seen {
+pub(crate) enum Seen {
     /// No annotation: nobody ever published here (or an older opstatus).
     Absent,
     Record(Record),
@@ -109,7 +109,7 @@ impl Seen {
     /// here, where it enters, so no log line, message or `get` shows it raw
     /// (an identity longer than a pod name cannot be ours either way), and
     /// a parse error says where, never quoting the input.
-    pub fn parse(value: Option<&str>) -> Seen {
+    pub(crate) fn parse(value: Option<&str>) -> Seen {
         match value {
             None => Seen::Absent,
             Some(text) => match serde_json::from_str::<Record>(text) {
@@ -129,7 +129,7 @@ impl Seen {
         }
     }
 
-    pub fn record(&self) -> Option<&Record> {
+    pub(crate) fn record(&self) -> Option<&Record> {
         match self {
             Seen::Record(r) => Some(r),
             _ => None,
@@ -139,7 +139,7 @@ impl Seen {
 
 /// What an instance should do.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Write (acquire, or renew what it holds).
     Publish,
     /// Someone else publishes (or nobody may: the reason).
@@ -148,13 +148,13 @@ pub enum Decision {
 
 /// Remembers when the record last changed, as seen from here.
 #[derive(Clone, Debug, Default)]
-pub struct Observer {
+pub(crate) struct Observer {
     last: Option<(Seen, Instant)>,
 }
 
 impl Observer {
     /// Notes what was seen at `now`; returns how long it has been unchanged.
-    pub fn observe(&mut self, seen: &Seen, now: Instant) -> Duration {
+    pub(crate) fn observe(&mut self, seen: &Seen, now: Instant) -> Duration {
         match &self.last {
             Some((previous, since)) if previous == seen => now.saturating_duration_since(*since),
             _ => {
@@ -169,7 +169,7 @@ impl Observer {
 /// has been unchanged; `leader` is the pod the operator's own leader
 /// election names, when the sidecar follows it (`Err`: it cannot be told,
 /// with the reason).
-pub fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
+pub(crate) fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
     if let Some(leader) = leader {
         // The operator's leader decides, whatever the lock says: its
         // sidecar takes the lock at once (with the resourceVersion it saw,
@@ -189,13 +189,13 @@ pub fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Res
 }
 
 /// The longest identity kept from outside: a pod name's limit.
-pub const MAX_IDENTITY: usize = 253;
+pub(crate) const MAX_IDENTITY: usize = 253;
 /// The longest time text kept from outside (RFC 3339 with nanoseconds is 35).
 const MAX_TIME: usize = 64;
 
 /// What kind of JSON error, without serde's quote of the input (which can
 /// be as long as the annotation).
-pub fn error_kind(e: &serde_json::Error) -> &'static str {
+pub(crate) fn error_kind(e: &serde_json::Error) -> &'static str {
     match e.classify() {
         serde_json::error::Category::Io => "unreadable",
         serde_json::error::Category::Syntax => "not JSON",
@@ -206,7 +206,7 @@ pub fn error_kind(e: &serde_json::Error) -> &'static str {
 
 /// The pod a controller-runtime / client-go Lease names: its
 /// `holderIdentity` is `<pod name>_<uuid>` (or the bare pod name).
-pub fn leader_pod(holder_identity: &str) -> &str {
+pub(crate) fn leader_pod(holder_identity: &str) -> &str {
     match holder_identity.rsplit_once('_') {
         Some((pod, _)) if !pod.is_empty() => pod,
         _ => holder_identity,

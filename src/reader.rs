@@ -32,19 +32,19 @@ use std::fmt;
 use std::time::{Duration, SystemTime};
 
 /// A status older than this is stale.
-pub const STALE_AFTER: Duration = Duration::from_secs(300);
+pub(crate) const STALE_AFTER: Duration = Duration::from_secs(300);
 
 /// Where the extension looks for the status ConfigMap (by this name only)
 /// when its `kube9.operatorNamespace` setting is unset, in this order.
-pub const EXTENSION_NAMESPACES: [&str; 2] = ["kube9-system", "default"];
+pub(crate) const EXTENSION_NAMESPACES: [&str; 2] = ["kube9-system", "default"];
 
 /// The ConfigMap name the extension reads.
-pub const EXTENSION_CONFIGMAP: &str = "kube9-operator-status";
+pub(crate) const EXTENSION_CONFIGMAP: &str = "kube9-operator-status";
 
 /// The namespaces the extension searches, in order: only the one its
 /// `kube9.operatorNamespace` setting names when set (mirrored by
 /// `--extension-namespace`), else [`EXTENSION_NAMESPACES`].
-pub fn extension_namespaces(setting: Option<&str>) -> Vec<String> {
+pub(crate) fn extension_namespaces(setting: Option<&str>) -> Vec<String> {
     match setting {
         Some(ns) => vec![ns.to_string()],
         None => EXTENSION_NAMESPACES.iter().map(|ns| ns.to_string()).collect(),
@@ -54,7 +54,7 @@ pub fn extension_namespaces(setting: Option<&str>) -> Vec<String> {
 /// The start-up warning for a status the extension will not find unless
 /// each user sets `kube9.operatorNamespace`; `None` where it looks anyway,
 /// or for another ConfigMap name (which it never reads: a deliberate choice).
-pub fn placement_warning(namespace: &str, configmap: &str) -> Option<String> {
+pub(crate) fn placement_warning(namespace: &str, configmap: &str) -> Option<String> {
     if configmap != EXTENSION_CONFIGMAP || EXTENSION_NAMESPACES.contains(&namespace) {
         return None;
     }
@@ -251,7 +251,7 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
 /// Where `get` found the ConfigMap (`None`: nowhere) among the namespaces
 /// it searched, why the mode is what it is, and what each extension shows:
 /// lines for the end of [`render_text`]'s output.
-pub fn render_explanation(r: &Reading, searched: &[String], found: Option<&str>, why_there: &str) -> String {
+pub(crate) fn render_explanation(r: &Reading, searched: &[String], found: Option<&str>, why_there: &str) -> String {
     let mut out = match found {
         Some(ns) => format!("Found in:    {ns} ({why_there})\n"),
         None => format!("Found in:    nowhere (searched {}: {why_there})\n", searched.join(", ")),

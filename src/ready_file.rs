@@ -16,9 +16,9 @@ use std::time::{Duration, SystemTime};
 
 /// The default `--max-age` of `opstatus probe`: several check intervals
 /// (5 s by default), so one slow tick does not fail the probe.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
 
-pub fn render(health: Health, now: SystemTime) -> String {
+pub(crate) fn render(health: Health, now: SystemTime) -> String {
     format!("health={} time={}\n", health.as_str(), format_rfc3339(now))
 }
 
@@ -29,7 +29,7 @@ pub fn render(health: Health, now: SystemTime) -> String {
 /// guess (random, from the OS), created exclusively: `O_EXCL` fails on any
 /// existing name, a symbolic link included, so a link planted in the
 /// directory never redirects the write to a file of the attacker's choice.
-pub fn write(path: &Path, health: Health, now: SystemTime) -> io::Result<()> {
+pub(crate) fn write(path: &Path, health: Health, now: SystemTime) -> io::Result<()> {
     let aside = aside_name(path, random_u64()?);
     let mut file = OpenOptions::new().write(true).create_new(true).open(&aside)?;
     // From here on the aside file is ours: remove it if anything fails.
@@ -55,7 +55,7 @@ fn random_u64() -> io::Result<u64> {
 }
 
 /// Removes the file; a missing file is fine.
-pub fn remove(path: &Path) -> io::Result<()> {
+pub(crate) fn remove(path: &Path) -> io::Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
@@ -64,7 +64,7 @@ pub fn remove(path: &Path) -> io::Result<()> {
 
 /// The probe's verdict on the file's contents (`None`: no file): `Ok` with a
 /// line saying why it is ready, or `Err` with a line saying why not.
-pub fn check(path: &Path, contents: Option<&str>, now: SystemTime, max_age: Duration) -> Result<String, String> {
+pub(crate) fn check(path: &Path, contents: Option<&str>, now: SystemTime, max_age: Duration) -> Result<String, String> {
     let shown = path.display();
     let Some(contents) = contents else {
         return Err(format!("not ready: no readiness file {shown} (opstatus is unhealthy, starting or not running)"));

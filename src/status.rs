@@ -12,13 +12,13 @@ use std::time::Duration;
 
 /// Readers call a status older than 5 minutes stale: a longer interval would
 /// make every healthy status look stale between writes.
-pub const MAX_INTERVAL: Duration = Duration::from_secs(240);
-pub const MIN_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(240);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `mode`: whether an API key is configured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub(crate) enum Mode {
     /// No API key: the free, self-contained mode.
     Operated,
     /// An API key is configured.
@@ -28,7 +28,7 @@ pub enum Mode {
 /// `tier`: `pro` only when an API key is set and the operator is registered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Tier {
+pub(crate) enum Tier {
     Free,
     Pro,
 }
@@ -36,16 +36,16 @@ pub enum Tier {
 /// `health`, ordered from best to worst.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Health {
+pub(crate) enum Health {
     Healthy,
     Degraded,
     Unhealthy,
 }
 
 impl Health {
-    pub const ALL: [Health; 3] = [Health::Healthy, Health::Degraded, Health::Unhealthy];
+    pub(crate) const ALL: [Health; 3] = [Health::Healthy, Health::Degraded, Health::Unhealthy];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Health::Healthy => "healthy",
             Health::Degraded => "degraded",
@@ -55,7 +55,7 @@ impl Health {
 }
 
 impl Mode {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Mode::Operated => "operated",
             Mode::Enabled => "enabled",
@@ -64,7 +64,7 @@ impl Mode {
 }
 
 impl Tier {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Tier::Free => "free",
             Tier::Pro => "pro",
@@ -81,7 +81,7 @@ impl fmt::Display for Health {
 /// The JSON stored under the `status` key of the status ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct StatusDocument {
+pub(crate) struct StatusDocument {
     pub mode: Mode,
     pub tier: Tier,
     pub version: String,
@@ -96,13 +96,13 @@ pub struct StatusDocument {
 }
 
 impl StatusDocument {
-    pub fn to_json(&self) -> String {
+    pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a struct of strings and enums always serialises")
     }
 
     /// The kube9 spec's own example (free tier), for tests.
     #[cfg(test)]
-    pub fn example() -> StatusDocument {
+    pub(crate) fn example() -> StatusDocument {
         StatusDocument {
             mode: Mode::Operated,
             tier: Tier::Free,
@@ -121,7 +121,7 @@ impl StatusDocument {
 /// pro tier decides. Without an API key: `operated`, `free`, not
 /// registered.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProFields {
+pub(crate) struct ProFields {
     pub mode: Mode,
     pub tier: Tier,
     pub registered: bool,
@@ -137,7 +137,7 @@ impl Default for ProFields {
 /// Where a problem stands in the health rules: the earlier rule wins.
 /// A new signal picks the rule it belongs to; it adds no field anywhere.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Rule {
+pub(crate) enum Rule {
     /// kube9 rule 1: the status ConfigMap cannot be written.
     StatusWrite,
     /// kube9 rule 2: the configuration, as re-read at run time, is invalid.
@@ -161,38 +161,38 @@ pub enum Rule {
 /// stands in the rules, what it makes the health, and the reason that goes
 /// into `error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub rule: Rule,
     pub health: Health,
     pub reason: String,
 }
 
 impl Problem {
-    pub fn degraded(rule: Rule, reason: impl Into<String>) -> Problem {
+    pub(crate) fn degraded(rule: Rule, reason: impl Into<String>) -> Problem {
         Problem { rule, health: Health::Degraded, reason: reason.into() }
     }
 
-    pub fn unhealthy(rule: Rule, reason: impl Into<String>) -> Problem {
+    pub(crate) fn unhealthy(rule: Rule, reason: impl Into<String>) -> Problem {
         Problem { rule, health: Health::Unhealthy, reason: reason.into() }
     }
 
     /// Rule 1, in the spec's words.
-    pub fn status_write(error: &str) -> Problem {
+    pub(crate) fn status_write(error: &str) -> Problem {
         Problem::unhealthy(Rule::StatusWrite, format!("Failed to write status ConfigMap: {error}"))
     }
 
     /// Rule 2, in the spec's words.
-    pub fn configuration(error: &str) -> Problem {
+    pub(crate) fn configuration(error: &str) -> Problem {
         Problem::unhealthy(Rule::Configuration, format!("Invalid configuration: {error}"))
     }
 }
 
 /// More than this many consecutive registration failures degrade health.
-pub const REGISTRATION_FAILURES_TOLERATED: u32 = 3;
+pub(crate) const REGISTRATION_FAILURES_TOLERATED: u32 = 3;
 
 /// The health verdict and the reason that goes into `error`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     pub health: Health,
     pub error: Option<String>,
 }
@@ -211,7 +211,7 @@ pub struct Verdict {
 /// 5. otherwise `healthy`.
 ///
 /// The problems come in any order; among equal rules the first given wins.
-pub fn evaluate_health<'a>(problems: impl IntoIterator<Item = &'a Problem>) -> Verdict {
+pub(crate) fn evaluate_health<'a>(problems: impl IntoIterator<Item = &'a Problem>) -> Verdict {
     let mut first: Option<&Problem> = None;
     for p in problems {
         if first.is_none_or(|f| p.rule < f.rule) {
@@ -226,7 +226,7 @@ pub fn evaluate_health<'a>(problems: impl IntoIterator<Item = &'a Problem>) -> V
 
 /// Whether a string is a semantic version (`MAJOR.MINOR.PATCH`, optional
 /// `-prerelease` and `+build`), as the spec's `version` field requires.
-pub fn is_semver(v: &str) -> bool {
+pub(crate) fn is_semver(v: &str) -> bool {
     let (core, rest) = match v.find(['-', '+']) {
         Some(i) => (&v[..i], &v[i..]),
         None => (v, ""),

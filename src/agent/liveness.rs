@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// The window for an agent with these signals and sinks, whose status
 /// write (with the publisher lock's reads) takes at most `status_write`.
-pub fn of(interval: Duration, signals: &[Box<dyn Signal>], sinks: &Sinks, status_write: Duration) -> Duration {
+pub(super) fn of(interval: Duration, signals: &[Box<dyn Signal>], sinks: &Sinks, status_write: Duration) -> Duration {
     let signals = signals.iter().map(|s| s.worst_case());
     window(interval, worst_tick(signals, sinks.worst_case(), status_write))
 }
@@ -17,14 +17,18 @@ pub fn of(interval: Duration, signals: &[Box<dyn Signal>], sinks: &Sinks, status
 /// The longest one tick can take, every call it makes timing out: each
 /// signal's and each sink's own worst case (they know how many calls they
 /// make and how each is bounded) plus the status write.
-pub fn worst_tick(signals: impl IntoIterator<Item = Duration>, sinks: Duration, status_write: Duration) -> Duration {
+pub(super) fn worst_tick(
+    signals: impl IntoIterator<Item = Duration>,
+    sinks: Duration,
+    status_write: Duration,
+) -> Duration {
     signals.into_iter().fold(sinks.saturating_add(status_write), Duration::saturating_add)
 }
 
 /// `/healthz` fails when no tick completed for this long: three heartbeat
 /// intervals (the loop sleeps at most one between ticks) plus the worst
 /// tick, so only a loop stuck beyond every bound fails it.
-pub fn window(interval: Duration, worst_tick: Duration) -> Duration {
+pub(super) fn window(interval: Duration, worst_tick: Duration) -> Duration {
     interval.saturating_mul(3).saturating_add(worst_tick)
 }
 

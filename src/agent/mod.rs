@@ -50,10 +50,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The first retry after a failed write waits at least this long.
-pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
 /// The reason published when the agent stops.
-pub const SHUTDOWN_REASON: &str = "Shutting down";
+pub(crate) const SHUTDOWN_REASON: &str = "Shutting down";
 
 /// The longest a stopping holder waits for a standby to take over: well
 /// inside kubelet's default 30 s grace period, whatever `--check-interval`.
@@ -61,7 +61,7 @@ const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
 
 /// What the agent needs to know, fixed at start.
 #[derive(Clone, Debug)]
-pub struct AgentConfig {
+pub(crate) struct AgentConfig {
     pub target: StatusConfigMap,
     /// Where the operator runs: the document's `namespace` (the status may
     /// be written elsewhere, e.g. into kube9-system where readers look).
@@ -82,7 +82,7 @@ pub struct AgentConfig {
     pub follow_leader_lease: Option<String>,
 }
 
-pub struct Agent {
+pub(crate) struct Agent {
     client: Client,
     config: AgentConfig,
     /// What is looked at on each check, in order.
@@ -117,7 +117,7 @@ pub struct Agent {
 }
 
 impl Agent {
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         config: AgentConfig,
         signals: Vec<Box<dyn Signal>>,
@@ -157,7 +157,7 @@ impl Agent {
     }
 
     /// What the probe endpoint serves; updated on every tick.
-    pub fn shared(&self) -> Shared {
+    pub(crate) fn shared(&self) -> Shared {
         self.shared.clone()
     }
 
@@ -169,7 +169,7 @@ impl Agent {
     }
 
     /// The health as the agent sees it now, write failures included.
-    pub fn verdict(&self) -> Verdict {
+    pub(crate) fn verdict(&self) -> Verdict {
         let problems = self.observation.problems.iter().chain(self.sinks.problems());
         evaluate_health(self.write_error.iter().chain(problems))
     }
@@ -206,13 +206,13 @@ impl Agent {
     /// observation; a standby only at its own pod's cheap signals; those
     /// that wait for the lock, once it is known to be ours); then, if this
     /// instance publishes, every sink is brought up to date.
-    pub fn check(&mut self) {
+    pub(crate) fn check(&mut self) {
         self.check_with(false);
     }
 
     /// `opstatus once`: one check where every signal looks, the lock still
     /// unread (a one-shot write starts nothing that outlives it).
-    pub fn check_once(&mut self) {
+    pub(crate) fn check_once(&mut self) {
         self.check_with(true);
     }
 
@@ -261,13 +261,13 @@ impl Agent {
 
     /// Writes the status if this instance publishes: one request. Logs the
     /// outcome in the spec's words.
-    pub fn heartbeat(&mut self) -> Result<(), KubeError> {
+    pub(crate) fn heartbeat(&mut self) -> Result<(), KubeError> {
         self.write(self.publishable(), false)
     }
 
     /// `opstatus once`: one write that leaves the lock free, so a running
     /// instance is not held up; `Ok(false)` when another instance publishes.
-    pub fn write_once(&mut self) -> Result<bool, KubeError> {
+    pub(crate) fn write_once(&mut self) -> Result<bool, KubeError> {
         self.write(self.publishable(), true)?;
         Ok(self.last_written.is_some())
     }
@@ -372,7 +372,7 @@ impl Agent {
     }
 
     /// The loop, until SIGTERM or SIGINT; then the final status.
-    pub fn run(&mut self, shutdown: &mut Shutdown) {
+    pub(crate) fn run(&mut self, shutdown: &mut Shutdown) {
         log::info!(
             "Status ConfigMap {}/{} on {}: a heartbeat every {}s, checks every {}s; {} publishes while it holds the lock",
             self.config.target.namespace,

@@ -37,7 +37,7 @@ enum Role {
     StandingBy,
 }
 
-pub struct Publisher {
+pub(super) struct Publisher {
     me: String,
     /// The operator's own leader-election Lease (name), when followed.
     follow: Option<String>,
@@ -64,7 +64,7 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
+    pub(super) fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
         Publisher {
             me,
             follow,
@@ -85,48 +85,48 @@ impl Publisher {
     /// out: a check (the Lease, the ConfigMap) and a write (the first
     /// look's read and apply, the write, and after a 409 the Lease, a read
     /// and the write again).
-    pub fn worst_case(&self) -> Duration {
+    pub(super) fn worst_case(&self) -> Duration {
         let calls = if self.follow.is_some() { 8 } else { 6 };
         crate::kube::call_bound().saturating_mul(calls)
     }
 
     /// Whether this instance publishes now.
-    pub fn publishing(&self) -> bool {
+    pub(super) fn publishing(&self) -> bool {
         self.role == Role::Holding
     }
 
     /// Whether this instance should try to write: it publishes, or it has
     /// not been able to read the lock yet (the write reads it first, and
     /// its failures are the status write's, with their backoff).
-    pub fn may_write(&self) -> bool {
+    pub(super) fn may_write(&self) -> bool {
         self.role != Role::StandingBy
     }
 
-    pub fn identity(&self) -> &str {
+    pub(super) fn identity(&self) -> &str {
         &self.me
     }
 
     /// The status ConfigMap's uid, once read or written.
-    pub fn configmap_uid(&self) -> Option<&str> {
+    pub(super) fn configmap_uid(&self) -> Option<&str> {
         self.current.as_ref().map(|c| c.uid.as_str()).filter(|u| !u.is_empty())
     }
 
     /// Once, after this instance took the lock over from another (named
     /// when known) or after standing by: not when it starts on a free lock
     /// or on its own (a restarted container).
-    pub fn take_over_news(&mut self) -> Option<Option<String>> {
+    pub(super) fn take_over_news(&mut self) -> Option<Option<String>> {
         self.took_over.take()
     }
 
     /// Who holds the lock, as last seen (`None`: nobody, or not read yet).
-    pub fn holder(&self) -> Option<&str> {
+    pub(super) fn holder(&self) -> Option<&str> {
         let record = self.current.as_ref()?.lock.record()?;
         Some(record.holder_identity.as_str()).filter(|h| !h.is_empty())
     }
 
     /// On each check: standbys look again; with a followed Lease everyone
     /// does. The holder otherwise relies on its own writes.
-    pub fn check(&mut self, client: &mut Client, target: &StatusConfigMap, now: Instant) {
+    pub(super) fn check(&mut self, client: &mut Client, target: &StatusConfigMap, now: Instant) {
         if let Some(name) = &self.follow {
             self.leader = Some(read_leader(client, &target.namespace, name));
             self.decide(now);
@@ -191,7 +191,7 @@ impl Publisher {
     /// Writes `doc` if this instance publishes: `Ok(false)` when it does
     /// not (or lost the lock on the way). `release` leaves the lock free
     /// (`opstatus once`, and a holder that stops).
-    pub fn write(
+    pub(super) fn write(
         &mut self,
         client: &mut Client,
         target: &StatusConfigMap,
@@ -248,7 +248,7 @@ impl Publisher {
     /// take it. True when the status is now someone else's to publish (a
     /// standby took over, or this instance did not hold the lock): nothing
     /// more is to be written.
-    pub fn hand_over(
+    pub(super) fn hand_over(
         &mut self,
         client: &mut Client,
         target: &StatusConfigMap,

@@ -46,7 +46,7 @@ pub(crate) enum Default {
 }
 
 impl Default {
-    pub fn text(self) -> String {
+    pub(super) fn text(self) -> String {
         match self {
             Default::Value(v) => v.to_string(),
             Default::ValueThen(v, then) => format!("{v} {then}"),
@@ -56,7 +56,7 @@ impl Default {
 
     /// The concrete value, when there is one (the tests hold the code to it).
     #[cfg(test)]
-    pub fn value(self) -> Option<&'static str> {
+    pub(super) fn value(self) -> Option<&'static str> {
         match self {
             Default::Value(v) | Default::ValueThen(v, _) => Some(v),
             Default::Prose(_) | Default::Env(..) => None,
@@ -67,7 +67,7 @@ impl Default {
 impl Flag {
     /// Reads this flag's raw values (`given` on the command line, else its
     /// variable) and applies them to `s`; nothing when it is absent.
-    pub fn apply(
+    pub(super) fn apply(
         &self,
         s: &mut Settings,
         given: &[String],

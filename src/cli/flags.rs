@@ -13,11 +13,11 @@ use std::time::Duration;
 
 /// The operator's watched namespaces (OLM sets it from the
 /// `olm.targetNamespaces` annotation): the probes' default scope.
-pub const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
+pub(super) const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
 
 /// The API key's variable. Never a flag: command lines are visible to
 /// every process on the node.
-pub const API_KEY_ENV: &str = "KUBE9_API_KEY";
+pub(super) const API_KEY_ENV: &str = "KUBE9_API_KEY";
 
 /// Empty means unset for this one variable, as for kubectl.
 pub(crate) const KUBECONFIG_ENV: &str = "KUBECONFIG";

@@ -9,10 +9,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
-pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-pub const DEFAULT_WATCH_MAX_AGE: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+pub(super) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+pub(super) const DEFAULT_WATCH_MAX_AGE: Duration = Duration::from_secs(60);
 
 /// The validated settings shared by every command.
 #[derive(Clone, Debug, PartialEq, Eq)]

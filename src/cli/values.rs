@@ -11,29 +11,29 @@ use std::time::Duration;
 
 /// One raw value and where it came from (`--flag` or `VARIABLE`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Given {
+pub(super) struct Given {
     pub value: String,
     pub source: &'static str,
 }
 
 impl Given {
     /// `SOURCE: "VALUE" WHY`: every message about a bad value has this shape.
-    pub fn blame(&self, why: impl Display) -> ConfigError {
+    pub(super) fn blame(&self, why: impl Display) -> ConfigError {
         ConfigError(format!("{}: {:?} {why}", self.source, self.value))
     }
 
-    pub fn parse<T>(&self, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, ConfigError> {
+    pub(super) fn parse<T>(&self, parse: impl FnOnce(&str) -> Result<T, String>) -> Result<T, ConfigError> {
         parse(&self.value).map_err(|why| self.blame(why))
     }
 
     /// The value as a Kubernetes name; `what` completes "SOURCE: VALUE ...".
-    pub fn name(&self, check: fn(&str) -> Result<(), &'static str>, what: &str) -> Result<String, ConfigError> {
+    pub(super) fn name(&self, check: fn(&str) -> Result<(), &'static str>, what: &str) -> Result<String, ConfigError> {
         check(&self.value).map_err(|why| self.blame(format!("{what}: {why}")))?;
         Ok(self.value.clone())
     }
 
     /// A duration within `range`, stated in seconds when it is not.
-    pub fn duration(&self, range: RangeInclusive<Duration>) -> Result<Duration, ConfigError> {
+    pub(super) fn duration(&self, range: RangeInclusive<Duration>) -> Result<Duration, ConfigError> {
         let d = self.parse(parse_duration)?;
         if !range.contains(&d) {
             let (min, max) = (range.start().as_secs(), range.end().as_secs());
@@ -45,14 +45,14 @@ impl Given {
 
 /// `IP:PORT`, `[IPv6]:PORT` or `:PORT` (all IPv4 interfaces). Names are
 /// refused: resolving them would need a resolver a scratch image lacks.
-pub fn parse_listen(v: &str) -> Result<SocketAddr, String> {
+pub(super) fn parse_listen(v: &str) -> Result<SocketAddr, String> {
     let full = if v.starts_with(':') { format!("0.0.0.0{v}") } else { v.to_string() };
     full.parse().map_err(|_| "is not IP:PORT or :PORT (e.g. :8090, 127.0.0.1:8090, [::]:8090)".to_string())
 }
 
 /// Parses an interval: whole seconds (`90`), or a number with `s`, `m` or
 /// `h` (`90s`, `2m`), within [`MIN_INTERVAL`]..=[`MAX_INTERVAL`].
-pub fn parse_interval(v: &str) -> Result<Duration, String> {
+pub(super) fn parse_interval(v: &str) -> Result<Duration, String> {
     let d = parse_duration(v)?;
     if d < MIN_INTERVAL || d > MAX_INTERVAL {
         return Err("must be between 1s and 4m (readers treat a status older than 5 minutes as stale)".into());
@@ -61,7 +61,7 @@ pub fn parse_interval(v: &str) -> Result<Duration, String> {
 }
 
 /// `90`, `90s`, `2m`, `1h`: a whole number with an optional unit.
-pub fn parse_duration(v: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(v: &str) -> Result<Duration, String> {
     let digits = v.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = v.split_at(digits);
     if number.is_empty() {
@@ -78,7 +78,7 @@ pub fn parse_duration(v: &str) -> Result<Duration, String> {
 }
 
 /// A switch's value: `true`/`false`, `1`/`0`, `yes`/`no`, any case.
-pub fn parse_switch(v: &str) -> Result<bool, String> {
+pub(super) fn parse_switch(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" => Ok(true),
         "false" | "0" | "no" => Ok(false),

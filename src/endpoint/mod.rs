@@ -25,8 +25,8 @@
 //! [`routes`] is the pure half (parsing and answering), unit-tested;
 //! [`prometheus`] renders `/metrics`.
 
-pub mod prometheus;
-pub mod routes;
+pub(crate) mod prometheus;
+pub(crate) mod routes;
 
 use crate::status::Verdict;
 use mio::net::{TcpListener, TcpStream};
@@ -42,17 +42,17 @@ use std::time::{Duration, Instant};
 /// A request head larger than this is refused (431).
 pub const MAX_HEAD: usize = 4096;
 /// Connections served at once; more are closed on accept.
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 /// A connection must have sent its request and taken its answer by then.
-pub const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long accepting pauses after an error that retrying at once would
 /// only repeat (out of descriptors): ten tries a second cost nothing, and a
 /// probe waits at most this long once a descriptor is free.
-pub const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+pub(crate) const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 /// What the agent shares with the endpoint, updated on every tick.
 #[derive(Clone, Debug)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The current health, write failures included.
     pub verdict: Verdict,
     /// What `/readyz` answers for (see the agent's readiness contract).
@@ -66,10 +66,10 @@ pub struct Snapshot {
     pub liveness_window: Duration,
 }
 
-pub type Shared = Arc<Mutex<Snapshot>>;
+pub(crate) type Shared = Arc<Mutex<Snapshot>>;
 /// Binds `addr` now (so a bad address fails at start) and serves on a
 /// thread of its own. Returns the bound address.
-pub fn spawn(addr: SocketAddr, shared: Shared) -> io::Result<SocketAddr> {
+pub(crate) fn spawn(addr: SocketAddr, shared: Shared) -> io::Result<SocketAddr> {
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(std_listener);

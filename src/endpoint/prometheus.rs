@@ -12,10 +12,10 @@ use std::fmt::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Upper bounds (seconds) of the write-latency histogram buckets.
-pub const LATENCY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
+pub(crate) const LATENCY_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0];
 
 /// The error kinds `KubeError::kind` can return, in output order.
-pub const ERROR_TYPES: [&str; 10] = [
+pub(crate) const ERROR_TYPES: [&str; 10] = [
     "transport",
     "response",
     "unauthorized",
@@ -31,7 +31,7 @@ pub const ERROR_TYPES: [&str; 10] = [
 const MODES: [Mode; 2] = [Mode::Operated, Mode::Enabled];
 
 #[derive(Clone, Debug, Default)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// Syncs of each sink other than the status ConfigMap, in order; set by
     /// the agent on every tick. Empty: none configured, nothing rendered.
     pub sinks: Vec<(&'static str, SyncCounts)>,
@@ -58,14 +58,14 @@ pub struct Metrics {
 
 impl Metrics {
     /// Counts a successful write of a status with `mode` and `health`.
-    pub fn record_update(&mut self, mode: Mode, health: Health, took: Duration, at: SystemTime) {
+    pub(crate) fn record_update(&mut self, mode: Mode, health: Health, took: Duration, at: SystemTime) {
         self.updates[mode_index(mode)][health_index(health)] += 1;
         self.observe_latency(took);
         self.last_success = Some(at);
     }
 
     /// Counts a failed write; `kind` is one of [`ERROR_TYPES`].
-    pub fn record_error(&mut self, kind: &str, took: Duration) {
+    pub(crate) fn record_error(&mut self, kind: &str, took: Duration) {
         let i = ERROR_TYPES.iter().position(|k| *k == kind).unwrap_or(ERROR_TYPES.len() - 1);
         self.errors[i] += 1;
         self.observe_latency(took);
@@ -83,7 +83,7 @@ impl Metrics {
     }
 
     /// The exposition text, with `current` as the one-hot health gauge.
-    pub fn render(&self, current: Health) -> String {
+    pub(crate) fn render(&self, current: Health) -> String {
         let mut out = String::with_capacity(3072);
         let w = &mut out;
         header(w, "kube9_operator_status_updates_total", "counter", "Successful writes of the status ConfigMap.");

@@ -52,7 +52,7 @@ pub fn parse_request(buf: &[u8]) -> Parsed<'_> {
 
 /// An answer: status code, content type, body.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Response {
+pub(crate) struct Response {
     pub code: u16,
     pub content_type: &'static str,
     pub body: String,
@@ -65,7 +65,7 @@ fn text(code: u16, body: impl Into<String>) -> Response {
 }
 
 /// Routes one request against the current snapshot.
-pub fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::Instant) -> Response {
+pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::Instant) -> Response {
     let (method, path) = match parsed {
         Parsed::Request { method, path } => (*method, *path),
         Parsed::TooLarge => return text(431, "request header too large\n"),
@@ -127,7 +127,7 @@ fn reason_phrase(code: u16) -> &'static str {
     }
 }
 
-pub fn encode(r: &Response) -> Vec<u8> {
+pub(crate) fn encode(r: &Response) -> Vec<u8> {
     let allow = if r.code == 405 { "Allow: GET\r\n" } else { "" };
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Cache-Control: no-store\r\nConnection: close\r\n\r\n",

@@ -4,7 +4,7 @@ use super::credentials::{Auth, Credentials, Secret, pem_certificates, read_token
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
-pub use super::watch_stream::WatchStream;
+pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
@@ -18,7 +18,7 @@ use ureq::tls::{RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
-pub const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
+pub(super) const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The largest response body read. A ConfigMap holds at most 1 MiB of data;
 /// anything much larger is not an answer we asked for.
@@ -45,7 +45,7 @@ const TIMEOUTS: Timeouts = Timeouts {
 /// is sent again once after a 401 (a rotated token), and each of the two
 /// may be sent again once on a new connection when a kept one broke under
 /// it; each send bounded by [`TIMEOUTS`] (19 s). For the liveness window.
-pub fn call_bound() -> Duration {
+pub(crate) fn call_bound() -> Duration {
     TIMEOUTS.bound() * 4
 }
 
@@ -59,7 +59,7 @@ const ONE_SHOT_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a client that calls at least once every `heartbeat` keeps its
 /// idle connection, so that no heartbeat pays a TLS handshake.
-pub fn keep_alive_for(heartbeat: Duration) -> Duration {
+pub(super) fn keep_alive_for(heartbeat: Duration) -> Duration {
     heartbeat + KEEP_ALIVE_MARGIN
 }
 

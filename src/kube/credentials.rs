@@ -75,7 +75,7 @@ fn read_file(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, ConfigError
 }
 
 /// Reads a token file: surrounding white space is not part of the token.
-pub fn read_token(path: &Path) -> Result<Secret, ConfigError> {
+pub(crate) fn read_token(path: &Path) -> Result<Secret, ConfigError> {
     let raw = read_file(path, files::TOKEN_LIMIT, "token file")?;
     let token = String::from_utf8(raw).or_else(|_| fail(format!("token file {} is not UTF-8", path.display())))?;
     let token = token.trim();
@@ -87,7 +87,7 @@ pub fn read_token(path: &Path) -> Result<Secret, ConfigError> {
 
 /// The certificates of a PEM bundle (keys and other sections skipped);
 /// an error naming `what` when the PEM is malformed or holds none.
-pub fn pem_certificates(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, String> {
+pub(crate) fn pem_certificates(pem: &[u8], what: &str) -> Result<Vec<Certificate<'static>>, String> {
     let mut certificates = Vec::new();
     for item in ureq::tls::parse_pem(pem) {
         match item {
@@ -109,7 +109,7 @@ fn check_ca(pem: &[u8], source: &str) -> Result<(), ConfigError> {
 /// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
 /// finds them: `KUBERNETES_SERVICE_HOST` and `_PORT` (both required; an IPv6
 /// host is bracketed), and `token`, `ca.crt`, `namespace` in `sa_dir`.
-pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Result<Credentials, ConfigError> {
+pub(crate) fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Result<Credentials, ConfigError> {
     let (host, port) = match (host, port) {
         (Some(h), Some(p)) if !h.is_empty() && !p.is_empty() => (h, p),
         _ => {
@@ -145,7 +145,7 @@ pub fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) -> Resu
 }
 
 /// Credentials from a kubeconfig file's current context.
-pub fn from_kubeconfig(path: &Path) -> Result<Credentials, ConfigError> {
+pub(crate) fn from_kubeconfig(path: &Path) -> Result<Credentials, ConfigError> {
     let text = read_file(path, files::KUBECONFIG_LIMIT, "kubeconfig")?;
     let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
     let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
@@ -275,7 +275,7 @@ fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a 
 
 /// Standard base64 (RFC 4648, padding optional, white space ignored), as
 /// kubeconfig `*-data` fields hold it.
-pub fn decode_base64(input: &str) -> Option<Vec<u8>> {
+pub(crate) fn decode_base64(input: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(input.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0u32);
     let mut padding = false;

@@ -18,7 +18,7 @@ use ureq::tls::{Certificate, ClientCert, PrivateKey};
 /// certificate's PEM, `key_pem` the key), once rustls is known to accept
 /// it; else a sentence for the person who configured it (never the key
 /// itself).
-pub fn client_identity(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<ClientCert, String> {
+pub(super) fn client_identity(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<ClientCert, String> {
     let not_a_key = || "the client key is not a PEM private key (PKCS#8, SEC1 or PKCS#1)".to_string();
     let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| not_a_key())?;
     let chain_der = chain.iter().map(|c| CertificateDer::from(c.der()).into_owned()).collect();

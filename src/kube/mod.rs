@@ -13,14 +13,15 @@
 //! and where its permission is granted ([`KubeError::granted_by`]).
 
 mod client;
-pub mod credentials;
+pub(crate) mod credentials;
 mod error;
 mod failures;
 mod identity;
-pub mod names;
+pub(crate) mod names;
 mod watch_stream;
-pub mod yaml;
+pub(crate) mod yaml;
 
-pub use client::{Client, ObjectRef, call_bound};
+pub use client::Client;
+pub(crate) use client::{ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
-pub use error::KubeError;
+pub(crate) use error::KubeError;

@@ -2,7 +2,7 @@
 //! checking names before they reach a URL or a request.
 
 /// RFC 1123 label, as Kubernetes requires of namespace names.
-pub fn check_dns_label(v: &str) -> Result<(), &'static str> {
+pub(crate) fn check_dns_label(v: &str) -> Result<(), &'static str> {
     if v.len() > 63 {
         return Err("at most 63 characters");
     }
@@ -10,7 +10,7 @@ pub fn check_dns_label(v: &str) -> Result<(), &'static str> {
 }
 
 /// RFC 1123 subdomain, as Kubernetes requires of most object names.
-pub fn check_dns_subdomain(v: &str) -> Result<(), &'static str> {
+pub(crate) fn check_dns_subdomain(v: &str) -> Result<(), &'static str> {
     if v.len() > 253 {
         return Err("at most 253 characters");
     }

@@ -29,7 +29,7 @@ use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
 use ureq::tls::{PemItem, RootCerts, TlsConfig};
 
-pub const DEFAULT_SERVER_URL: &str = "https://api.kube9.dev";
+pub(crate) const DEFAULT_SERVER_URL: &str = "https://api.kube9.dev";
 
 /// Each phase of a registration call is bounded: the spec's 30 s would
 /// stall a loop that also keeps the heartbeat.
@@ -42,7 +42,7 @@ const TIMEOUTS: Timeouts = Timeouts {
 
 /// The longest one registration call can take, whatever the server does
 /// (7 s; 2 s for a server that accepts and never answers).
-pub fn call_bound() -> Duration {
+pub(crate) fn call_bound() -> Duration {
     TIMEOUTS.bound()
 }
 /// The longest `clusterId` accepted (kube9's are `cls_` + a few dozen
@@ -116,14 +116,14 @@ fn checked(key: &str, source: &str) -> ApiKey {
 /// The registration request body.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RegisterRequest {
+pub(crate) struct RegisterRequest {
     pub operator_version: String,
     pub cluster_identifier: String,
     pub kubernetes_version: String,
     pub approximate_node_count: u64,
 }
 
-pub struct Kube9Client {
+pub(crate) struct Kube9Client {
     agent: ureq::Agent,
     register_url: String,
     server: String,
@@ -133,7 +133,7 @@ pub struct Kube9Client {
 /// 2): `http://` only with `allow_insecure` (the key would be readable by
 /// anyone on the path), and never with a CA file (which would then be
 /// silently ignored).
-pub fn check_transport(server_url: &str, allow_insecure: bool, ca_file: &Option<PathBuf>) -> Result<(), String> {
+pub(crate) fn check_transport(server_url: &str, allow_insecure: bool, ca_file: &Option<PathBuf>) -> Result<(), String> {
     if !server_url.starts_with("http://") {
         return Ok(());
     }
@@ -156,7 +156,7 @@ impl Kube9Client {
     /// Checks the URL and loads the CA bundle: configuration errors (exit 2).
     /// An `http://` URL must have passed [`check_transport`]; it is warned
     /// about here, once, at start.
-    pub fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
+    pub(crate) fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
         crate::util::url::check_url(server_url).map_err(|why| format!("--server-url: {why}"))?;
         let server = server_url.trim_end_matches('/').to_string();
         let https = server.starts_with("https://");
@@ -192,7 +192,7 @@ impl Kube9Client {
     }
 
     /// One registration attempt, bounded by [`call_bound`].
-    pub fn register(&self, key: &Secret, request: &RegisterRequest) -> Outcome {
+    pub(crate) fn register(&self, key: &Secret, request: &RegisterRequest) -> Outcome {
         let mut authorization = match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
             Ok(h) => h,
             Err(_) => return Outcome::BadRequest { details: "the API key cannot be sent in an HTTP header".into() },
@@ -224,7 +224,7 @@ impl Kube9Client {
         }
     }
 
-    pub fn server(&self) -> &str {
+    pub(crate) fn server(&self) -> &str {
         &self.server
     }
 }
@@ -298,7 +298,7 @@ pub fn classify(code: u16, body: &[u8], retry_after: Option<Duration>) -> Outcom
 
 /// `sha256:` + hex SHA-256 of the cluster CA certificate (its DER, so PEM
 /// formatting does not matter), else of the API server URL.
-pub fn cluster_identifier(ca_pem: &[u8], server: &str) -> String {
+pub(crate) fn cluster_identifier(ca_pem: &[u8], server: &str) -> String {
     let der = ureq::tls::parse_pem(ca_pem).find_map(|item| match item {
         Ok(PemItem::Certificate(c)) => Some(c.der().to_vec()),
         _ => None,

@@ -10,8 +10,8 @@
 //! - [`client`]: the kube9-server client, the API key, the cluster identifier.
 //! - [`registration`]: the registration state machine (pure).
 
-pub mod client;
-pub mod registration;
+pub(crate) mod client;
+pub(crate) mod registration;
 
 use crate::kube::{Client, Secret};
 use crate::signals::{Observation, Signal};
@@ -23,7 +23,7 @@ use registration::{Outcome, Registration};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-pub struct ProTier {
+pub(crate) struct ProTier {
     source: ApiKeySource,
     key: Option<Secret>,
     /// Why the configured key source is unusable (spec rule 2).
@@ -41,7 +41,7 @@ pub struct ProTier {
 /// kube9's rules 3 and 4: an API key but no registration, or more than
 /// [`REGISTRATION_FAILURES_TOLERATED`] failures in a row (a registration
 /// that is kept while re-registering fails).
-pub fn registration_problem(
+pub(crate) fn registration_problem(
     key_configured: bool,
     registered: bool,
     failures: u32,
@@ -62,7 +62,7 @@ pub fn registration_problem(
 }
 
 impl ProTier {
-    pub fn new(
+    pub(crate) fn new(
         source: ApiKeySource,
         kube9: Kube9Client,
         cluster_identifier: String,
@@ -147,7 +147,7 @@ impl ProTier {
         self.kubernetes_version.clone().unwrap_or_else(|| "unknown".into())
     }
 
-    pub fn view(&self) -> ProFields {
+    pub(crate) fn view(&self) -> ProFields {
         let registered = self.registration.registered();
         ProFields {
             mode: if self.key.is_some() && !self.registration.rejected() { Mode::Enabled } else { Mode::Operated },
@@ -158,7 +158,7 @@ impl ProTier {
     }
 
     /// The heartbeat interval kube9-server asked for, while registered.
-    pub fn status_interval(&self) -> Option<Duration> {
+    pub(crate) fn status_interval(&self) -> Option<Duration> {
         self.registration.status_interval()
     }
 }
@@ -203,7 +203,7 @@ fn approximate_node_count(kube: &mut Client) -> u64 {
 
 /// Builds the pro tier from the settings; `None` when no key source is
 /// configured at all.
-pub fn from_settings(
+pub(crate) fn from_settings(
     source: ApiKeySource,
     server_url: &str,
     server_ca_file: Option<&std::path::Path>,

@@ -27,19 +27,19 @@ use std::time::{Duration, Instant};
 
 /// After a 401, the key is not tried again for this long (or until it
 /// changes).
-pub const REJECTED_RETRY: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const REJECTED_RETRY: Duration = Duration::from_secs(24 * 3600);
 /// The first retry after a server or network failure (the spec's guidance).
-pub const FAILURE_BASE: Duration = Duration::from_secs(5 * 60);
-pub const FAILURE_CAP: Duration = Duration::from_secs(3600);
+pub(crate) const FAILURE_BASE: Duration = Duration::from_secs(5 * 60);
+pub(crate) const FAILURE_CAP: Duration = Duration::from_secs(3600);
 /// The longest a server's `Retry-After` can hold registration off.
-pub const MAX_RETRY: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_RETRY: Duration = Duration::from_secs(3600);
 /// Re-registration period when the server does not say.
-pub const DEFAULT_REREGISTRATION: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const DEFAULT_REREGISTRATION: Duration = Duration::from_secs(24 * 3600);
 /// The range a server's `reregistrationIntervalHours` is held to: at least
 /// hourly would be a request storm, and beyond a week a revoked key would
 /// go unnoticed.
-pub const MIN_REREGISTRATION: Duration = Duration::from_secs(3600);
-pub const MAX_REREGISTRATION: Duration = Duration::from_secs(7 * 24 * 3600);
+pub(crate) const MIN_REREGISTRATION: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_REREGISTRATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What one registration attempt came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ enum State {
 }
 
 #[derive(Clone, Debug)]
-pub struct Registration {
+pub(crate) struct Registration {
     state: State,
     failures: u32,
     error: Option<String>,
@@ -126,21 +126,21 @@ impl Default for Registration {
 
 impl Registration {
     /// The key appeared, changed or went away: start over.
-    pub fn key_changed(&mut self, key_present: bool, now: Instant) {
+    pub(crate) fn key_changed(&mut self, key_present: bool, now: Instant) {
         *self = Registration { next_attempt: key_present.then_some(now), ..Registration::default() };
     }
 
     /// Whether an attempt is due.
-    pub fn due(&self, now: Instant) -> bool {
+    pub(crate) fn due(&self, now: Instant) -> bool {
         self.next_attempt.is_some_and(|t| t <= now)
     }
 
-    pub fn next_attempt(&self) -> Option<Instant> {
+    pub(crate) fn next_attempt(&self) -> Option<Instant> {
         self.next_attempt
     }
 
     /// Applies an attempt's outcome. `random` spreads the backoff.
-    pub fn record(&mut self, outcome: Outcome, now: Instant, random: u64) {
+    pub(crate) fn record(&mut self, outcome: Outcome, now: Instant, random: u64) {
         match outcome.bounded() {
             Outcome::Registered { cluster_id, status_interval, reregistration } => {
                 self.state = State::Registered { cluster_id };
@@ -179,16 +179,16 @@ impl Registration {
         self.next_attempt = next;
     }
 
-    pub fn registered(&self) -> bool {
+    pub(crate) fn registered(&self) -> bool {
         matches!(self.state, State::Registered { .. })
     }
 
     /// The server rejected the key: run as `operated` / `free`.
-    pub fn rejected(&self) -> bool {
+    pub(crate) fn rejected(&self) -> bool {
         self.state == State::Rejected
     }
 
-    pub fn cluster_id(&self) -> Option<&str> {
+    pub(crate) fn cluster_id(&self) -> Option<&str> {
         match &self.state {
             State::Registered { cluster_id } => Some(cluster_id),
             _ => None,
@@ -196,17 +196,17 @@ impl Registration {
     }
 
     /// Consecutive failed attempts.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// Why the last attempt failed.
-    pub fn error(&self) -> Option<&str> {
+    pub(crate) fn error(&self) -> Option<&str> {
         self.error.as_deref()
     }
 
     /// The heartbeat interval the server asked for, while registered.
-    pub fn status_interval(&self) -> Option<Duration> {
+    pub(crate) fn status_interval(&self) -> Option<Duration> {
         self.status_interval.filter(|_| self.registered())
     }
 }

@@ -11,8 +11,8 @@
 //! - [`probes`]: conditions computed from the operator's own resources.
 //! - the pro tier ([`crate::pro`]): the API key and kube9-server registration.
 
-pub mod probes;
-pub mod watch;
+pub(crate) mod probes;
+pub(crate) mod watch;
 
 use crate::kube::Client;
 use crate::status::{ProFields, Problem};
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// Everything the signals saw on one check: what the verdict and the sinks
 /// read until the next check.
 #[derive(Clone, Debug, Default)]
-pub struct Observation {
+pub(crate) struct Observation {
     /// Every problem seen, in no order (the health rules order them).
     pub problems: Vec<Problem>,
     /// Why the operator itself is down (its watches fail); `None` when up.
@@ -38,7 +38,7 @@ pub struct Observation {
 }
 
 /// Something opstatus checks on every check tick.
-pub trait Signal {
+pub(crate) trait Signal {
     /// Looks again (each call bounded) and records what it sees in `into`.
     fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation);
 

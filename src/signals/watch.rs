@@ -21,7 +21,7 @@ const URL_TIMEOUT: Duration = Duration::from_secs(1);
 /// The largest body read (and discarded) from a watched URL.
 const URL_BODY_LIMIT: u64 = 64 * 1024;
 
-pub struct Watches {
+pub(crate) struct Watches {
     urls: Vec<String>,
     file: Option<(PathBuf, Duration)>,
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
@@ -31,7 +31,7 @@ pub struct Watches {
 }
 
 impl Watches {
-    pub fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
+    pub(crate) fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
         let agent = http::agent_config(Timeouts {
             connect: URL_TIMEOUT,
             send: URL_TIMEOUT,
@@ -46,13 +46,13 @@ impl Watches {
         Watches { urls, file, critical, agent, problem: Reported::default() }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.urls.is_empty() && self.file.is_none()
     }
 
     /// Checks every watch; the first failure's reason, or `None` when all
     /// are well.
-    pub fn check(&self, now: SystemTime) -> Option<String> {
+    pub(crate) fn check(&self, now: SystemTime) -> Option<String> {
         for url in &self.urls {
             if let Some(why) = self.url_problem(url) {
                 // Userinfo is refused at start; shown redacted all the same.
@@ -110,7 +110,12 @@ impl Signal for Watches {
 }
 
 /// The heartbeat-file rule: missing, or not modified within `max_age`.
-pub fn file_problem(shown: &str, modified: Option<SystemTime>, now: SystemTime, max_age: Duration) -> Option<String> {
+pub(crate) fn file_problem(
+    shown: &str,
+    modified: Option<SystemTime>,
+    now: SystemTime,
+    max_age: Duration,
+) -> Option<String> {
     let Some(modified) = modified else {
         return Some(format!("Operator heartbeat file {shown} is missing"));
     };
@@ -122,7 +127,7 @@ pub fn file_problem(shown: &str, modified: Option<SystemTime>, now: SystemTime, 
 
 /// Checks that a watch URL is one opstatus will fetch: plain `http://`, for
 /// an endpoint in the same pod.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let rest =
         url.strip_prefix("http://").ok_or("must start with http:// (the operator's probe endpoint in the same pod)")?;
     let host = rest.split(['/', '?']).next().unwrap_or_default();

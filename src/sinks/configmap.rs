@@ -25,27 +25,27 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 /// The field manager that owns the status and the lock.
-pub const FIELD_MANAGER: &str = "opstatus";
+pub(crate) const FIELD_MANAGER: &str = "opstatus";
 
 /// The field manager that creates the ConfigMap and owns its labels.
-pub const INIT_FIELD_MANAGER: &str = "opstatus-init";
+pub(crate) const INIT_FIELD_MANAGER: &str = "opstatus-init";
 
 /// The data key that holds the status JSON.
-pub const STATUS_KEY: &str = "status";
+pub(crate) const STATUS_KEY: &str = "status";
 
 /// The ConfigMap's name, from the kube9 spec.
-pub const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
+pub(crate) const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
 
 /// The spec's last resort when neither `--namespace` nor the credentials
 /// name one.
-pub const DEFAULT_NAMESPACE: &str = "kube9-system";
+pub(crate) const DEFAULT_NAMESPACE: &str = "kube9-system";
 
 /// Where the permissions to read and write the status are granted.
 const GRANT: &str = "see manifests/base/role.yaml";
 
 /// Where the status is published.
 #[derive(Clone, Debug)]
-pub struct StatusConfigMap {
+pub(crate) struct StatusConfigMap {
     pub namespace: String,
     pub name: String,
 }
@@ -53,7 +53,7 @@ pub struct StatusConfigMap {
 /// What a read or a write of the ConfigMap saw: the version to write
 /// against and the lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Current {
+pub(crate) struct Current {
     pub resource_version: String,
     pub lock: Seen,
     /// The object's uid (events about the ConfigMap name it).
@@ -84,13 +84,13 @@ const LABELS: [(&str, &str); 2] =
     [("app.kubernetes.io/name", "opstatus"), ("app.kubernetes.io/managed-by", "opstatus")];
 
 impl StatusConfigMap {
-    pub fn object(&self) -> ObjectRef<'_> {
+    pub(crate) fn object(&self) -> ObjectRef<'_> {
         ObjectRef { api: "/api/v1", resource: "configmaps", namespace: Some(&self.namespace), name: &self.name }
     }
 
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending).
-    pub fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
+    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
         let mut metadata = json!({
             "name": self.name,
             "namespace": self.namespace,
@@ -113,7 +113,7 @@ impl StatusConfigMap {
     /// (no status, no lock) and labels it if nobody did (an apply without
     /// force, so another manager's labels stay theirs). A GET, and an
     /// apply only the first time.
-    pub fn init(&self, client: &mut Client) -> Result<Current, KubeError> {
+    pub(crate) fn init(&self, client: &mut Client) -> Result<Current, KubeError> {
         if let Some(body) = self.fetch(client)? {
             let labelled = labels(&body).is_some_and(|l| LABELS.iter().any(|(k, _)| l.contains_key(*k)));
             if labelled {
@@ -142,7 +142,7 @@ impl StatusConfigMap {
     }
 
     /// Reads the ConfigMap's version and lock; `None` when it is missing.
-    pub fn read(&self, client: &mut Client) -> Result<Option<Current>, KubeError> {
+    pub(crate) fn read(&self, client: &mut Client) -> Result<Option<Current>, KubeError> {
         match self.fetch(client)? {
             Some(body) => seen(&body).map(Some),
             None => Ok(None),
@@ -151,7 +151,7 @@ impl StatusConfigMap {
 
     /// Writes `status` and the lock `record`, against `resource_version`:
     /// exactly one request. Returns what the write left.
-    pub fn publish(
+    pub(crate) fn publish(
         &self,
         client: &mut Client,
         status: &StatusDocument,
@@ -164,7 +164,7 @@ impl StatusConfigMap {
     }
 
     /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
-    pub fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
+    pub(crate) fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
         client.get(&self.object()).map_err(|e| e.granted_by(GRANT))
     }
 }
@@ -174,7 +174,7 @@ fn labels(body: &[u8]) -> Option<BTreeMap<String, String>> {
 }
 
 /// The version and lock of a ConfigMap body.
-pub fn seen(body: &[u8]) -> Result<Current, KubeError> {
+pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
     let head: Head = serde_json::from_slice(body)
         .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })?;
     let lock = Seen::parse(head.metadata.annotations.get(lock::ANNOTATION).map(String::as_str));

@@ -21,10 +21,10 @@
 //! that was read, and on a conflict (409) start over from a fresh read:
 //! [`read_modify_write`].
 
-pub mod cluster_operator;
-pub mod configmap;
-pub mod events;
-pub mod operator_condition;
+pub(crate) mod cluster_operator;
+pub(crate) mod configmap;
+pub(crate) mod events;
+pub(crate) mod operator_condition;
 
 use crate::kube::{Client, KubeError};
 use crate::signals::Observation;
@@ -34,17 +34,17 @@ use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Attempts per write when others keep changing the object (409 Conflict).
-pub const CONFLICT_ATTEMPTS: u32 = 3;
+pub(crate) const CONFLICT_ATTEMPTS: u32 = 3;
 
 /// The longest a [`read_modify_write`] can take: a read and a write per
 /// attempt.
-pub fn read_modify_write_bound() -> Duration {
+pub(crate) fn read_modify_write_bound() -> Duration {
     crate::kube::call_bound().saturating_mul(2 * CONFLICT_ATTEMPTS)
 }
 
 /// What a [`read_modify_write`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Written {
+pub(crate) enum Written {
     /// The object already said what we wanted: nothing was sent.
     Unchanged,
     Updated,
@@ -52,7 +52,7 @@ pub enum Written {
 
 /// What a sink last wrote: an intent equal to it needs no request until the
 /// next drift check. Forgotten on a failure, so the next check retries.
-pub struct LastWritten<T>(Option<T>);
+pub(crate) struct LastWritten<T>(Option<T>);
 
 impl<T> Default for LastWritten<T> {
     fn default() -> Self {
@@ -63,7 +63,7 @@ impl<T> Default for LastWritten<T> {
 impl<T: PartialEq> LastWritten<T> {
     /// Whether `intent` is what was last written (compared as borrowed, so
     /// a check allocates nothing to ask).
-    pub fn matches<Q: PartialEq + ?Sized>(&self, intent: &Q) -> bool
+    pub(crate) fn matches<Q: PartialEq + ?Sized>(&self, intent: &Q) -> bool
     where
         T: std::borrow::Borrow<Q>,
     {
@@ -72,7 +72,7 @@ impl<T: PartialEq> LastWritten<T> {
 
     /// Records the outcome of writing `intent`; an error becomes the
     /// sentence `explain` makes of it.
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         intent: T,
         result: Result<Written, KubeError>,
@@ -88,7 +88,7 @@ impl<T: PartialEq> LastWritten<T> {
 /// carrying the `resourceVersion` it read. A 409 starts over from a fresh
 /// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
 /// a 403 naming `grant` as where the permission comes from.
-pub fn read_modify_write(
+pub(crate) fn read_modify_write(
     client: &mut Client,
     path: &str,
     write_suffix: &str,
@@ -105,14 +105,14 @@ pub fn read_modify_write(
 
 /// Given an object's body as read, the body to write back (`None`: nothing
 /// changed) or why it cannot be.
-pub type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
+pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
 
 /// [`read_modify_write`] on the object as read: `modify` is given the body
 /// and returns the body to PUT (`None`: nothing changed), so an object
 /// with large parts opstatus does not own need not be parsed whole. The
 /// body read is dropped before the write, and the server's answer to it is
 /// not kept.
-pub fn read_modify_write_raw(
+pub(crate) fn read_modify_write_raw(
     client: &mut Client,
     path: &str,
     write_suffix: &str,
@@ -149,14 +149,14 @@ fn read_modify_write_once(
 }
 
 /// `Upgradeable=False, Important=True`: what a write said, for its log line.
-pub fn summarize(conditions: &[crate::conditions::Desired]) -> String {
+pub(crate) fn summarize(conditions: &[crate::conditions::Desired]) -> String {
     let said: Vec<String> = conditions.iter().map(|c| format!("{}={}", c.kind, c.status.as_str())).collect();
     said.join(", ")
 }
 
 /// What a sink is given on each check: the tick's one observation and
 /// verdict.
-pub struct Tick<'a> {
+pub(crate) struct Tick<'a> {
     pub observation: &'a Observation,
     /// The health as it would be published, this sink's own failure left
     /// out.
@@ -171,7 +171,7 @@ pub struct Tick<'a> {
 
 /// What one sync did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Synced {
+pub(crate) enum Synced {
     /// Nothing to say, or what it would say was last written and no drift
     /// check is due: no request.
     Skipped,
@@ -182,7 +182,7 @@ pub enum Synced {
 }
 
 /// A published resource other than the status ConfigMap.
-pub trait Sink {
+pub(crate) trait Sink {
     /// The `sink` label in metrics: `operator_condition`.
     fn name(&self) -> &'static str;
     /// `OperatorCondition ns/name`, for messages.
@@ -197,7 +197,7 @@ pub trait Sink {
 
 /// Syncs by result, for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SyncCounts {
+pub(crate) struct SyncCounts {
     pub updated: u64,
     pub unchanged: u64,
     pub failed: u64,
@@ -213,13 +213,13 @@ struct Entry {
 
 /// Every [`Sink`], synced in order on each check.
 #[derive(Default)]
-pub struct Sinks {
+pub(crate) struct Sinks {
     entries: Vec<Entry>,
     next_drift_check: Option<Instant>,
 }
 
 impl Sinks {
-    pub fn add(&mut self, sink: Box<dyn Sink>) {
+    pub(crate) fn add(&mut self, sink: Box<dyn Sink>) {
         self.entries.push(Entry {
             sink,
             problem: Reported::default(),
@@ -228,22 +228,22 @@ impl Sinks {
         });
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// The longest syncing them all can take.
-    pub fn worst_case(&self) -> Duration {
+    pub(crate) fn worst_case(&self) -> Duration {
         self.entries.iter().map(|e| e.sink.worst_case()).fold(Duration::ZERO, Duration::saturating_add)
     }
 
     /// Why sinks cannot be written, as health problems.
-    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+    pub(crate) fn problems(&self) -> impl Iterator<Item = &Problem> {
         self.entries.iter().filter_map(|e| e.as_problem.as_ref())
     }
 
     /// Counters per sink, in order, for `/metrics`.
-    pub fn counts(&self) -> Vec<(&'static str, SyncCounts)> {
+    pub(crate) fn counts(&self) -> Vec<(&'static str, SyncCounts)> {
         self.entries.iter().map(|e| (e.sink.name(), e.counts)).collect()
     }
 
@@ -251,7 +251,7 @@ impl Sinks {
     /// health rules over `problems` (the signals' and the status write's)
     /// and the other sinks' problems, its own left out. A drift check is
     /// due once per `interval`.
-    pub fn sync_all(
+    pub(crate) fn sync_all(
         &mut self,
         client: &mut Client,
         observation: &Observation,

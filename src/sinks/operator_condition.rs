@@ -16,13 +16,13 @@ use crate::kube::{Client, KubeError};
 use crate::util::time::format_rfc3339;
 use serde_json::Value;
 
-pub const API: &str = "/apis/operators.coreos.com/v2";
+pub(crate) const API: &str = "/apis/operators.coreos.com/v2";
 
 /// Who grants the permission: OLM, to the operator's ServiceAccounts.
 const GRANT: &str = "OLM grants get, update, patch on it to the operator's ServiceAccounts";
 
 /// The OperatorCondition to write, and what was last written to it.
-pub struct OperatorConditionSink {
+pub(crate) struct OperatorConditionSink {
     pub namespace: String,
     pub name: String,
     /// The conditions last written (or found already set).
@@ -30,7 +30,7 @@ pub struct OperatorConditionSink {
 }
 
 impl OperatorConditionSink {
-    pub fn new(namespace: String, name: String) -> OperatorConditionSink {
+    pub(crate) fn new(namespace: String, name: String) -> OperatorConditionSink {
         OperatorConditionSink { namespace, name, written: LastWritten::default() }
     }
 
@@ -91,7 +91,7 @@ fn explain(e: &KubeError, what: &str) -> String {
 }
 
 /// Sets `desired` in the object's `spec.conditions`; true when it changed.
-pub fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<bool, String> {
+pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<bool, String> {
     let spec = object
         .as_object_mut()
         .ok_or("the OperatorCondition is not a JSON object")?

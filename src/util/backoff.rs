@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 /// guarantees that no two attempts are ever closer than `base`: a failing
 /// dependency never sees a tight loop, however the dice fall.
 #[derive(Clone, Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     base: Duration,
     cap: Duration,
     failures: u32,
@@ -20,28 +20,28 @@ pub struct Backoff {
 
 /// The longest `Retry-After` honoured; a larger one is treated as this. A
 /// server (or a proxy) asking for hours would otherwise silence the status.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// The longest wait [`parse_retry_after`] ever returns, whoever asks: a
 /// header is outside input, and an unbounded one (`99999999999999999999`)
 /// would overflow the first `Instant + Duration` it reached. Each caller
 /// may cap lower ([`MAX_RETRY_AFTER`] for the API server).
-pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(3600);
+pub(crate) const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(3600);
 
 impl Backoff {
-    pub fn new(base: Duration, cap: Duration) -> Self {
+    pub(crate) fn new(base: Duration, cap: Duration) -> Self {
         Backoff { base, cap: cap.max(base), failures: 0 }
     }
 
     /// Consecutive failures since the last success.
-    pub fn failures(&self) -> u32 {
+    pub(crate) fn failures(&self) -> u32 {
         self.failures
     }
 
     /// The delay before the next attempt after one more failure. `random` is
     /// a uniformly distributed `u64`; `retry_after`, the server's request,
     /// which wins when it asks for longer (up to [`MAX_RETRY_AFTER`]).
-    pub fn next_delay(&mut self, random: u64, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn next_delay(&mut self, random: u64, retry_after: Option<Duration>) -> Duration {
         let ceiling = self.ceiling(self.failures);
         self.failures = self.failures.saturating_add(1);
         let spread = ceiling.saturating_sub(self.base).as_millis() as u64;
@@ -53,12 +53,12 @@ impl Backoff {
     }
 
     /// The upper bound of the delay after `failures` earlier failures.
-    pub fn ceiling(&self, failures: u32) -> Duration {
+    pub(crate) fn ceiling(&self, failures: u32) -> Duration {
         let factor = 1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.cap)
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
 }
@@ -81,16 +81,16 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 /// A small, fast pseudo-random generator for jitter (xorshift64*), seeded
 /// from the OS through std's hasher keys. Jitter needs spread, not secrecy.
 #[derive(Clone, Debug)]
-pub struct Jitter(u64);
+pub(crate) struct Jitter(u64);
 
 impl Jitter {
-    pub fn from_os() -> Self {
+    pub(crate) fn from_os() -> Self {
         use std::hash::{BuildHasher, Hasher};
         let seed = std::collections::hash_map::RandomState::new().build_hasher().finish();
         Jitter(seed | 1)
     }
 
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;

@@ -16,21 +16,21 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// A bound service-account token is ~1 KB; an OIDC token a few KB.
-pub const TOKEN_LIMIT: u64 = 64 * 1024;
+pub(crate) const TOKEN_LIMIT: u64 = 64 * 1024;
 /// A kube9 API key is a few dozen bytes.
-pub const API_KEY_LIMIT: u64 = 4 * 1024;
+pub(crate) const API_KEY_LIMIT: u64 = 4 * 1024;
 /// A version file lists a handful of `name=version` lines.
-pub const VERSION_FILE_LIMIT: u64 = 64 * 1024;
+pub(crate) const VERSION_FILE_LIMIT: u64 = 64 * 1024;
 /// Kubeconfigs with inline certificates for many clusters reach ~100 KB.
-pub const KUBECONFIG_LIMIT: u64 = 4 * 1024 * 1024;
+pub(crate) const KUBECONFIG_LIMIT: u64 = 4 * 1024 * 1024;
 /// A CA bundle: the system bundle (~150 certificates) is ~220 KB. Client
 /// certificate chains use the same bound.
-pub const CA_LIMIT: u64 = 1024 * 1024;
+pub(crate) const CA_LIMIT: u64 = 1024 * 1024;
 /// A private key in PEM: an RSA 16384-bit key is ~13 KB.
-pub const KEY_LIMIT: u64 = 64 * 1024;
+pub(crate) const KEY_LIMIT: u64 = 64 * 1024;
 /// The readiness file holds one line of ~50 bytes; the namespace file one
 /// name of at most 63.
-pub const SMALL_LIMIT: u64 = 4 * 1024;
+pub(crate) const SMALL_LIMIT: u64 = 4 * 1024;
 
 /// `O_NONBLOCK`: std has no name for it and `libc` is not a dependency.
 /// Opening a FIFO for reading blocks until a writer comes; with this flag it
@@ -61,7 +61,7 @@ const O_NONBLOCK: i32 = 0;
 /// Why a file could not be read; its `Display` names the file and `what`
 /// it is for (`token file`, `API key file`, …).
 #[derive(Debug)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// Opening or reading failed (missing, permission denied, …).
     Io { what: String, path: String, error: io::Error },
     /// A FIFO, a device, a directory or a socket.
@@ -73,7 +73,7 @@ pub enum FileError {
 impl FileError {
     /// True when the file does not exist (callers for which a missing file
     /// has a meaning: an optional Secret, a version file not written yet).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, FileError::Io { error, .. } if error.kind() == io::ErrorKind::NotFound)
     }
 }
@@ -104,7 +104,7 @@ fn human(bytes: u64) -> String {
 
 /// Reads the regular file at `path` (links followed), at most `limit`
 /// bytes, without ever blocking on it. `what` names it in errors.
-pub fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, FileError> {
+pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, FileError> {
     let shown = || path.display().to_string();
     let io_error = |error| FileError::Io { what: what.to_string(), path: shown(), error };
     let refuse = |kind| FileError::NotRegular { what: what.to_string(), path: shown(), kind };

@@ -7,7 +7,7 @@ use ureq::typestate::AgentScope;
 
 /// How long each phase of a call may take.
 #[derive(Clone, Copy, Debug)]
-pub struct Timeouts {
+pub(crate) struct Timeouts {
     pub connect: Duration,
     pub send: Duration,
     pub response: Duration,
@@ -16,7 +16,7 @@ pub struct Timeouts {
 
 impl Timeouts {
     /// The longest a call can take, whatever the server does.
-    pub fn bound(&self) -> Duration {
+    pub(crate) fn bound(&self) -> Duration {
         self.connect + self.send * 2 + self.response + self.body
     }
 }
@@ -35,7 +35,7 @@ const IO_BUFFER: usize = 16 * 1024;
 /// - per-phase timeouts only: a global or per-call timeout makes ureq spawn
 ///   a thread per request;
 /// - opstatus's User-Agent and small buffers.
-pub fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
+pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .proxy(None)
@@ -63,6 +63,6 @@ pub fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
 /// the server's close, or a middlebox that forgot the flow) surfaces as a
 /// transport error on the reused connection: ureq does not retry, so the
 /// caller decides (the Kubernetes client retries idempotent requests once).
-pub fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
+pub(crate) fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
     config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
 }

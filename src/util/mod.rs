@@ -4,14 +4,14 @@
 //! non-blocking reads of files from outside, foreign text made safe to
 //! show, and the rule about credentials in URLs.
 
-pub mod backoff;
-pub mod config_error;
-pub mod files;
-pub mod http;
+pub(crate) mod backoff;
+pub(crate) mod config_error;
+pub(crate) mod files;
+pub(crate) mod http;
 pub mod logging;
-pub mod reported;
-pub mod shutdown;
+pub(crate) mod reported;
+pub(crate) mod shutdown;
 pub(crate) mod spelling;
-pub mod text;
-pub mod time;
-pub mod url;
+pub(crate) mod text;
+pub(crate) mod time;
+pub(crate) mod url;

@@ -6,12 +6,12 @@
 
 /// The current problem, if any, and the memory of having said it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reported(Option<String>);
+pub(crate) struct Reported(Option<String>);
 
 impl Reported {
     /// Records `problem`: logs it at `level` when it is new or different,
     /// and `recovered` at INFO when it clears. Returns whether it changed.
-    pub fn update(&mut self, problem: Option<String>, level: log::Level, recovered: &str) -> bool {
+    pub(crate) fn update(&mut self, problem: Option<String>, level: log::Level, recovered: &str) -> bool {
         if problem == self.0 {
             return false;
         }
@@ -25,7 +25,7 @@ impl Reported {
     }
 
     /// The problem as last recorded.
-    pub fn get(&self) -> Option<&str> {
+    pub(crate) fn get(&self) -> Option<&str> {
         self.0.as_deref()
     }
 }

@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 /// How long the agent has to publish its last status and clean up after a
 /// signal before the watchdog exits for it: the whole shutdown stays under
 /// 2 s whatever the API server does.
-pub const GRACE: Duration = Duration::from_millis(1500);
+pub(crate) const GRACE: Duration = Duration::from_millis(1500);
 
-pub struct Shutdown {
+pub(crate) struct Shutdown {
     wake: UnixStream,
     /// The other end of `wake`, for nudges.
     waker: Arc<UnixStream>,
@@ -41,7 +41,7 @@ impl Shutdown {
     /// Installs the handlers. `on_overrun` runs (on the watchdog thread)
     /// when the agent has not exited within [`GRACE`] of a signal, just
     /// before the process exits with code 0.
-    pub fn install(on_overrun: impl FnOnce() + Send + 'static) -> io::Result<Shutdown> {
+    pub(crate) fn install(on_overrun: impl FnOnce() + Send + 'static) -> io::Result<Shutdown> {
         let (mut signals, from_handler) = UnixStream::pair()?;
         signal_hook::low_level::pipe::register(SIGTERM, from_handler.try_clone()?)?;
         signal_hook::low_level::pipe::register(SIGINT, from_handler)?;
@@ -78,28 +78,28 @@ impl Shutdown {
     /// Lets the shutdown run until `deadline` (plus [`GRACE`] for the last
     /// call) instead of [`GRACE`] after the signal: for a holder that hands
     /// the status over, which waits on purpose.
-    pub fn extend_until(&self, deadline: Instant) {
+    pub(crate) fn extend_until(&self, deadline: Instant) {
         *self.extended.lock().unwrap_or_else(|p| p.into_inner()) = Some(deadline + GRACE);
     }
 
     /// Whether a signal has arrived.
-    pub fn requested(&self) -> bool {
+    pub(crate) fn requested(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
     }
 
     /// A handle that wakes [`Shutdown::wait_until`] early, from any thread.
-    pub fn nudge(&self) -> Nudge {
+    pub(crate) fn nudge(&self) -> Nudge {
         Nudge { waker: self.waker.clone(), nudged: self.nudged.clone() }
     }
 
     /// Whether a nudge came since the last call (and forgets it).
-    pub fn take_nudge(&self) -> bool {
+    pub(crate) fn take_nudge(&self) -> bool {
         self.nudged.swap(false, Ordering::SeqCst)
     }
 
     /// Sleeps until `deadline`, a signal or a nudge; true when a signal
     /// arrived.
-    pub fn wait_until(&mut self, deadline: Instant) -> bool {
+    pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
         let mut buf = [0u8; 8];
         while !self.requested() && !self.nudged.load(Ordering::SeqCst) {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -132,13 +132,13 @@ impl Shutdown {
 /// last one are one: at most one byte is ever waiting in the socket, so a
 /// nudge never blocks and a burst of changes costs one check.
 #[derive(Clone)]
-pub struct Nudge {
+pub(crate) struct Nudge {
     waker: Arc<UnixStream>,
     nudged: Arc<AtomicBool>,
 }
 
 impl Nudge {
-    pub fn nudge(&self) {
+    pub(crate) fn nudge(&self) {
         if !self.nudged.swap(true, Ordering::SeqCst) {
             let _ = (&*self.waker).write(&[2]);
         }

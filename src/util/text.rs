@@ -8,12 +8,12 @@
 
 /// How much foreign text is kept: a `Status` message or a registration
 /// error is a sentence; more is a broken or hostile server.
-pub const MAX_FOREIGN: usize = 1024;
+pub(crate) const MAX_FOREIGN: usize = 1024;
 
 /// `text` with every control character (C0 including ESC, CR, LF and TAB,
 /// DEL, C1) and every bidirectional override turned into a space, cut to
 /// at most `max` bytes on a character boundary (an ellipsis marks the cut).
-pub fn sanitize(text: &str, max: usize) -> String {
+pub(crate) fn sanitize(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max));
     for c in text.chars() {
         let c = if c.is_control() || is_bidi_control(c) { ' ' } else { c };

@@ -17,7 +17,7 @@ fn authority(url: &str) -> Option<(usize, &str)> {
 }
 
 /// `url` with its userinfo, if any, shown as `***`.
-pub fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     match authority(url) {
         Some((start, auth)) => match auth.rfind('@') {
             Some(at) => format!("{}***{}", &url[..start], &url[start + at..]),
@@ -31,7 +31,7 @@ pub fn redacted(url: &str) -> String {
 /// port that is not a number from 1 to 65535 (the HTTP client would
 /// quietly use the scheme's default port, and a token or API key would go
 /// where the user did not say). The message shows the URL redacted.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let Some((_, auth)) = authority(url) else { return Ok(()) };
     if auth.contains('@') {
         return Err(format!(

@@ -7,12 +7,12 @@ use crate::kube::names::{check_dns_label, check_dns_subdomain};
 use serde::Deserialize;
 
 /// The condition types the probes publish.
-pub const UPGRADEABLE: &str = "Upgradeable";
-pub const IMPORTANT: &str = "Important";
+pub(crate) const UPGRADEABLE: &str = "Upgradeable";
+pub(crate) const IMPORTANT: &str = "Important";
 
 /// The CRD annotations that carry the expressions (OLM's Probe design).
-pub const UPGRADEABLE_ANNOTATION: &str = "olm.operatorframework.io/condition.Upgradeable";
-pub const IMPORTANT_ANNOTATION: &str = "olm.operatorframework.io/condition.Important";
+pub(crate) const UPGRADEABLE_ANNOTATION: &str = "olm.operatorframework.io/condition.Upgradeable";
+pub(crate) const IMPORTANT_ANNOTATION: &str = "olm.operatorframework.io/condition.Important";
 
 /// One probed resource type and its expressions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,7 +138,7 @@ struct CrdVersion {
 
 /// The probe a CRD declares in its annotations, with the resource type
 /// resolved; `Ok(None)` when it declares none.
-pub fn spec_from_crd(body: &[u8]) -> Result<Option<(ProbeSpec, ResourceType)>, String> {
+pub(crate) fn spec_from_crd(body: &[u8]) -> Result<Option<(ProbeSpec, ResourceType)>, String> {
     let crd: Crd = serde_json::from_slice(body).map_err(|e| format!("is not a CustomResourceDefinition: {e}"))?;
     let annotation = |key: &str, grammar| {
         crd.metadata
@@ -174,7 +174,7 @@ pub fn spec_from_crd(body: &[u8]) -> Result<Option<(ProbeSpec, ResourceType)>, S
 
 /// What discovery says about a resource: its kind (for messages) and scope.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResourceType {
+pub(crate) struct ResourceType {
     pub kind: String,
     pub namespaced: bool,
 }

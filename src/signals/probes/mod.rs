@@ -29,10 +29,10 @@
 //! [`LIST_BUDGET`] (or one heartbeat interval, if shorter), and a token
 //! that comes back ends the list.
 
-pub mod grammar;
-pub mod store;
-pub mod tally;
-pub mod watcher;
+pub(crate) mod grammar;
+pub(crate) mod store;
+pub(crate) mod tally;
+pub(crate) mod watcher;
 
 use super::{Observation, Signal};
 use crate::conditions::{Desired, Status};
@@ -53,28 +53,28 @@ const GRANT: &str = "see manifests/olm";
 
 /// Resources per list page: a page of typical CRs is well under the client's
 /// 4 MiB body limit, and the parsed page keeps only names and conditions.
-pub const PAGE_SIZE: usize = 250;
+pub(crate) const PAGE_SIZE: usize = 250;
 
 /// The most resources of one type (in one scope) a check evaluates: far
 /// above what an operator manages, far below what would stall the loop.
-pub const MAX_RESOURCES: usize = 100_000;
+pub(crate) const MAX_RESOURCES: usize = 100_000;
 
 /// Pages per collection per check: [`MAX_RESOURCES`] in full pages.
-pub const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
+pub(crate) const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
 
 /// Wall-clock time all the lists of one check may take at most (the real
 /// API server lists 2,000 resources in under a second); never more than one
 /// heartbeat interval, so a check cannot hold the heartbeat past the
 /// liveness window. Past it, the check stops listing and reports the probe
 /// as failed, and the heartbeat goes on.
-pub const LIST_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 
 /// How many unseen condition names an outcome carries.
 const MAX_UNSEEN: usize = 3;
 
 /// CRD annotations are re-read this often (an operator upgrade may change
 /// them); in between, the parsed expressions are reused.
-pub const CRD_REFRESH: Duration = Duration::from_secs(300);
+pub(crate) const CRD_REFRESH: Duration = Duration::from_secs(300);
 
 /// Discovery's answer for one group-version.
 #[derive(Deserialize)]
@@ -91,7 +91,7 @@ struct ApiResource {
 
 /// The result of one evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Whether any probe has an `Upgradeable` expression.
     pub declares_upgradeable: bool,
     /// `Upgradeable` when any probe has that expression and it can be said.
@@ -172,7 +172,7 @@ struct Source {
 }
 
 /// Evaluates the probed resources on each check.
-pub struct Prober {
+pub(crate) struct Prober {
     flags: Vec<Source>,
     crd_names: Vec<String>,
     /// The probes the CRDs declared, as last read.
@@ -194,7 +194,7 @@ pub struct Prober {
 }
 
 impl Prober {
-    pub fn new(specs: Vec<ProbeSpec>, crd_names: Vec<String>, namespaces: Vec<String>) -> Prober {
+    pub(crate) fn new(specs: Vec<ProbeSpec>, crd_names: Vec<String>, namespaces: Vec<String>) -> Prober {
         Prober {
             flags: specs.into_iter().map(|spec| Source { spec, resolved: None }).collect(),
             crd_names,
@@ -213,19 +213,19 @@ impl Prober {
     /// Watches the collections (a thread each, started at the first check)
     /// instead of listing them on every check; `nudge` wakes the agent when
     /// a verdict changed.
-    pub fn watching(mut self, nudge: Nudge) -> Prober {
+    pub(crate) fn watching(mut self, nudge: Nudge) -> Prober {
         self.nudge = Some(nudge);
         self
     }
 
     /// Lists no longer than `interval` (the heartbeat) per check, if that is
     /// shorter than [`LIST_BUDGET`].
-    pub fn within(mut self, interval: Duration) -> Prober {
+    pub(crate) fn within(mut self, interval: Duration) -> Prober {
         self.list_budget = LIST_BUDGET.min(interval);
         self
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.flags.is_empty() && self.crd_names.is_empty()
     }
 

@@ -14,7 +14,7 @@ use serde::Deserialize;
 /// What the expressions say about one resource: the terms that decided
 /// it, when it blocks an upgrade or needs attention.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Marks {
+pub(crate) struct Marks {
     pub blocking: Option<Box<str>>,
     pub important: Option<Box<str>>,
 }
@@ -25,7 +25,7 @@ pub struct Marks {
 /// tree code in a binary with a size budget; an added or deleted resource
 /// moves the tail (microseconds at 10,000).
 #[derive(Clone, Debug, Default)]
-pub struct Store {
+pub(crate) struct Store {
     objects: Vec<(Box<str>, Marks)>,
     pub resource_version: String,
     /// The condition types the resources carry, sorted, at most
@@ -45,14 +45,14 @@ const MAX_UNSEEN: usize = 3;
 /// A resource as a list or an event carries it, reduced to what the
 /// expressions read.
 #[derive(Deserialize)]
-pub struct Item {
+pub(crate) struct Item {
     pub metadata: ItemMeta,
     #[serde(default)]
     status: Option<ItemStatus>,
 }
 
 #[derive(Deserialize)]
-pub struct ItemMeta {
+pub(crate) struct ItemMeta {
     #[serde(default)]
     name: String,
     namespace: Option<String>,
@@ -86,7 +86,7 @@ struct ErrorStatus {
 
 /// What one watch event did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Applied {
+pub(crate) enum Applied {
     /// Nothing any expression reads changed (a new version, a bookmark, a
     /// resource added or removed that neither blocks nor needs attention).
     Quiet,
@@ -113,7 +113,7 @@ impl Item {
     }
 
     /// What `spec`'s expressions say about this resource.
-    pub fn marks(&self, spec: &ProbeSpec) -> Marks {
+    pub(crate) fn marks(&self, spec: &ProbeSpec) -> Marks {
         let conditions = self.conditions();
         let terms = |(_, terms): (Truth, Vec<String>)| -> Box<str> { terms.join(", ").into() };
         Marks {
@@ -145,7 +145,7 @@ impl Store {
     }
 
     /// Records a listed resource.
-    pub fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
+    pub(crate) fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
         self.note_types(item);
         self.put(item.key(), item.marks(spec));
     }
@@ -171,7 +171,7 @@ impl Store {
     /// means `False` (OLM's rule); this only says it out loud. Nothing
     /// while no resource carries any condition (nothing to compare with).
     /// Each with whether the `Upgradeable` expression names it.
-    pub fn unseen_conditions(&self, kind: &str, spec: &ProbeSpec) -> Vec<(bool, String)> {
+    pub(crate) fn unseen_conditions(&self, kind: &str, spec: &ProbeSpec) -> Vec<(bool, String)> {
         use crate::util::text::sanitize;
         if self.types.is_empty() {
             return Vec::new();
@@ -229,7 +229,7 @@ impl Store {
 
     /// Applies one watch event (a line of the stream) and moves the store
     /// to its `resourceVersion`.
-    pub fn apply(&mut self, line: &[u8], spec: &ProbeSpec) -> Applied {
+    pub(crate) fn apply(&mut self, line: &[u8], spec: &ProbeSpec) -> Applied {
         // Everything below comes from the stream: a message is sanitised
         // and bounded before it reaches the status, /readyz or the log, and
         // a parse error says where, never quoting the line.
@@ -288,7 +288,7 @@ impl Store {
     }
 
     /// Adds every resource to `tally`, as `kind namespace/name`.
-    pub fn tally(&self, kind: &str, tally: &mut Tally) {
+    pub(crate) fn tally(&self, kind: &str, tally: &mut Tally) {
         for (key, marks) in &self.objects {
             let up = marks.blocking.as_ref().map(|t| (Truth::False, vec![t.to_string()]));
             let imp = marks.important.as_ref().map(|t| (Truth::True, vec![t.to_string()]));

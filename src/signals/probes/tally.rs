@@ -10,11 +10,11 @@ use crate::expr::{Expr, Truth};
 use serde::Deserialize;
 
 /// How many resources a message names before "and N more".
-pub const NAMED: usize = 5;
+pub(crate) const NAMED: usize = 5;
 
 /// One resource's verdicts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Verdicts<'a> {
+pub(crate) struct Verdicts<'a> {
     /// The `Upgradeable` expression's value and the terms that decided it.
     pub upgradeable: Option<&'a (Truth, Vec<String>)>,
     pub important: Option<&'a (Truth, Vec<String>)>,
@@ -22,7 +22,7 @@ pub struct Verdicts<'a> {
 
 /// Resources named in a message, capped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Named {
+pub(crate) struct Named {
     pub first: Vec<String>,
     pub total: usize,
 }
@@ -42,7 +42,7 @@ impl Named {
     }
 
     /// `Foo ns/a: Migrating; Foo ns/b: Migrating; and 3 more`.
-    pub fn list(&self) -> String {
+    pub(crate) fn list(&self) -> String {
         let mut s = self.first.join("; ");
         if self.total > self.first.len() {
             s.push_str(&format!("; and {} more", self.total - self.first.len()));
@@ -53,7 +53,7 @@ impl Named {
 
 /// The aggregation over every resource of every probed type.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     pub evaluated: usize,
     /// Resources whose `Upgradeable` expression is false.
     pub blocking: Named,
@@ -63,7 +63,7 @@ pub struct Tally {
 
 impl Tally {
     /// Counts one resource: `kind`, `namespace/name` (or `name`), verdicts.
-    pub fn add(&mut self, kind: &str, namespace: Option<&str>, name: &str, verdicts: Verdicts<'_>) {
+    pub(crate) fn add(&mut self, kind: &str, namespace: Option<&str>, name: &str, verdicts: Verdicts<'_>) {
         self.evaluated += 1;
         let entry = |terms: &[String]| {
             let who = match namespace {
@@ -83,7 +83,7 @@ impl Tally {
     /// The `Upgradeable` condition, when it can be stated: a resource seen
     /// blocking is enough for `False`; `True` needs every list to have
     /// succeeded (`complete`).
-    pub fn upgradeable(&self, complete: bool) -> Option<Desired> {
+    pub(crate) fn upgradeable(&self, complete: bool) -> Option<Desired> {
         if self.blocking.total > 0 {
             let message = format!("Upgrade blocked by {}", self.blocking.counted());
             return Some(Desired::new(UPGRADEABLE, Status::False, "NotUpgradeable", message));
@@ -96,7 +96,7 @@ impl Tally {
 
     /// The `Important` condition, with the same rule: `True` is certain,
     /// `False` needs a complete tally.
-    pub fn important(&self, complete: bool) -> Option<Desired> {
+    pub(crate) fn important(&self, complete: bool) -> Option<Desired> {
         if self.important.total > 0 {
             let message = format!("Attention needed for {}", self.important.counted());
             return Some(Desired::new(IMPORTANT, Status::True, "ResourcesNeedAttention", message));
@@ -107,7 +107,7 @@ impl Tally {
 
 /// Evaluates `expr` against a resource's conditions: `True`/`False` as
 /// given, anything else (missing, `Unknown`, garbage) unknown.
-pub fn evaluate(expr: &Expr, conditions: &[ItemCondition]) -> (Truth, Vec<String>) {
+pub(crate) fn evaluate(expr: &Expr, conditions: &[ItemCondition]) -> (Truth, Vec<String>) {
     let lookup = |name: &str| match conditions.iter().find(|c| c.kind == name).map(|c| c.status.as_str()) {
         Some("True") => Truth::True,
         Some("False") => Truth::False,
@@ -118,7 +118,7 @@ pub fn evaluate(expr: &Expr, conditions: &[ItemCondition]) -> (Truth, Vec<String
 
 /// A condition as read from a resource: only its type and status matter.
 #[derive(Deserialize)]
-pub struct ItemCondition {
+pub(crate) struct ItemCondition {
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 /// A watch's `timeoutSeconds`, before jitter (client-go: 5 to 10 min).
 /// With nothing changing, this is how often a collection costs a request.
-pub const WATCH_SECONDS: u64 = 300;
+pub(crate) const WATCH_SECONDS: u64 = 300;
 
 /// Up to this many seconds are added to [`WATCH_SECONDS`], so the
 /// watches of many instances do not end together.
@@ -61,7 +61,7 @@ const STACK: usize = 256 * 1024;
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Collection {
+pub(crate) struct Collection {
     /// `/apis/GROUP/VERSION[/namespaces/NS]/RESOURCE`.
     pub path: String,
     /// `foos.example.com`: for messages.
@@ -75,7 +75,7 @@ pub struct Collection {
 
 /// What the thread publishes for the agent's checks.
 #[derive(Debug, Default)]
-pub struct Shared {
+pub(crate) struct Shared {
     /// `None` until the first list completed.
     pub store: Option<Store>,
     /// Why the collection may be out of date; `None` while all is well.
@@ -84,7 +84,7 @@ pub struct Shared {
 
 /// How a list or a watch ended: what [`Machine::after`] decides on.
 #[derive(Debug)]
-pub enum Ended {
+pub(crate) enum Ended {
     Listed,
     ListFailed {
         error: String,
@@ -107,14 +107,14 @@ pub enum Ended {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     List,
     Watch,
 }
 
 /// What to do next, after how long, and what to report.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     pub step: Step,
     pub delay: Duration,
     /// `Some(None)`: clear the problem; `Some(Some(e))`: report `e`.
@@ -123,7 +123,7 @@ pub struct Plan {
 
 /// The reflector's decisions, pure: the randomness is an argument.
 #[derive(Debug)]
-pub struct Machine {
+pub(crate) struct Machine {
     backoff: Backoff,
     /// 410s since the last healthy watch: the first relists at once, more
     /// back off (a server that answers every watch with 410 is not listed
@@ -138,7 +138,7 @@ impl Default for Machine {
 }
 
 impl Machine {
-    pub fn after(&mut self, ended: Ended, random: u64) -> Plan {
+    pub(crate) fn after(&mut self, ended: Ended, random: u64) -> Plan {
         let plan = |step, delay, problem| Plan { step, delay, problem };
         match ended {
             Ended::Listed => {
@@ -170,7 +170,7 @@ impl Machine {
 /// The agent's handle on one collection's thread. Dropping it stops the
 /// thread: at once while it waits to retry, else at its next event or when
 /// its watch ends; it never starts another request.
-pub struct Watcher {
+pub(crate) struct Watcher {
     pub collection: Collection,
     pub shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
@@ -197,7 +197,7 @@ struct Run {
 
 impl Watcher {
     /// Starts the thread. `client` is the thread's own.
-    pub fn start(
+    pub(crate) fn start(
         client: Client,
         collection: Collection,
         nudge: Nudge,
@@ -366,7 +366,7 @@ impl Run {
 
 /// Every page of one collection into a store, within the [`Pager`]'s
 /// bounds; its version is the list's (what a watch starts from).
-pub fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
+pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
     // A continue token expires (410 Gone) when the list is older than etcd's
     // compaction window; start over once, then give up until the next try.
     let mut restarts_left = 1;

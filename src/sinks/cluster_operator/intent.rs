@@ -11,7 +11,7 @@ use serde_json::value::RawValue;
 use std::time::{Duration, Instant};
 
 /// The name every ClusterOperator reports its own version under.
-pub const OPERATOR: &str = "operator";
+pub(crate) const OPERATOR: &str = "operator";
 
 /// One entry of `status.versions`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ impl RelatedObject {
 /// Parses `GROUP/RESOURCE/NAMESPACE/NAME` (`--related-object`); the group
 /// is empty for the core group, the namespace for cluster-scoped objects:
 /// `/configmaps/ops/settings`, `config.openshift.io/clusterversions//version`.
-pub fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
+pub(crate) fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
     let parts: Vec<&str> = text.split('/').collect();
     let [group, resource, namespace, name] = parts.as_slice() else {
         return Err("is not GROUP/RESOURCE/NAMESPACE/NAME (empty GROUP for the core group, \
@@ -64,7 +64,7 @@ pub fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
 }
 
 /// Parses `NAME=VERSION` (`--operand-version`).
-pub fn parse_operand_version(text: &str) -> Result<Version, String> {
+pub(crate) fn parse_operand_version(text: &str) -> Result<Version, String> {
     match text.split_once('=') {
         Some((name, version)) if !name.trim().is_empty() && !version.trim().is_empty() => {
             if name.trim() == OPERATOR {
@@ -79,7 +79,7 @@ pub fn parse_operand_version(text: &str) -> Result<Version, String> {
 /// Parses the version file the operator writes once its new code runs:
 /// one `NAME=VERSION` per line, or a bare version meaning `operator`;
 /// blank lines and `#` comments are ignored.
-pub fn parse_version_file(text: &str) -> Result<Vec<Version>, String> {
+pub(crate) fn parse_version_file(text: &str) -> Result<Vec<Version>, String> {
     let mut versions = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -101,14 +101,14 @@ pub fn parse_version_file(text: &str) -> Result<Vec<Version>, String> {
 /// Holds a bad signal back until it has lasted the inertia, so a blip does
 /// not flap `Degraded`. Recovery is reported at once.
 #[derive(Clone, Debug, Default)]
-pub struct DegradedInertia {
+pub(crate) struct DegradedInertia {
     bad_since: Option<Instant>,
 }
 
 impl DegradedInertia {
     /// Whether to report `Degraded=True` now, given whether the signal is
     /// bad now.
-    pub fn observe(&mut self, bad: bool, now: Instant, inertia: Duration) -> bool {
+    pub(crate) fn observe(&mut self, bad: bool, now: Instant, inertia: Duration) -> bool {
         if !bad {
             self.bad_since = None;
             return false;
@@ -120,7 +120,7 @@ impl DegradedInertia {
 
 /// What feeds the conditions, from the agent's state.
 #[derive(Clone, Copy, Debug)]
-pub struct Signals<'a> {
+pub(crate) struct Signals<'a> {
     /// Why the operator is down (a watched URL fails, the heartbeat file is
     /// stale); `None` when it is up.
     pub operator_down: Option<&'a str>,
@@ -138,7 +138,7 @@ pub struct Signals<'a> {
 /// Everything a write depends on; equal intents need no write between
 /// drift checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Intent {
+pub(crate) struct Intent {
     pub conditions: Vec<Desired>,
     /// The versions the flags name (`operator` first).
     pub targets: Vec<Version>,
@@ -149,7 +149,7 @@ pub struct Intent {
 }
 
 impl Intent {
-    pub fn new(
+    pub(crate) fn new(
         signals: &Signals<'_>,
         targets: Vec<Version>,
         running: Option<Vec<Version>>,
@@ -197,7 +197,7 @@ impl Intent {
 
     /// The versions to report, given what the object reports now: a target
     /// once it runs, else the version reported before (if any).
-    pub fn versions(&self, previous: &[Version]) -> Vec<Version> {
+    pub(crate) fn versions(&self, previous: &[Version]) -> Vec<Version> {
         self.targets
             .iter()
             .filter_map(|target| match &self.running {
@@ -223,7 +223,7 @@ impl Intent {
 /// by the cluster-version operator or an admin, is kept as it was, after
 /// them. An entry opstatus no longer names is not told from a foreign one:
 /// it stays until removed by hand.
-pub fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Vec<u8>>, String> {
+pub(crate) fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Vec<u8>>, String> {
     // Parsed from bytes, into a list rather than a map, with types the rest
     // of opstatus already parses: this costs the static binary little code.
     let Members(root) =

@@ -25,7 +25,7 @@
 //! and the rest of the object (`status.extension`) are kept; only the
 //! lists opstatus changes are parsed ([`intent::apply`]).
 
-pub mod intent;
+pub(crate) mod intent;
 
 use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write_raw};
 use crate::kube::{Client, KubeError};
@@ -37,17 +37,17 @@ use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const API: &str = "/apis/config.openshift.io/v1";
+pub(crate) const API: &str = "/apis/config.openshift.io/v1";
 
 /// OpenShift's library waits this long before a bad signal turns into
 /// `Degraded=True`.
-pub const DEFAULT_INERTIA: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_INERTIA: Duration = Duration::from_secs(120);
 
 /// Where the permission is granted.
 const GRANT: &str = "see manifests/openshift/cluster-operator.yaml";
 
 /// The ClusterOperator to keep current, and everything that feeds it.
-pub struct ClusterOperatorSink {
+pub(crate) struct ClusterOperatorSink {
     pub name: String,
     /// The versions the flags name, `operator` first.
     targets: Vec<Version>,
@@ -64,7 +64,7 @@ pub struct ClusterOperatorSink {
 impl ClusterOperatorSink {
     /// `targets`: `operator` first, then the operands; `related`: what
     /// `oc adm inspect` follows.
-    pub fn new(
+    pub(crate) fn new(
         name: String,
         targets: Vec<Version>,
         version_file: Option<PathBuf>,

@@ -28,21 +28,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Events that may be sent at once: a flap there and back (two), a
 /// publisher handover and an `Upgradeable` flip, with one to spare.
-pub const BURST: u32 = 5;
+pub(crate) const BURST: u32 = 5;
 
 /// One more event may be sent per this long, once the burst is spent: at
 /// most five a minute for an operator that keeps flapping (at a 5 s check
 /// interval it could change 12 times a minute), against client-go's one
 /// per 5 minutes, which would hide most of a short incident's story.
-pub const REFILL: Duration = Duration::from_secs(12);
+pub(crate) const REFILL: Duration = Duration::from_secs(12);
 
 /// An identical event within this long of the last one is counted on it
 /// (PATCH) rather than created anew: client-go's aggregation interval.
-pub const REPEAT_WINDOW: Duration = Duration::from_secs(600);
+pub(crate) const REPEAT_WINDOW: Duration = Duration::from_secs(600);
 
 /// The longest message sent: `events.k8s.io/v1`'s limit on `note`, which
 /// kube-apiserver also applies when it converts a core event.
-pub const MAX_MESSAGE: usize = 1024;
+pub(crate) const MAX_MESSAGE: usize = 1024;
 
 /// `reportingInstance` may be at most this long (the API's limit).
 const MAX_INSTANCE: usize = 128;
@@ -53,20 +53,20 @@ const MAX_INSTANCE: usize = 128;
 const REMEMBERED: usize = 16;
 
 /// `source.component` and `reportingComponent`.
-pub const COMPONENT: &str = "opstatus";
+pub(crate) const COMPONENT: &str = "opstatus";
 
-pub const HEALTH_CHANGED: &str = "HealthChanged";
-pub const UPGRADEABLE_CHANGED: &str = "UpgradeableChanged";
-pub const BECAME_PUBLISHER: &str = "BecamePublisher";
+pub(crate) const HEALTH_CHANGED: &str = "HealthChanged";
+pub(crate) const UPGRADEABLE_CHANGED: &str = "UpgradeableChanged";
+pub(crate) const BECAME_PUBLISHER: &str = "BecamePublisher";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     Normal,
     Warning,
 }
 
 impl EventType {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
@@ -76,7 +76,7 @@ impl EventType {
 
 /// Something worth an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Occurrence {
+pub(crate) struct Occurrence {
     pub kind: EventType,
     /// CamelCase, machine-readable.
     pub reason: &'static str,
@@ -88,7 +88,7 @@ pub struct Occurrence {
 }
 
 impl Occurrence {
-    pub fn new(kind: EventType, reason: &'static str, message: &str, at: SystemTime) -> Occurrence {
+    pub(crate) fn new(kind: EventType, reason: &'static str, message: &str, at: SystemTime) -> Occurrence {
         Occurrence { kind, reason, message: clean_message(message), at }
     }
 }
@@ -97,7 +97,12 @@ impl Occurrence {
 /// `Normal` when it is healthy again, `Warning` otherwise, with the reason.
 /// Nothing on the first publication (`before` is `None`): that is no
 /// change anyone saw.
-pub fn health_changed(before: Option<Health>, after: Health, why: Option<&str>, at: SystemTime) -> Option<Occurrence> {
+pub(crate) fn health_changed(
+    before: Option<Health>,
+    after: Health,
+    why: Option<&str>,
+    at: SystemTime,
+) -> Option<Occurrence> {
     let before = before.filter(|b| *b != after)?;
     let mut message = format!("Health changed from {before} to {after}");
     if let Some(why) = why.filter(|w| !w.is_empty() && after != Health::Healthy) {
@@ -109,7 +114,7 @@ pub fn health_changed(before: Option<Health>, after: Health, why: Option<&str>, 
 
 /// `Upgradeable` turned from `True` to `False` or back (`Unknown` is no
 /// flip: it never blocks, and the last known value stands).
-pub fn upgradeable_changed(before: Status, after: Status, why: &str, at: SystemTime) -> Option<Occurrence> {
+pub(crate) fn upgradeable_changed(before: Status, after: Status, why: &str, at: SystemTime) -> Option<Occurrence> {
     let known = |s| s != Status::Unknown;
     if before == after || !known(before) || !known(after) {
         return None;
@@ -121,7 +126,7 @@ pub fn upgradeable_changed(before: Status, after: Status, why: &str, at: SystemT
 
 /// This instance took the publisher lock over from another (`from`, when
 /// known) or after standing by.
-pub fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at: SystemTime) -> Occurrence {
+pub(crate) fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at: SystemTime) -> Occurrence {
     let from = from.map_or_else(|| "after standing by".to_string(), |f| format!("from {f}"));
     let message = format!("{me} publishes the status in ConfigMap {configmap}: took over {from}");
     Occurrence::new(EventType::Normal, BECAME_PUBLISHER, &message, at)
@@ -132,7 +137,7 @@ pub fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at: Syste
 /// at most [`MAX_MESSAGE`] bytes. Userinfo is refused where URLs enter,
 /// and the key never reaches a message; this holds it for events too,
 /// which more people may read than the ConfigMap.
-pub fn clean_message(text: &str) -> String {
+pub(crate) fn clean_message(text: &str) -> String {
     let printable = sanitize(text, usize::MAX);
     let mut redacted = String::with_capacity(printable.len());
     for (i, word) in printable.split(' ').enumerate() {
@@ -161,7 +166,7 @@ fn redact_word(word: &str) -> Cow<'_, str> {
 /// A token bucket: [`TokenBucket::try_take`] is true while tokens are
 /// left; one comes back per `refill`, up to `burst`.
 #[derive(Clone, Debug)]
-pub struct TokenBucket {
+pub(crate) struct TokenBucket {
     burst: u32,
     refill: Duration,
     tokens: u32,
@@ -170,12 +175,12 @@ pub struct TokenBucket {
 }
 
 impl TokenBucket {
-    pub fn new(burst: u32, refill: Duration, now: Instant) -> TokenBucket {
+    pub(crate) fn new(burst: u32, refill: Duration, now: Instant) -> TokenBucket {
         TokenBucket { burst, refill: refill.max(Duration::from_millis(1)), tokens: burst, since: now }
     }
 
     /// Takes a token if one is left at `now`.
-    pub fn try_take(&mut self, now: Instant) -> bool {
+    pub(crate) fn try_take(&mut self, now: Instant) -> bool {
         self.refill_until(now);
         if self.tokens == 0 {
             return false;
@@ -188,7 +193,7 @@ impl TokenBucket {
     }
 
     /// Whether every token is back at `now`: the flapping is over.
-    pub fn is_full(&mut self, now: Instant) -> bool {
+    pub(crate) fn is_full(&mut self, now: Instant) -> bool {
         self.refill_until(now);
         self.tokens == self.burst
     }
@@ -212,7 +217,7 @@ impl TokenBucket {
 
 /// The object the events are about (`involvedObject`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvolvedObject {
+pub(crate) struct InvolvedObject {
     /// `Pod` or `ConfigMap` (both core `v1`).
     pub kind: &'static str,
     pub namespace: String,
@@ -224,21 +229,21 @@ pub struct InvolvedObject {
 
 impl InvolvedObject {
     /// `Pod ns/name`, for log lines.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!("{} {}/{}", self.kind, self.namespace, self.name)
     }
 }
 
 /// Who reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reporter {
+pub(crate) struct Reporter {
     /// `reportingInstance`: this instance's identity.
     pub instance: String,
 }
 
 /// What to send for an occurrence.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// The event's name: new, or the recorded one a repeat is counted on.
     pub name: String,
     pub count: u32,
@@ -262,14 +267,14 @@ struct Recorded {
 /// The events recorded lately, for counting repeats. The involved object
 /// and the source are the recorder's own, the same for every event.
 #[derive(Debug, Default)]
-pub struct Correlator {
+pub(crate) struct Correlator {
     recorded: Vec<Recorded>,
 }
 
 impl Correlator {
     /// What to send for `occurrence` about `object`: a count on the
     /// identical event recorded within [`REPEAT_WINDOW`], else a new event.
-    pub fn plan(&self, object: &InvolvedObject, occurrence: &Occurrence) -> Plan {
+    pub(crate) fn plan(&self, object: &InvolvedObject, occurrence: &Occurrence) -> Plan {
         let within = |r: &Recorded| occurrence.at.duration_since(r.last).map_or(true, |gap| gap <= REPEAT_WINDOW);
         let same = |r: &&Recorded| {
             r.kind == occurrence.kind && r.reason == occurrence.reason && r.message == occurrence.message && within(r)
@@ -283,7 +288,7 @@ impl Correlator {
     }
 
     /// Notes that `plan` was sent for `occurrence` and the server took it.
-    pub fn record(&mut self, occurrence: &Occurrence, plan: &Plan) {
+    pub(crate) fn record(&mut self, occurrence: &Occurrence, plan: &Plan) {
         self.forget(&plan.name);
         // Oldest first: a repeat moves to the end.
         if self.recorded.len() >= REMEMBERED {
@@ -302,7 +307,7 @@ impl Correlator {
 
     /// The event `name` is gone from the server (expired): the next
     /// occurrence creates a new one.
-    pub fn forget(&mut self, name: &str) {
+    pub(crate) fn forget(&mut self, name: &str) {
         if let Some(i) = self.recorded.iter().position(|r| r.name == name) {
             self.recorded.remove(i);
         }
@@ -312,7 +317,7 @@ impl Correlator {
 /// client-go's event name: the object's name, a dot, the time in
 /// nanoseconds in hex; the object's part cut so that the whole is a valid
 /// name (253 characters).
-pub fn event_name(object: &str, at: SystemTime) -> String {
+pub(crate) fn event_name(object: &str, at: SystemTime) -> String {
     let nanos = u64::try_from(at.duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos()).unwrap_or(u64::MAX);
     let suffix = format!(".{nanos:x}");
     let mut prefix = &object[..object.len().min(253 - suffix.len())];
@@ -340,7 +345,12 @@ fn q(s: &str) -> String {
 /// The core `v1` Event to create (POST). Written as text: a derived
 /// `Serialize` or a `json!` value cost the static binary several KB more,
 /// over its 2 MiB budget.
-pub fn create_body(object: &InvolvedObject, reporter: &Reporter, occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
+pub(crate) fn create_body(
+    object: &InvolvedObject,
+    reporter: &Reporter,
+    occurrence: &Occurrence,
+    plan: &Plan,
+) -> Vec<u8> {
     let uid = if object.uid.is_empty() { String::new() } else { format!(r#","uid":{}"#, q(&object.uid)) };
     let namespace = q(&object.namespace);
     format!(
@@ -370,7 +380,7 @@ pub fn create_body(object: &InvolvedObject, reporter: &Reporter, occurrence: &Oc
 }
 
 /// The merge patch that counts a repeat on the recorded event.
-pub fn repeat_patch(occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
+pub(crate) fn repeat_patch(occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
     format!(r#"{{"count":{},"lastTimestamp":"{}"}}"#, plan.count, format_rfc3339(occurrence.at)).into_bytes()
 }
 

@@ -16,7 +16,7 @@
 //! so events add at most one bounded call to any tick. The pure rules are
 //! in [`correlator`].
 
-pub mod correlator;
+pub(crate) mod correlator;
 
 use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
@@ -33,7 +33,7 @@ const QUEUE: usize = 8;
 
 /// Events by outcome, for `/metrics`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EventCounts {
+pub(crate) struct EventCounts {
     pub created: u64,
     /// Repeats counted on an event already recorded.
     pub patched: u64,
@@ -43,7 +43,7 @@ pub struct EventCounts {
     pub failed: u64,
 }
 
-pub struct Recorder {
+pub(crate) struct Recorder {
     object: InvolvedObject,
     reporter: Reporter,
     bucket: TokenBucket,
@@ -60,7 +60,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(object: InvolvedObject, reporter: Reporter, now: Instant) -> Recorder {
+    pub(crate) fn new(object: InvolvedObject, reporter: Reporter, now: Instant) -> Recorder {
         Recorder {
             object,
             reporter,
@@ -75,29 +75,29 @@ impl Recorder {
     }
 
     /// `Pod ns/name`, for log lines.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         self.object.describe()
     }
 
-    pub fn counts(&self) -> EventCounts {
+    pub(crate) fn counts(&self) -> EventCounts {
         self.counts
     }
 
     /// The longest [`Self::flush`] can take: one call.
-    pub fn worst_case(&self) -> Duration {
+    pub(crate) fn worst_case(&self) -> Duration {
         crate::kube::call_bound()
     }
 
     /// The ConfigMap's uid, once a write told it (events about a ConfigMap
     /// only: `kubectl describe` selects events by uid too).
-    pub fn configmap_uid(&mut self, uid: &str) {
+    pub(crate) fn configmap_uid(&mut self, uid: &str) {
         if self.object.kind == "ConfigMap" && self.object.uid != uid {
             self.object.uid = uid.to_string();
         }
     }
 
     /// Queues `occurrence` if the rate limit lets it through.
-    pub fn record(&mut self, occurrence: Occurrence, now: Instant) {
+    pub(crate) fn record(&mut self, occurrence: Occurrence, now: Instant) {
         if self.throttled && self.bucket.is_full(now) {
             self.throttled = false;
         }
@@ -117,7 +117,7 @@ impl Recorder {
     }
 
     /// On each check while publishing: an event when `Upgradeable` flipped.
-    pub fn observe_upgradeable(&mut self, upgradeable: Option<&Desired>, now: Instant, wall: SystemTime) {
+    pub(crate) fn observe_upgradeable(&mut self, upgradeable: Option<&Desired>, now: Instant, wall: SystemTime) {
         let Some(d) = upgradeable.filter(|d| d.status != Status::Unknown) else { return };
         if let Some(before) = self.upgradeable.replace(d.status)
             && let Some(o) = correlator::upgradeable_changed(before, d.status, &d.message, wall)
@@ -127,17 +127,17 @@ impl Recorder {
     }
 
     /// Another instance publishes now: what it sees is not ours to compare.
-    pub fn stand_by(&mut self) {
+    pub(crate) fn stand_by(&mut self) {
         self.upgradeable = None;
     }
 
     /// Whether an event waits to be sent (one goes out per tick).
-    pub fn pending(&self) -> bool {
+    pub(crate) fn pending(&self) -> bool {
         !self.queue.is_empty()
     }
 
     /// Sends the oldest queued event: at most one request.
-    pub fn flush(&mut self, client: &mut Client) {
+    pub(crate) fn flush(&mut self, client: &mut Client) {
         if self.queue.is_empty() {
             return;
         }
