@@ -12,16 +12,21 @@ cd "$(dirname "$0")/.."
 # where its time went.
 phase() { echo "test.sh: [${SECONDS}s] $*"; }
 
-phase "install and build the control plane, the static binaries and buildah"
+phase "install and build the control plane, the static binaries, buildah and prometheus"
 
 scripts/control-plane.sh build >/dev/null
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
 scripts/static-build.sh >/dev/null
-# The image check builds the Containerfile's offline path with buildah.
-if ! command -v buildah >/dev/null; then
+# The image check builds the Containerfile's offline path with buildah; the
+# monitoring kit's tests run promtool and a real Prometheus (Debian's
+# prometheus package has both).
+missing=()
+command -v buildah >/dev/null || missing+=(buildah)
+command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
+if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
   sudo_if_needed apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq buildah >/dev/null
+  DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
 phase "fmt, clippy, release build"
@@ -52,7 +57,7 @@ e2e_threads=${OPSTATUS_E2E_THREADS:-6}
 # timing ones and those about the image rather than the API server stay on
 # v1.20).
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
-  cluster_operator manifests component publisher probe_standby events readiness_outage)
+  cluster_operator manifests component publisher probe_standby events readiness_outage monitoring)
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
 # `cargo test` runs them on the Debian-built v1.20.2; this runs the modules

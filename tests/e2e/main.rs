@@ -18,6 +18,7 @@ mod get_extension;
 mod heartbeat;
 mod kept_connection;
 mod manifests;
+mod monitoring;
 mod operator_condition;
 mod operator_watch;
 mod pro_tier;

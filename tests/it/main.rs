@@ -24,6 +24,7 @@ mod house_rules;
 mod image;
 mod insecure_server_url;
 mod kept_connection_closed;
+mod monitoring;
 mod operator_condition_conflict;
 mod operator_condition_ownership;
 mod operator_watch;
