@@ -120,10 +120,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
                 });
             }
             _ if name.starts_with('-') => {
-                let index = FLAGS
-                    .iter()
-                    .position(|f| f.name == name)
-                    .ok_or_else(|| ConfigError(format!("unknown flag {name} (see opstatus --help)")))?;
+                let index = FLAGS.iter().position(|f| f.name == name).ok_or_else(|| unknown_flag(name))?;
                 let v = match (FLAGS[index].kind, &inline) {
                     (Kind::Switch(_), None) => "true".to_string(),
                     _ => take_value(name)?,
@@ -168,6 +165,15 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
     let settings = settings::finish(s, &command)?;
     Ok(Invocation { command, settings })
 }
+/// An unknown flag, with the nearest one when it looks like a typo.
+fn unknown_flag(name: &str) -> ConfigError {
+    let known = FLAGS.iter().map(|f| f.name).chain(["--help", "--version", "--output"]);
+    match crate::util::spelling::nearest(name, known) {
+        Some(meant) => ConfigError(format!("unknown flag {name}: did you mean {meant}? (see opstatus --help)")),
+        None => ConfigError(format!("unknown flag {name} (see opstatus --help)")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +232,8 @@ mod tests {
     fn every_bad_input_names_its_source() {
         let cases: &[Case] = &[
             ("--bogus", &[], "unknown flag --bogus (see opstatus --help)"),
+            ("--intervl 5s", &[], "unknown flag --intervl: did you mean --interval? (see opstatus --help)"),
+            ("get --namspace x", &[], "unknown flag --namspace: did you mean --namespace? (see opstatus --help)"),
             ("frobnicate", &[], "unknown command \"frobnicate\" (run, once, get, probe, help, version)"),
             ("run extra", &[], "unexpected argument \"extra\""),
             ("--interval", &[], "--interval needs a value"),

@@ -105,10 +105,25 @@ impl fmt::Display for KubeError {
                         " (the API server rejected the credentials: the token is expired or revoked, \
                          or its ServiceAccount was deleted)"
                     ),
-                    403 => match grant {
-                        Some(manifest) => write!(f, " (grant the permission to {action}: {manifest})"),
-                        None => write!(f, " (grant the permission to {action})"),
-                    },
+                    403 => {
+                        // A namespaced Role cannot list across namespaces:
+                        // the likely fix is the scope, not more RBAC.
+                        if action.ends_with(" in all namespaces") {
+                            f.write_str(" (with a namespaced Role, probe its namespace with --probe-namespace; or ")?;
+                        } else {
+                            f.write_str(" (")?;
+                        }
+                        write!(f, "grant the permission to {action}")?;
+                        if let Some(manifest) = grant {
+                            write!(f, ": {manifest}")?;
+                        }
+                        // The API server answers 403 before it looks for the
+                        // namespace: a misspelt one reads like missing RBAC.
+                        if let Some(ns) = action.split(" in namespace ").nth(1) {
+                            write!(f, "; and check that namespace {ns} exists: a missing one is refused the same way")?;
+                        }
+                        f.write_str(")")
+                    }
                     _ => Ok(()),
                 }
             }
@@ -193,7 +208,24 @@ mod tests {
             e.to_string(),
             "403 Forbidden: configmaps \"kube9-operator-status\" is forbidden: User \"system:serviceaccount:ops:op\" \
              cannot patch resource \"configmaps\" in API group \"\" in the namespace \"ops\" \
-             (grant the permission to patch configmaps \"kube9-operator-status\" in namespace \"ops\": see manifests/base/role.yaml)"
+             (grant the permission to patch configmaps \"kube9-operator-status\" in namespace \"ops\": see \
+             manifests/base/role.yaml; and check that namespace \"ops\" exists: a missing one is refused the same way)"
+        );
+    }
+
+    #[test]
+    fn forbidden_in_all_namespaces_names_probe_namespace_first() {
+        let e = from_response(
+            403,
+            br#"{"kind":"Status","reason":"Forbidden","message":"no"}"#,
+            "list foos.example.com in all namespaces",
+            None,
+        )
+        .granted_by("see manifests/olm");
+        assert_eq!(
+            e.to_string(),
+            "403 Forbidden: no (with a namespaced Role, probe its namespace with --probe-namespace; or grant the \
+             permission to list foos.example.com in all namespaces: see manifests/olm)"
         );
     }
 
