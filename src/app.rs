@@ -182,6 +182,14 @@ fn agent_for(
         sinks.add(Box::new(OperatorConditionSink::new(operator_namespace.clone(), name.clone())));
     }
     if let Some(co) = &settings.cluster_operator {
+        if probing {
+            log::warn!(
+                "ClusterOperator {}: while a probed resource blocks, it says Upgradeable=False, which holds back the \
+                 upgrade of the whole cluster (the cluster-version operator reads every ClusterOperator), not only \
+                 this operator's",
+                co.name
+            );
+        }
         sinks.add(Box::new(cluster_operator(settings, co, &target, &operator_namespace)));
     }
 

@@ -71,3 +71,21 @@ fn foreign_entries_and_a_large_extension_survive_in_bounded_memory() {
     assert_eq!(status["extension"], big_extension(), "the extension was changed");
     assert!(peak <= PEAK_RSS_BOUND_KIB, "peak RSS {peak} KiB, bound {PEAK_RSS_BOUND_KIB} KiB");
 }
+
+/// Upgradeable=False on a ClusterOperator holds back the whole cluster's
+/// upgrade: with probes that may set it, the log says so once at start.
+#[test]
+fn the_cluster_wide_consequence_of_upgradeable_is_said_at_start() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating";
+    let with = ["once", "--cluster-operator", "demo", "--operator-version", "1.0.0", "--probe", probe];
+    let out = support::run_to_end(&opstatus_bin(), &with, &pod_env(server.port(), &sa), Duration::from_secs(30));
+    let log = String::from_utf8_lossy(&out.stderr);
+    let said = "ClusterOperator demo: while a probed resource blocks, it says Upgradeable=False, which holds back the \
+                upgrade of the whole cluster";
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    let without = ["once", "--cluster-operator", "demo", "--operator-version", "1.0.0"];
+    let out = support::run_to_end(&opstatus_bin(), &without, &pod_env(server.port(), &sa), Duration::from_secs(30));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("holds back the upgrade"), "no probe, nothing said");
+}
