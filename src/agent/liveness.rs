@@ -7,21 +7,17 @@ use crate::signals::Signal;
 use crate::sinks::Sinks;
 use std::time::Duration;
 
-/// The window for an agent with these signals and sinks, whose status
-/// write (with the publisher lock's reads) takes at most `status_write`.
-pub(super) fn of(interval: Duration, signals: &[Box<dyn Signal>], sinks: &Sinks, status_write: Duration) -> Duration {
-    let signals = signals.iter().map(|s| s.worst_case());
-    window(interval, worst_tick(signals, sinks.worst_case(), status_write))
+/// The longest one tick can take for an agent with these signals and
+/// sinks, whose status write (with the publisher lock's reads) takes at
+/// most `status_write`.
+pub(super) fn worst_tick(signals: &[Box<dyn Signal>], sinks: &Sinks, status_write: Duration) -> Duration {
+    sum_of_worst(signals.iter().map(|s| s.worst_case()), sinks.worst_case(), status_write)
 }
 
-/// The longest one tick can take, every call it makes timing out: each
-/// signal's and each sink's own worst case (they know how many calls they
-/// make and how each is bounded) plus the status write.
-pub(super) fn worst_tick(
-    signals: impl IntoIterator<Item = Duration>,
-    sinks: Duration,
-    status_write: Duration,
-) -> Duration {
+/// Every call timing out: each signal's and each sink's own worst case
+/// (they know how many calls they make and how each is bounded) plus the
+/// status write.
+fn sum_of_worst(signals: impl IntoIterator<Item = Duration>, sinks: Duration, status_write: Duration) -> Duration {
     signals.into_iter().fold(sinks.saturating_add(status_write), Duration::saturating_add)
 }
 
@@ -47,17 +43,17 @@ mod tests {
     }
 
     #[test]
-    fn the_window_outlasts_the_worst_tick() {
+    fn the_window_outlasts_the_sum_of_worst() {
         // The status write alone: one Kubernetes call re-sent after a 401.
         let write = S(38);
-        assert_eq!(worst_tick([], Duration::ZERO, write), S(38));
-        assert_eq!(window(S(1), worst_tick([], Duration::ZERO, write)), S(41), "1 s heartbeat: not 3 s");
+        assert_eq!(sum_of_worst([], Duration::ZERO, write), S(38));
+        assert_eq!(window(S(1), sum_of_worst([], Duration::ZERO, write)), S(41), "1 s heartbeat: not 3 s");
         // Watches, probes and registration, an OperatorCondition sink.
-        let tick = worst_tick([S(10), S(76), S(83)], S(228), write);
+        let tick = sum_of_worst([S(10), S(76), S(83)], S(228), write);
         assert_eq!(tick, S(435));
         assert_eq!(window(S(60), tick), S(615));
         // Absurd inputs saturate instead of overflowing.
         assert_eq!(window(Duration::MAX, S(1)), Duration::MAX);
-        assert_eq!(worst_tick([Duration::MAX, S(1)], S(1), S(1)), Duration::MAX);
+        assert_eq!(sum_of_worst([Duration::MAX, S(1)], S(1), S(1)), Duration::MAX);
     }
 }

@@ -114,6 +114,8 @@ pub(crate) struct Agent {
     /// Kubernetes Events on published changes; `None`: `--events=false`.
     events: Option<Recorder>,
     shared: Shared,
+    /// The longest a tick can take (for the liveness window).
+    worst_tick: Duration,
 }
 
 impl Agent {
@@ -128,13 +130,14 @@ impl Agent {
         // An event is at most one more call per tick.
         let status_write =
             publisher.worst_case().saturating_add(events.as_ref().map_or(Duration::ZERO, |e| e.worst_case()));
+        let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             readiness: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            liveness_window: liveness::of(config.interval, &signals, &sinks, status_write),
+            liveness_window: liveness::window(config.interval, worst_tick),
         }));
         Agent {
             client,
@@ -153,7 +156,20 @@ impl Agent {
             check_soon: false,
             events,
             shared,
+            worst_tick,
         }
+    }
+
+    /// The heartbeat interval has one owner, [`Agent::interval`]: after each
+    /// check (which may have learnt a new one from kube9-server) the lease
+    /// the publisher announces, the retry backoff's cap and the liveness
+    /// window follow it.
+    fn follow_interval(&mut self) {
+        let interval = self.interval();
+        self.publisher.follow_interval(interval);
+        self.backoff.set_cap(interval);
+        let window = liveness::window(interval, self.worst_tick);
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window = window;
     }
 
     /// What the probe endpoint serves; updated on every tick.
@@ -239,6 +255,7 @@ impl Agent {
             }
         }
         self.observation = observation;
+        self.follow_interval();
         if let Some(events) = self.events.as_mut().filter(|_| self.publisher.publishing()) {
             let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
             events.observe_upgradeable(upgradeable, now, SystemTime::now());

@@ -64,6 +64,14 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
+    /// The lease this instance announces follows the heartbeat interval as
+    /// it is now (kube9-server may ask for a longer one): a holder that
+    /// writes less often than its lease would lose the lock to a healthy
+    /// standby between two heartbeats.
+    pub(super) fn follow_interval(&mut self, interval: Duration) {
+        self.lease = lock::lease_duration(interval);
+    }
+
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
         Publisher {
             me,

@@ -61,6 +61,11 @@ impl Backoff {
     pub(crate) fn reset(&mut self) {
         self.failures = 0;
     }
+
+    /// A new cap (the heartbeat interval changed), never below the base.
+    pub(crate) fn set_cap(&mut self, cap: Duration) {
+        self.cap = cap.max(self.base);
+    }
 }
 
 /// Parses a `Retry-After` header value: delay-seconds or an HTTP-date
@@ -105,6 +110,16 @@ mod tests {
     use super::*;
 
     const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn the_cap_follows_the_interval_and_never_drops_below_the_base() {
+        let mut b = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
+        assert_eq!(b.ceiling(20), Duration::from_secs(60));
+        b.set_cap(Duration::from_secs(240));
+        assert_eq!(b.ceiling(20), Duration::from_secs(240));
+        b.set_cap(Duration::ZERO);
+        assert_eq!(b.ceiling(20), Duration::from_secs(1));
+    }
 
     #[test]
     fn ceilings_double_from_base_up_to_cap() {

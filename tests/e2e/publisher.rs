@@ -250,3 +250,36 @@ fn e2e_an_unreadable_lock_is_taken_as_expired_with_a_warning() {
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("publishes over an unreadable lock");
     assert!(a.stderr().contains("is not a lock record"), "{}", a.stderr());
 }
+
+/// The heartbeat interval has one owner: when kube9-server asks for a
+/// longer one (here 20 s against `--interval 2s`), the lease the publisher
+/// announces, its retry cap and its liveness window follow it, so a
+/// healthy standby never steals the lock between two heartbeats.
+#[test]
+fn a_server_set_interval_steals_no_lock() {
+    use support::fake_kube9::{Answer, FakeKube9};
+    let (cp, pod, sa_b, _) = two_replicas("asked-interval");
+    let ns = pod.namespace.clone();
+    let kube9 = FakeKube9::start(Answer::Registered { cluster_id: "cls_lease".into(), status_interval_seconds: 20 });
+    let dir = support::TempDir::new("asked-interval");
+    let (key, ca) = (dir.path().join("api-key"), dir.path().join("kube9-ca.crt"));
+    std::fs::write(&key, "kdy_e2e_lease0123456789").unwrap();
+    std::fs::write(&ca, &kube9.pki.ca_pem).unwrap();
+    let url = kube9.url();
+    let pro = ["--api-key-file", key.to_str().unwrap(), "--server-url", &url, "--server-ca-file", ca.to_str().unwrap()];
+    let a = start(cp, &pod.sa, "pod-a", &pro);
+    wait_holder(cp, &ns, "pod-a", Duration::from_secs(20)).expect("pod-a publishes");
+    let b = start(cp, &sa_b, "pod-b", &pro);
+    // Three heartbeats at the asked interval: long past the 14 s lease
+    // that --interval 2s alone would give.
+    let transitions = || {
+        let cm = cp.configmap(&ns, CM).unwrap();
+        let record: Value = serde_json::from_str(cm["metadata"]["annotations"][ANNOTATION].as_str().unwrap()).unwrap();
+        record["leaderTransitions"].as_u64().unwrap()
+    };
+    let before = transitions();
+    std::thread::sleep(Duration::from_secs(62));
+    assert_eq!(holder(cp, &ns).as_deref(), Some("pod-a"), "pod-b took over:\n{}", b.stderr());
+    assert_eq!(transitions(), before, "lock transitions:\n{}\n{}", a.stderr(), b.stderr());
+    assert!(!b.stderr().contains("Publishing as pod-b"), "{}", b.stderr());
+}
