@@ -209,6 +209,13 @@ fn agent_for(
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
         log::warn!("{warning}");
     }
+    if config.operator_version == crate::status::UNKNOWN_VERSION {
+        log::warn!(
+            "No operator version given (--operator-version or OPSTATUS_OPERATOR_VERSION; the components set it from \
+             the pod's app.kubernetes.io/version label): the status says version {}, not opstatus's own",
+            crate::status::UNKNOWN_VERSION
+        );
+    }
     let events = settings.events.then(|| recorder(&config, env));
     Ok(Agent::new(client, config, signals, sinks, events))
 }

@@ -277,7 +277,12 @@ pub fn render_text(r: &Reading, configmap: &str, namespace: &str, now: SystemTim
     if let Some(e) = &s.error {
         out += &format!("Error:       {e}\n");
     }
-    out += &format!("Tier:        {}\nVersion:     {}\nRegistered:  {}\n", s.tier, s.version, s.registered);
+    let version = if s.version == crate::status::UNKNOWN_VERSION {
+        format!("unknown ({}: the operator's version was not given to opstatus)", s.version)
+    } else {
+        s.version.clone()
+    };
+    out += &format!("Tier:        {}\nVersion:     {version}\nRegistered:  {}\n", s.tier, s.registered);
     if let Some(id) = &s.cluster_id {
         out += &format!("Cluster ID:  {id}\n");
     }

@@ -12,6 +12,12 @@ use std::time::Duration;
 
 /// Readers call a status older than 5 minutes stale: a longer interval would
 /// make every healthy status look stale between writes.
+/// The version published when nobody said which version the operator is:
+/// a valid semantic version that no release carries, so readers see it is
+/// unknown (and `opstatus get` says so) rather than opstatus's own version
+/// passed off as the operator's.
+pub(crate) const UNKNOWN_VERSION: &str = "0.0.0-unknown";
+
 pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(240);
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 

@@ -4,7 +4,7 @@
 //! errors, lists and switches come from variables too.
 
 use super::ConfigError;
-use super::flags::KUBECONFIG_ENV;
+use super::flags::EMPTY_MEANS_UNSET;
 use super::settings::Settings;
 use super::values::{Given, parse_switch};
 
@@ -97,7 +97,7 @@ impl Flag {
             return Ok(Some(Given { value: v.clone(), source: self.name }));
         }
         match env(self.env) {
-            Some(v) if v.is_empty() && self.env == KUBECONFIG_ENV => Ok(None),
+            Some(v) if v.is_empty() && EMPTY_MEANS_UNSET.contains(&self.env) => Ok(None),
             Some(v) if v.is_empty() => Err(ConfigError(format!("{} is set but empty", self.env))),
             Some(v) => Ok(Some(Given { value: v, source: self.env })),
             None => Ok(None),

@@ -19,8 +19,10 @@ pub(super) const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
 /// every process on the node.
 pub(super) const API_KEY_ENV: &str = "KUBE9_API_KEY";
 
-/// Empty means unset for this one variable, as for kubectl.
-pub(crate) const KUBECONFIG_ENV: &str = "KUBECONFIG";
+/// Empty means unset for these variables: for KUBECONFIG as for kubectl;
+/// for the operator's version because the downward API gives an empty
+/// value for a label the pod does not carry.
+pub(crate) const EMPTY_MEANS_UNSET: [&str; 2] = ["KUBECONFIG", "OPSTATUS_OPERATOR_VERSION"];
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -89,8 +91,11 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--operator-version",
         env: "OPSTATUS_OPERATOR_VERSION",
-        default: Default::Prose("opstatus's own version"),
-        help: "Semantic version of the operator this sidecar reports for.",
+        default: Default::Prose(
+            "none: the status says 0.0.0-unknown, with a warning (the components set it from the pod's app.kubernetes.io/version label)",
+        ),
+        help: "Semantic version of the operator this sidecar reports for (empty variable: none, as the downward API \
+               gives for a missing label).",
         kind: Kind::Value(|s, v| {
             if !crate::status::is_semver(&v.value) {
                 return Err(v.blame("is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.4.2; no leading v)"));
@@ -111,7 +116,7 @@ pub(crate) const FLAGS: &[Flag] = &[
     },
     Flag {
         name: "--kubeconfig",
-        env: KUBECONFIG_ENV,
+        env: "KUBECONFIG",
         default: Default::Prose("in-cluster credentials, else ~/.kube/config"),
         help: "Kubeconfig file to use instead of in-cluster credentials.",
         kind: Kind::Value(|s, v| {
@@ -449,7 +454,7 @@ mod tests {
                 "--namespace" => s.namespace.is_none(),
                 "--extension-namespace" => s.extension_namespace.is_none(),
                 "--operator-namespace" => s.operator_namespace.is_none(),
-                "--operator-version" => s.operator_version == env!("CARGO_PKG_VERSION"),
+                "--operator-version" => s.operator_version == crate::status::UNKNOWN_VERSION,
                 "--kubeconfig" => s.kubeconfig.is_none(),
                 "--listen" => s.listen.is_none(),
                 "--ready-file" => s.ready_file.is_none(),

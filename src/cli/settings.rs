@@ -112,7 +112,7 @@ pub(crate) fn defaults() -> Settings {
         configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
         interval: DEFAULT_INTERVAL,
         check_interval: DEFAULT_CHECK_INTERVAL,
-        operator_version: env!("CARGO_PKG_VERSION").into(),
+        operator_version: crate::status::UNKNOWN_VERSION.into(),
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,
         listen: None,

@@ -76,6 +76,9 @@ fn assert_common(objects: &[Value], ns: &str, opstatus: &Value) {
     assert!(args.contains(&"--listen=:8090") && args.contains(&"--ready-file=/run/opstatus/ready"), "{args:?}");
     assert_eq!(opstatus["readinessProbe"]["httpGet"]["path"], "/readyz");
     assert_eq!(opstatus["livenessProbe"]["httpGet"]["path"], "/healthz");
+    // The published version is the operator's, from its pod's label.
+    let version = named(&opstatus["env"], "OPSTATUS_OPERATOR_VERSION").expect("the operator's version");
+    assert_eq!(version["valueFrom"]["fieldRef"]["fieldPath"], "metadata.labels['app.kubernetes.io/version']");
     let sc = &opstatus["securityContext"];
     assert_eq!((sc["runAsUser"].as_u64(), sc["runAsNonRoot"].as_bool()), (Some(65532), Some(true)));
     assert_eq!(sc["readOnlyRootFilesystem"], true);

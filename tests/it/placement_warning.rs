@@ -1,6 +1,7 @@
 //! The start-up warning for a status ConfigMap the kube9 extension will not
-//! find: `kube9-operator-status` written outside kube9-system and default
-//! (issue #19). Once, and only there.
+//! find: `kube9-operator-status` written outside kube9-system and default.
+//! Once, and only there. And the one for a status without the operator's
+//! version, which would otherwise pass opstatus's own off as the operator's.
 
 use crate::support;
 
@@ -107,4 +108,32 @@ fn operator_namespace_names_where_the_operator_runs() {
         "{stderr}"
     );
     assert_eq!(server.requests().len(), before);
+}
+
+/// Without the operator's version the status says `0.0.0-unknown` (never
+/// opstatus's own) and the log says so once; an empty variable, as the
+/// downward API gives for a missing label, is no version; `get` marks it.
+#[test]
+fn a_missing_operator_version_is_said_and_never_passed_off() {
+    let server = FakeApiServer::start(TOKEN);
+    let said = "No operator version given";
+    let (code, stderr) = once_on(&server, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    let status = server.status_document("my-operator-system", "kube9-operator-status").expect("written");
+    assert_eq!(status["version"], "0.0.0-unknown");
+
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "my-operator-system");
+    let mut env = pod_env(server.port(), &sa);
+    env.push(("OPSTATUS_OPERATOR_VERSION".into(), String::new()));
+    let out = run_to_end(&opstatus_bin(), &["once"], &env, Duration::from_secs(20));
+    assert_eq!(out.status.code(), Some(0), "an empty variable is no version: {}", String::from_utf8_lossy(&out.stderr));
+    let get = run_to_end(&opstatus_bin(), &["get", "--namespace", "my-operator-system"], &env, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&get.stdout);
+    assert!(text.contains("Version:     unknown (0.0.0-unknown: the operator's version was not given"), "{text}");
+
+    let (_, stderr) = once_on(&server, &["--operator-version", "2.1.0"]);
+    assert!(!stderr.contains(said), "{stderr}");
+    let status = server.status_document("my-operator-system", "kube9-operator-status").unwrap();
+    assert_eq!(status["version"], "2.1.0");
 }

@@ -89,7 +89,7 @@ fn adding_a_key_registers_and_removing_it_returns_to_free() {
     let r = &registrations[0];
     assert_eq!(r.authorization.as_deref(), Some(format!("Bearer {KEY}").as_str()));
     let body: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(body["operatorVersion"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(body["operatorVersion"], "0.0.0-unknown", "never opstatus's own version");
     assert!(body["clusterIdentifier"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(body["approximateNodeCount"], 0, "listing nodes is not allowed (here: not served): 0");
     assert!(body["kubernetesVersion"].is_string());
