@@ -25,3 +25,5 @@ pub use client::Client;
 pub(crate) use client::{ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+#[cfg(test)]
+pub(crate) use error::from_response;

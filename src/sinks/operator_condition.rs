@@ -27,11 +27,16 @@ pub(crate) struct OperatorConditionSink {
     pub name: String,
     /// The conditions last written (or found already set).
     written: LastWritten<Vec<Desired>>,
+    /// Whether this cluster runs OLM v1 and not OLM's OperatorCondition
+    /// API, asked once (two discovery reads) when a write is refused as
+    /// not found or forbidden (the API server says 403 before it looks for
+    /// the resource): `None` until then.
+    olm_v1: Option<bool>,
 }
 
 impl OperatorConditionSink {
     pub(crate) fn new(namespace: String, name: String) -> OperatorConditionSink {
-        OperatorConditionSink { namespace, name, written: LastWritten::default() }
+        OperatorConditionSink { namespace, name, written: LastWritten::default(), olm_v1: None }
     }
 
     fn path(&self) -> String {
@@ -46,7 +51,17 @@ impl OperatorConditionSink {
             set_conditions(object, &desired, now)
         });
         let describe = self.describe();
-        self.written.record(desired, result, |e| explain(e, &describe))
+        if let Err(e) = &result
+            && matches!(e.code(), Some(403 | 404))
+            && !e.is_missing_object()
+            && self.olm_v1.is_none()
+        {
+            let served =
+                |client: &mut Client, path| matches!(client.get_path(path, "discover an API group"), Ok(Some(_)));
+            self.olm_v1 = Some(served(client, OLM_V1) && !served(client, API));
+        }
+        let olm_v1 = self.olm_v1 == Some(true);
+        self.written.record(desired, result, |e| explain(e, &describe, olm_v1))
     }
 }
 
@@ -78,13 +93,20 @@ impl Sink for OperatorConditionSink {
     }
 }
 
+/// OLM v1's API group (ClusterExtension): served where OLM v1 runs.
+const OLM_V1: &str = "/apis/olm.operatorframework.io";
+
 /// An error as the status's reason says it.
-fn explain(e: &KubeError, what: &str) -> String {
+fn explain(e: &KubeError, what: &str, olm_v1: bool) -> String {
     match e.code() {
         Some(404) if e.is_missing_object() => format!(
             "{what} does not exist: OLM creates it with the operator's CSV \
              (is OPERATOR_CONDITION_NAME right?)"
         ),
+        Some(403 | 404) if olm_v1 => "The OperatorCondition API (operators.coreos.com/v2) is not served, but OLM v1's \
+                                (olm.operatorframework.io) is: OLM v1 has no OperatorCondition; there, readiness is \
+                                what holds an upgrade back (leave out --operator-condition)"
+            .into(),
         Some(404) => "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?".into(),
         _ => format!("Failed to update {what}: {e}"),
     }
@@ -115,6 +137,20 @@ pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_api_is_said_plainly_and_olm_v1_by_name() {
+        let not_served = crate::kube::from_response(404, b"404 page not found", "get operatorconditions", None);
+        assert_eq!(
+            explain(&not_served, "OperatorCondition ops/demo", false),
+            "The OperatorCondition API (operators.coreos.com/v2) is not served: is OLM installed?"
+        );
+        let forbidden = crate::kube::from_response(403, b"{}", "get operatorconditions", None);
+        assert!(explain(&forbidden, "OperatorCondition ops/demo", true).contains("OLM v1 has no OperatorCondition"));
+        let said = explain(&not_served, "OperatorCondition ops/demo", true);
+        assert!(said.contains("but OLM v1's (olm.operatorframework.io) is: OLM v1 has no OperatorCondition"), "{said}");
+        assert!(said.contains("readiness is what holds an upgrade back"), "{said}");
+    }
     use crate::conditions::Status;
     use serde_json::json;
 

@@ -209,3 +209,35 @@ fn e2e_a_condition_name_no_resource_carries_is_called_out() {
     assert_eq!(up["status"], "True", "{up}");
     assert_eq!(up["message"], format!("No resource blocks an upgrade (1 checked). {said}"));
 }
+
+/// Where OLM v1 runs (its `olm.operatorframework.io` API is served) there
+/// is no OperatorCondition API: the status says so in one line and names
+/// readiness as the lever, instead of asking whether OLM is installed. A
+/// control plane of its own: the shared one has OLM's CRD.
+#[test]
+fn under_olm_v1_the_missing_operator_condition_api_is_said_plainly() {
+    let own = ControlPlane::start();
+    let cp = &own;
+    cp.install_crd("foos.example.com");
+    cp.install_crd("clusterextensions.olm.operatorframework.io");
+    let pod = cp.deploy("olm-v1");
+    let ns = pod.namespace.as_str();
+    let subject = format!("namespace: {ns}");
+    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.create_foo(ns, "alpha", &[("Migrating", "False")]);
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating";
+    let out = support::run_to_end(
+        &release_bin(),
+        &["once", "--probe", probe, "--probe-namespace", ns],
+        &pod_env(cp, &pod),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let status = cp.status_document(ns, "kube9-operator-status").unwrap();
+    assert_eq!(status["health"], "degraded");
+    let error = status["error"].as_str().unwrap();
+    assert!(
+        error.contains("is not served, but OLM v1's (olm.operatorframework.io) is: OLM v1 has no OperatorCondition"),
+        "{error}"
+    );
+}
