@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Probe-scale benchmark (issue #18 part 4): what opstatus's OLM probes
+"""Probe-scale benchmark: what opstatus's OLM probes
 cost with many custom resources and nothing changing. Run it with
 `scripts/bench.sh --probe-scale [options]`, or directly:
 

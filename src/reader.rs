@@ -448,7 +448,7 @@ mod tests {
 
     #[test]
     fn enabled_mode_when_fresh() {
-        // As 1.34.1 shows it: only with tier pro and registered (#19).
+        // As 1.34.1 shows it: only with tier pro and registered.
         let s = FRESH
             .replace(r#""mode":"operated","tier":"free""#, r#""mode":"enabled","tier":"pro""#)
             .replace(r#""registered":false"#, r#""registered":true"#);

@@ -37,7 +37,7 @@ fn e2e_get_missing_configmap_is_basic() {
     cp.create_namespace(&ns);
     let (code, out, err) = get(&ns, true);
     assert_eq!(code, Some(0), "{err}");
-    // #19 added the explanation fields; the first four are unchanged.
+    // The explanation fields came later; the first four are unchanged.
     assert_eq!(
         serde_json::from_str::<Value>(&out).unwrap(),
         json!({"mode": "basic", "stale": false, "ageSeconds": null, "status": null,

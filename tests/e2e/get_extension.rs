@@ -1,5 +1,5 @@
 //! End to end, real kube-apiserver: `opstatus get` shows what the kube9 VS
-//! Code extension (1.34.1, 1.38.0) shows, case by case (issue #19's table):
+//! Code extension (1.34.1, 1.38.0) shows, case by case:
 //! the same namespace search (its setting, else kube9-system, then
 //! default), the same mode rules, and the explanation line.
 //!

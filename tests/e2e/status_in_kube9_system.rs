@@ -1,5 +1,5 @@
 //! End to end, real kube-apiserver: the README's way to be seen by the kube9
-//! extension from another namespace (issue #19): its Role in kube9-system,
+//! extension from another namespace: its Role in kube9-system,
 //! bound to the sidecar's ServiceAccount, lets the sidecar write
 //! kube9-system/kube9-operator-status while the status names the
 //! operator's namespace; `opstatus get` then finds it where the extension

@@ -11,7 +11,7 @@ const TOKEN: &str = "sa-token-for-get-tests";
 
 fn get(server: &FakeApiServer, sa: &ServiceAccountDir, args: &[&str]) -> (Option<i32>, String, String) {
     // The status lives in `ops`, where the extension does not look
-    // (kube9-system, then default): these tests name it (issue #19).
+    // (kube9-system, then default): these tests name it.
     let mut all = vec!["get", "--namespace", "ops"];
     all.extend_from_slice(args);
     let out = run_to_end(&opstatus_bin(), &all, &pod_env(server.port(), sa), Duration::from_secs(20));

@@ -13,6 +13,7 @@ mod client_certificates;
 mod cluster_operator_ownership;
 mod config_errors;
 mod credential_files;
+mod docs;
 mod endless_pagination;
 mod endpoint_abuse;
 mod endpoint_accept_errors;
