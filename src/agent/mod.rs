@@ -467,8 +467,10 @@ impl Agent {
         } else {
             Duration::ZERO
         };
-        shutdown.extend_until(Instant::now() + wait);
-        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait) {
+        // The wait is granted only once the handover write went through: a
+        // hung API server ends the process within the shutdown's grace.
+        let grant = || shutdown.extend_until(Instant::now() + wait);
+        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
             Ok(true) => return,
             Ok(false) if !self.config.final_status => return,
             Ok(false) => {}

@@ -262,10 +262,13 @@ impl Publisher {
         target: &StatusConfigMap,
         last: &StatusDocument,
         window: Duration,
+        written: impl FnOnce(),
     ) -> Result<bool, KubeError> {
         if !self.write(client, target, last, true)? {
             return Ok(true);
         }
+        // The API server answers: the wait may begin.
+        written();
         let deadline = Instant::now() + window;
         while Instant::now() < deadline {
             std::thread::sleep(HANDOVER_POLL.min(deadline.saturating_duration_since(Instant::now())));

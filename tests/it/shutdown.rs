@@ -1,7 +1,7 @@
 //! SIGTERM and SIGINT stop the agent promptly with exit code 0 (it may run
 //! as PID 1, where no default handler would). A publisher first hands the
 //! lock over and waits one check interval and a second for a standby to
-//! take it (tests/e2e_publisher.rs); alone, it then says "Shutting down".
+//! take it (tests/e2e/publisher.rs); alone, it then says "Shutting down".
 
 use crate::support;
 
@@ -62,6 +62,26 @@ fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
     let sent = Instant::now();
     agent.signal("TERM");
     let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
+    assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
+    assert_eq!(status.code(), Some(0));
+}
+
+/// The API server hangs only once the signal came: the handover write
+/// hangs. The handover wait is granted only after that write went
+/// through, so the process still ends within two seconds of SIGTERM
+/// (not the wait plus the grace).
+#[test]
+fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let mut agent =
+        RunningAgent::start(&opstatus_bin(), &["run", "--check-interval", "5s"], &pod_env(server.port(), &sa));
+    server.wait_status_configmap(Duration::from_secs(10)).expect("a first write");
+    std::thread::sleep(Duration::from_millis(300));
+    server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));
+    let sent = Instant::now();
+    agent.signal("TERM");
+    let status = agent.wait_exit(Duration::from_secs(15)).expect("exited");
     assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
     assert_eq!(status.code(), Some(0));
 }
