@@ -265,7 +265,8 @@ fn identity(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> String
 
 /// The ClusterOperator with its versions and related objects: the
 /// operator's namespace, the status ConfigMap, the OperatorCondition (when
-/// set), then the `--related-object`s.
+/// set), each probed resource type with its CRD, then the
+/// `--related-object`s.
 fn cluster_operator(
     settings: &Settings,
     co: &ClusterOperatorSettings,
@@ -279,10 +280,36 @@ fn cluster_operator(
     if let Some(oc) = &settings.operator_condition {
         related.push(RelatedObject::new("operators.coreos.com", "operatorconditions", namespace, oc));
     }
+    related.extend(probed_types(&settings.probes));
     related.extend(co.related_objects.iter().cloned());
     let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
     targets.extend(co.operand_versions.iter().cloned());
     ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
+}
+
+/// What drives `Upgradeable`, for must-gather (`oc adm inspect` collects a
+/// related object with an empty name as every object of its type): each
+/// probed resource type, in each probed namespace (or cluster-wide), and
+/// its CRD.
+fn probed_types(probes: &crate::cli::ProbeSettings) -> Vec<RelatedObject> {
+    let flags = probes.specs.iter().map(|p| (p.group.clone(), p.resource.clone()));
+    let crds = probes.crds.iter().filter_map(|crd| crd.split_once('.')).map(|(r, g)| (g.to_string(), r.to_string()));
+    let namespaces: Vec<&str> = match probes.namespaces.as_slice() {
+        [] => vec![""],
+        list => list.iter().map(String::as_str).collect(),
+    };
+    let mut related = Vec::new();
+    for (group, resource) in flags.chain(crds) {
+        for ns in &namespaces {
+            related.push(RelatedObject::new(&group, &resource, ns, ""));
+        }
+        if !group.is_empty() {
+            let crd = format!("{resource}.{group}");
+            related.push(RelatedObject::new("apiextensions.k8s.io", "customresourcedefinitions", "", &crd));
+        }
+    }
+    related.dedup();
+    related
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.

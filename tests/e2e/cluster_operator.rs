@@ -18,7 +18,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::time::{Duration, SystemTime};
-use support::control_plane::{ControlPlane, release_bin};
+use support::control_plane::{ControlPlane, release_bin, shared};
 use support::http::FakeOperator;
 use support::resources::find;
 use support::{RunningAgent, TempDir, run_to_end, wait_for};
@@ -222,4 +222,38 @@ fn e2e_cluster_operator_lifecycle() {
     assert_eq!(verbs.into_iter().collect::<Vec<_>>(), ["create object", "get object", "update status"]);
     assert_eq!(agent.exited(), None);
     println!("e2e ClusterOperator: created, quiet, unavailable → degraded after the inertia, rolled out 1.0.0 → 1.1.0");
+}
+
+/// must-gather collects what drives `Upgradeable`: each probed resource
+/// type (every object of it: an empty name) in the probed namespace, and
+/// its CRD, are related objects of the ClusterOperator.
+#[test]
+fn the_probed_types_and_their_crds_are_related_objects() {
+    let cp = shared();
+    cp.install_crd("clusteroperators.config.openshift.io");
+    cp.install_crd("foos.example.com");
+    let pod = cp.deploy("co-related");
+    let ns = pod.namespace.as_str();
+    let name = format!("demo-{ns}");
+    let subject = format!("namespace: {ns}");
+    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name), ("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.create_foo(ns, "alpha", &[("Migrating", "False")]);
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating";
+    let args =
+        ["once", "--cluster-operator", &name, "--operator-version", "1.0.0", "--probe", probe, "--probe-namespace", ns];
+    let out = run_to_end(&release_bin(), &args, &cp.pod_env(&pod), Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let co = cp.cluster_operator(&name).expect("created");
+    let related = co["status"]["relatedObjects"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{co}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        related.contains(&json!({"group": "example.com", "resource": "foos", "namespace": ns, "name": ""})),
+        "{related:?}"
+    );
+    let crd =
+        json!({"group": "apiextensions.k8s.io", "resource": "customresourcedefinitions", "name": "foos.example.com"});
+    assert!(related.contains(&crd), "{related:?}");
+    let _ = cp.kubectl(&["delete", "clusteroperators.config.openshift.io", &name], None);
 }

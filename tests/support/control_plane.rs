@@ -266,9 +266,24 @@ impl Drop for ControlPlane {
     }
 }
 
-/// Marks every `group: {type: string}` field of a fixture CRD
-/// `nullable: true`: the Debian v1.20 build rejects `""` there as null.
+/// Marks every `group: {type: string}` field of a fixture CRD, and the
+/// `name` beside it (a related object may name every object of its type
+/// with `""`), `nullable: true`: the Debian v1.20 build rejects `""` there
+/// as null.
 fn debian_1_20_nullable_workaround(crd: &str) -> String {
+    let beside = |indent: &str| format!("group: {{type: string}}\n{indent}name: {{type: string}}");
+    let mut crd = crd.to_string();
+    for indent in crd
+        .lines()
+        .filter(|l| l.trim() == "name: {type: string}")
+        .map(|l| l[..l.len() - l.trim_start().len()].to_string())
+        .collect::<Vec<_>>()
+    {
+        crd = crd.replace(
+            &beside(&indent),
+            &format!("group: {{type: string}}\n{indent}name: {{type: string, nullable: true}}"),
+        );
+    }
     crd.replace("group: {type: string}", "group: {type: string, nullable: true}")
 }
 

@@ -43,8 +43,10 @@ impl RelatedObject {
 }
 
 /// Parses `GROUP/RESOURCE/NAMESPACE/NAME` (`--related-object`); the group
-/// is empty for the core group, the namespace for cluster-scoped objects:
-/// `/configmaps/ops/settings`, `config.openshift.io/clusterversions//version`.
+/// is empty for the core group, the namespace for cluster-scoped objects,
+/// the name for every object of the type (as library-go allows; `oc adm
+/// inspect` collects them all): `/configmaps/ops/settings`,
+/// `config.openshift.io/clusterversions//version`, `example.com/foos/ops/`.
 pub(crate) fn parse_related_object(text: &str) -> Result<RelatedObject, String> {
     let parts: Vec<&str> = text.split('/').collect();
     let [group, resource, namespace, name] = parts.as_slice() else {
@@ -59,7 +61,9 @@ pub(crate) fn parse_related_object(text: &str) -> Result<RelatedObject, String> 
     if !namespace.is_empty() {
         crate::kube::names::check_dns_label(namespace).map_err(|why| format!("namespace {namespace:?}: {why}"))?;
     }
-    crate::kube::names::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
+    if !name.is_empty() {
+        crate::kube::names::check_dns_subdomain(name).map_err(|why| format!("name {name:?}: {why}"))?;
+    }
     Ok(RelatedObject::new(group, resource, namespace, name))
 }
 
@@ -565,6 +569,11 @@ mod tests {
         assert_eq!(
             parse_related_object("config.openshift.io/clusterversions//version"),
             Ok(RelatedObject::new("config.openshift.io", "clusterversions", "", "version"))
+        );
+        assert_eq!(
+            parse_related_object("example.com/foos/ops/"),
+            Ok(RelatedObject::new("example.com", "foos", "ops", "")),
+            "every Foo in ops"
         );
         assert!(
             parse_related_object("configmaps/ops/settings")
