@@ -85,9 +85,11 @@ fn e2e_rolling_update_hands_over_and_readers_never_see_shutting_down() {
     assert_eq!(a.exited().and_then(|s| s.code()), Some(0));
     assert!(a.stderr().contains("Handed over to pod-b"), "{}", a.stderr());
     // pod-b's status is there by the time pod-a is gone: the old pod waits
-    // for its standby (which looks once per check interval).
+    // for its standby (which looks once per check interval) and says it saw
+    // it take over before it exits (above). The readers' view here is
+    // polled with kubectl, so it may lag by a poll on a loaded machine.
     assert!(
-        seen_b <= exited + CHECK_INTERVAL,
+        seen_b <= exited + CHECK_INTERVAL + Duration::from_secs(2),
         "pod-b took over {seen_b:?} after SIGTERM, pod-a exited after {exited:?}"
     );
     assert!(b.stderr().contains("Publishing as pod-b"), "{}", b.stderr());
