@@ -36,8 +36,8 @@ use crate::ready_file;
 use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
-use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator as events;
+use crate::sinks::events::{Events, Recorder};
 use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
@@ -112,7 +112,7 @@ pub(crate) struct Agent {
     /// some signals waited for that).
     check_soon: bool,
     /// Kubernetes Events on published changes; `None`: `--events=false`.
-    events: Option<Recorder>,
+    events: Option<Events>,
     shared: Shared,
     /// The longest a tick can take (for the liveness window).
     worst_tick: Duration,
@@ -127,9 +127,15 @@ impl Agent {
         events: Option<Recorder>,
     ) -> Agent {
         let publisher = Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval);
-        // An event is at most one more call per tick.
-        let status_write =
-            publisher.worst_case().saturating_add(events.as_ref().map_or(Duration::ZERO, |e| e.worst_case()));
+        // Events go out on a thread of their own: no part of a tick.
+        let status_write = publisher.worst_case();
+        let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {
+            Ok(events) => Some(events),
+            Err(e) => {
+                log::warn!("Kubernetes Events are off: cannot start their thread: {e}");
+                None
+            }
+        });
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
@@ -238,7 +244,7 @@ impl Agent {
         self.publisher.check(&mut self.client, &self.config.target, now);
         if was_publishing && !self.publisher.publishing() {
             self.published = None;
-            if let Some(events) = &mut self.events {
+            if let Some(events) = &self.events {
                 events.stand_by();
             }
         }
@@ -256,7 +262,7 @@ impl Agent {
         }
         self.observation = observation;
         self.follow_interval();
-        if let Some(events) = self.events.as_mut().filter(|_| self.publisher.publishing()) {
+        if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
             let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
             events.observe_upgradeable(upgradeable, now, SystemTime::now());
         }
@@ -349,12 +355,12 @@ impl Agent {
         }
     }
 
-    /// After a successful write: the events it makes, queued (sent by the
-    /// loop, one per tick). The final "Shutting down" status makes none:
+    /// After a successful write: the events it makes, queued (sent by their
+    /// own thread). The final "Shutting down" status makes none:
     /// kubelet's own events say the pod is stopping, and the stop must
     /// stay quick.
     fn note_events(&mut self, before: Option<Health>, doc: &StatusDocument, wall: SystemTime) {
-        let Some(recorder) = &mut self.events else { return };
+        let Some(recorder) = &self.events else { return };
         if let Some(uid) = self.publisher.configmap_uid() {
             recorder.configmap_uid(uid);
         }
@@ -374,7 +380,7 @@ impl Agent {
     /// How often to check: the check interval (at most the heartbeat)
     /// while anything changes between heartbeats — a signal, a sink, the
     /// readiness file, the publisher lock as a standby or a follower of
-    /// the operator's leader sees it — or an event waits to be sent. A lone
+    /// the operator's leader sees it. A lone
     /// holder with none of them (basic mode) has nothing to look at between
     /// writes, so it sleeps from one heartbeat to the next: one wake-up, one
     /// request.
@@ -383,8 +389,7 @@ impl Agent {
             || !self.sinks.is_empty()
             || self.config.ready_file.is_some()
             || self.config.follow_leader_lease.is_some()
-            || !self.publisher.publishing()
-            || self.events.as_ref().is_some_and(Recorder::pending);
+            || !self.publisher.publishing();
         check_cadence(self.interval(), self.config.check_interval, looks_at_something)
     }
 
@@ -438,9 +443,6 @@ impl Agent {
                         schedule.retry_at(Instant::now() + delay);
                     }
                 }
-            }
-            if let Some(events) = &mut self.events {
-                events.flush(&mut self.client);
             }
             self.after_tick(content);
         }

@@ -5,7 +5,7 @@
 
 use super::Agent;
 use crate::ready_file;
-use crate::sinks::events::Recorder;
+use crate::sinks::events::Events;
 use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
 use crate::util::time::format_rfc3339;
 use std::time::{Instant, SystemTime};
@@ -79,7 +79,7 @@ impl Agent {
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
         shared.metrics.publishing = publishing;
-        shared.metrics.events = self.events.as_ref().map(Recorder::counts);
+        shared.metrics.events = self.events.as_ref().map(Events::counts);
         shared.last_tick = Instant::now();
     }
 }

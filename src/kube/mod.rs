@@ -25,5 +25,13 @@ pub use client::Client;
 pub(crate) use client::{ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+
+/// The stack of a thread of its own that runs a [`Client`] (a watch, the
+/// Events sender): ureq, rustls and serde_json on small frames (no
+/// recursion deeper than the JSON of one answer, which serde_json bounds at
+/// 128 levels); 256 KiB is reserved, and only the pages it touches become
+/// resident (a few tens of KiB). 128 KiB overflows in a debug build's TLS
+/// handshake.
+pub(crate) const CLIENT_STACK: usize = 256 * 1024;
 #[cfg(test)]
 pub(crate) use error::from_response;

@@ -110,3 +110,31 @@ fn namespace_comes_from_the_flag_then_pod_namespace_then_the_service_account() {
     );
     assert_eq!(server.status_document("from-flag", "custom-name").unwrap()["namespace"], "from-flag");
 }
+
+/// A hanging Events API never delays a heartbeat: the operator's health
+/// flips (an event to send), the Events API hangs every request for 30 s,
+/// and the status is still written every 2 s.
+#[test]
+fn a_hanging_events_api_never_delays_a_heartbeat() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let operator = support::http::FakeOperator::start();
+    server.hang_path("/events", Duration::from_secs(30));
+    let args = ["run", "--interval", "2s", "--check-interval", "1s", "--watch-url", &operator.url()];
+    let agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
+    let writes = || server.requests().iter().filter(|r| r.method == "PATCH" && r.path.contains("/configmaps/")).count();
+    wait_for(Duration::from_secs(10), Duration::from_millis(50), || (writes() >= 1).then_some(()))
+        .expect("a first write");
+    // Health flips back and forth: each published change queues an event.
+    for code in [500, 200, 500, 200] {
+        operator.set_code(code);
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    let before = writes();
+    std::thread::sleep(Duration::from_secs(10));
+    let during = writes() - before;
+    let events_sent = server.requests().iter().filter(|r| r.path.contains("/events")).count();
+    let paths: Vec<String> = server.requests().iter().map(|r| format!("{} {}", r.method, r.path)).collect();
+    assert!(events_sent >= 1, "an event was sent (and hangs): {paths:?}\n{}", agent.stderr());
+    assert!(during >= 4, "{during} status writes in 10 s at a 2 s interval while Events hang:\n{}", agent.stderr());
+}

@@ -62,6 +62,9 @@ struct State {
     faults: VecDeque<Fault>,
     /// A fault served to every request until cleared.
     sticky: Option<Fault>,
+    /// Requests whose path contains this hang for that long (one API of
+    /// the server hangs, the others answer).
+    hang_path: Option<(String, Duration)>,
     requests: Vec<Recorded>,
     resource_version: u64,
     /// Custom resources by path (`/apis/GROUP/VERSION/.../NAME`).
@@ -114,7 +117,11 @@ impl FakeApiServer {
                 let fault = {
                     let mut s = st.lock().unwrap();
                     s.requests.push(request.clone());
-                    s.faults.pop_front().or_else(|| s.sticky.clone())
+                    let hangs = s.hang_path.as_ref().filter(|(part, _)| request.path.contains(part.as_str()));
+                    match hangs {
+                        Some((_, d)) => Some(Fault::Hang(*d)),
+                        None => s.faults.pop_front().or_else(|| s.sticky.clone()),
+                    }
                 };
                 match fault {
                     Some(Fault::Hang(d)) => Reply::Hang(d),
@@ -162,6 +169,11 @@ impl FakeApiServer {
     /// Serve `fault` to every request until `clear_sticky_fault`.
     pub fn set_sticky_fault(&self, fault: Fault) {
         self.state.lock().unwrap().sticky = Some(fault);
+    }
+
+    /// Hang every request whose path contains `part` for `how_long`.
+    pub fn hang_path(&self, part: &str, how_long: Duration) {
+        self.state.lock().unwrap().hang_path = Some((part.to_string(), how_long));
     }
 
     pub fn clear_sticky_fault(&self) {

@@ -52,11 +52,8 @@ const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-/// The watch thread's stack. It runs ureq, rustls and serde_json on small
-/// frames (no recursion deeper than the JSON of one event, which serde_json
-/// bounds at 128 levels); 256 KiB is reserved, and only the pages it
-/// touches become resident (a few tens of KiB).
-const STACK: usize = 256 * 1024;
+/// The watch thread's stack: a Kubernetes client's ([`crate::kube::CLIENT_STACK`]).
+const STACK: usize = crate::kube::CLIENT_STACK;
 
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.

@@ -12,23 +12,25 @@
 //!
 //! Cost: nothing per heartbeat. An occurrence passes the token bucket or
 //! is dropped (counted, logged once per flapping episode); what passes is
-//! queued and sent by [`Recorder::flush`], one request per tick at most,
-//! so events add at most one bounded call to any tick. The pure rules are
-//! in [`correlator`].
+//! queued and sent by a thread of its own with a client of its own
+//! ([`Events`]): a slow or hanging Events API never delays a status write,
+//! and the queue is bounded (a full queue drops, counted). The pure rules
+//! are in [`correlator`].
 
 pub(crate) mod correlator;
 
 use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::util::reported::Reported;
-use correlator::{BURST, Correlator, InvolvedObject, Occurrence, REFILL, Reporter, TokenBucket};
-use std::time::{Duration, Instant, SystemTime};
+use correlator::{BURST, Correlator, InvolvedObject, Occurrence, Plan, REFILL, Reporter, TokenBucket};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
 
 /// Where the permission is granted.
 const GRANT: &str = "see manifests/base/role.yaml";
 
-/// Occurrences waiting to be sent (one goes per tick; the bucket lets at
-/// most [`BURST`] through at once).
+/// Occurrences waiting to be sent (the bucket lets at most [`BURST`]
+/// through at once; past this, new ones are dropped and counted).
 const QUEUE: usize = 8;
 
 /// Events by outcome, for `/metrics`.
@@ -83,11 +85,6 @@ impl Recorder {
         self.counts
     }
 
-    /// The longest [`Self::flush`] can take: one call.
-    pub(crate) fn worst_case(&self) -> Duration {
-        crate::kube::call_bound()
-    }
-
     /// The ConfigMap's uid, once a write told it (events about a ConfigMap
     /// only: `kubectl describe` selects events by uid too).
     pub(crate) fn configmap_uid(&mut self, uid: &str) {
@@ -131,28 +128,32 @@ impl Recorder {
         self.upgradeable = None;
     }
 
-    /// Whether an event waits to be sent (one goes out per tick).
-    pub(crate) fn pending(&self) -> bool {
-        !self.queue.is_empty()
-    }
-
-    /// Sends the oldest queued event: at most one request.
-    pub(crate) fn flush(&mut self, client: &mut Client) {
+    /// The oldest queued event and how to send it, taken off the queue.
+    fn next_job(&mut self) -> Option<Job> {
         if self.queue.is_empty() {
-            return;
+            return None;
         }
         let occurrence = self.queue.remove(0);
         let plan = self.correlator.plan(&self.object, &occurrence);
-        let namespace = &self.object.namespace;
-        let result = if plan.repeat {
-            let path = format!("/api/v1/namespaces/{namespace}/events/{}", plan.name);
-            let action = format!("patch events in namespace {namespace:?}");
-            client.merge_patch(&path, &correlator::repeat_patch(&occurrence, &plan), &action)
+        let namespace = self.object.namespace.clone();
+        let request = if plan.repeat {
+            Request::Patch {
+                path: format!("/api/v1/namespaces/{namespace}/events/{}", plan.name),
+                body: correlator::repeat_patch(&occurrence, &plan),
+            }
         } else {
-            let path = format!("/api/v1/namespaces/{namespace}/events");
-            let body = correlator::create_body(&self.object, &self.reporter, &occurrence, &plan);
-            client.create(&path, &body, &format!("create events in namespace {namespace:?}")).map(drop)
+            Request::Create {
+                path: format!("/api/v1/namespaces/{namespace}/events"),
+                body: correlator::create_body(&self.object, &self.reporter, &occurrence, &plan),
+            }
         };
+        Some(Job { occurrence, plan, namespace, request })
+    }
+
+    /// Records what sending `job` did.
+    fn finish(&mut self, job: Job, result: Result<(), KubeError>) {
+        let Job { occurrence, plan, namespace, .. } = job;
+        let namespace = namespace.as_str();
         match result {
             Ok(()) => {
                 if plan.repeat {
@@ -175,6 +176,95 @@ impl Recorder {
                 self.failure.update(Some(why), log::Level::Warn, "Kubernetes Events are recorded again");
             }
         }
+    }
+}
+
+/// One event to send, taken off the queue with its plan.
+struct Job {
+    occurrence: Occurrence,
+    plan: Plan,
+    namespace: String,
+    request: Request,
+}
+
+enum Request {
+    Create { path: String, body: Vec<u8> },
+    Patch { path: String, body: Vec<u8> },
+}
+
+impl Job {
+    /// One request; its own bounds (the client's per-phase timeouts).
+    fn send(&self, client: &mut Client) -> Result<(), KubeError> {
+        let namespace = &self.namespace;
+        match &self.request {
+            Request::Patch { path, body } => {
+                client.merge_patch(path, body, &format!("patch events in namespace {namespace:?}"))
+            }
+            Request::Create { path, body } => {
+                client.create(path, body, &format!("create events in namespace {namespace:?}")).map(drop)
+            }
+        }
+    }
+}
+
+/// The recorder, shared with the thread that sends its events with a
+/// client of its own: the agent's loop only queues (under a lock held for
+/// microseconds), so a slow or hanging Events API never delays a heartbeat.
+pub(crate) struct Events {
+    shared: Arc<(Mutex<Recorder>, Condvar)>,
+}
+
+impl Events {
+    /// Starts the sending thread.
+    pub(crate) fn start(recorder: Recorder, mut client: Client) -> std::io::Result<Events> {
+        let shared = Arc::new((Mutex::new(recorder), Condvar::new()));
+        let theirs = shared.clone();
+        let stack = crate::kube::CLIENT_STACK;
+        std::thread::Builder::new().name("events".into()).stack_size(stack).spawn(move || {
+            let (lock, wake) = &*theirs;
+            loop {
+                let job = {
+                    let mut recorder = lock.lock().unwrap_or_else(|p| p.into_inner());
+                    loop {
+                        if let Some(job) = recorder.next_job() {
+                            break job;
+                        }
+                        recorder = wake.wait(recorder).unwrap_or_else(|p| p.into_inner());
+                    }
+                };
+                let result = job.send(&mut client);
+                lock.lock().unwrap_or_else(|p| p.into_inner()).finish(job, result);
+            }
+        })?;
+        Ok(Events { shared })
+    }
+
+    fn recorder(&self) -> MutexGuard<'_, Recorder> {
+        self.shared.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn counts(&self) -> EventCounts {
+        self.recorder().counts()
+    }
+
+    pub(crate) fn configmap_uid(&self, uid: &str) {
+        self.recorder().configmap_uid(uid);
+    }
+
+    /// Queues `occurrence` (if the rate limit lets it through) and wakes
+    /// the sender.
+    pub(crate) fn record(&self, occurrence: Occurrence, now: Instant) {
+        self.recorder().record(occurrence, now);
+        self.shared.1.notify_one();
+    }
+
+    pub(crate) fn observe_upgradeable(&self, upgradeable: Option<&Desired>, now: Instant, wall: SystemTime) {
+        self.recorder().observe_upgradeable(upgradeable, now, wall);
+        self.shared.1.notify_one();
+    }
+
+    pub(crate) fn stand_by(&self) {
+        self.recorder().stand_by();
     }
 }
 
