@@ -22,7 +22,6 @@ use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
 use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
-use crate::util::text::sanitize;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
@@ -308,7 +307,6 @@ fn probed_types(probes: &crate::cli::ProbeSettings) -> Vec<RelatedObject> {
             related.push(RelatedObject::new("apiextensions.k8s.io", "customresourcedefinitions", "", &crd));
         }
     }
-    related.dedup();
     related
 }
 
@@ -381,13 +379,12 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let found_in = found.as_ref().map(|(t, _)| t.namespace.as_str());
     // Who publishes, from the lock beside the status (never inside it).
     let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
-    // Anyone who may patch the ConfigMap writes the annotation: what is
-    // shown of it passes the sanitiser, bounded (a pod name is at most 253
-    // characters, a time 35).
+    // Anyone who may patch the ConfigMap writes the annotation: the lock
+    // record is sanitised and bounded where it is parsed (`Seen::parse`).
     let record = lock.as_ref().and_then(Seen::record).map(|r| Shown {
-        identity: sanitize(&r.holder_identity, 253),
-        since: sanitize(&r.acquire_time, 64),
-        renewed: sanitize(&r.renew_time, 64),
+        identity: &r.holder_identity,
+        since: &r.acquire_time,
+        renewed: &r.renew_time,
     });
     Ok(match output {
         OutputFormat::Json => {
@@ -416,11 +413,12 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     })
 }
 
-/// The publisher lock's record as `get` shows it: sanitised and bounded.
-struct Shown {
-    identity: String,
-    since: String,
-    renewed: String,
+/// The publisher lock's record as `get` shows it (sanitised and bounded
+/// when it was parsed).
+struct Shown<'a> {
+    identity: &'a str,
+    since: &'a str,
+    renewed: &'a str,
 }
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.

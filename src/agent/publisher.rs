@@ -307,14 +307,8 @@ fn read_leader(client: &mut Client, namespace: &str, name: &str) -> Result<Strin
     // The Lease is the operator's (anyone with its RBAC may write it): its
     // holder reaches logs and messages sanitised and bounded, and a parse
     // error never quotes it.
-    let lease: Value = serde_json::from_slice(&lease).map_err(|e| {
-        format!(
-            "Lease {namespace}/{name} is {} (line {}, column {})",
-            crate::lock::error_kind(&e),
-            e.line(),
-            e.column()
-        )
-    })?;
+    let lease: Value = serde_json::from_slice(&lease)
+        .map_err(|e| format!("Lease {namespace}/{name} is {} (column {})", crate::lock::error_kind(&e), e.column()))?;
     match lease.pointer("/spec/holderIdentity").and_then(Value::as_str) {
         // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
         Some(holder) if !holder.is_empty() => Ok(crate::util::text::sanitize(holder, crate::lock::MAX_IDENTITY + 64)),

@@ -10,23 +10,34 @@ use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
 use crate::util::time::format_rfc3339;
 use std::time::{Instant, SystemTime};
 
-/// What `/status` serves.
-#[derive(serde::Serialize)]
-struct Served<'a> {
-    #[serde(flatten)]
-    doc: &'a StatusDocument,
-    /// Who publishes, as last seen.
-    publisher: Option<&'a str>,
-    /// Whether this instance does.
+/// What `/status` serves: the status document (what this instance
+/// publishes, or would) with who publishes, whether this instance does,
+/// why its last write failed (readers of the ConfigMap cannot see that: it
+/// is the write that failed) and the condition names no probed resource
+/// carries. Written by hand after the document's own JSON: serde's
+/// `flatten` costs kilobytes of a binary with a size budget.
+fn served_json(
+    doc: &StatusDocument,
+    publisher: Option<&str>,
     publishing: bool,
-    /// Why the last status write failed, while it does: what readers of
-    /// the published status cannot see (it is the write that failed).
-    #[serde(rename = "writeError", skip_serializing_if = "Option::is_none")]
-    write_error: Option<&'a str>,
-    /// Condition names the probes' expressions use that no resource of
-    /// their type carries (a likely typo); absent when there are none.
-    #[serde(rename = "unseenConditions", skip_serializing_if = "<[String]>::is_empty")]
-    unseen_conditions: &'a [String],
+    write_error: Option<&str>,
+    unseen: &[String],
+) -> String {
+    let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+    let mut json = serde_json::to_string(doc).expect("a document serialises");
+    json.pop(); // the closing brace
+    json.push_str(",\"publisher\":");
+    json.push_str(&publisher.map_or("null".into(), text));
+    json.push_str(if publishing { ",\"publishing\":true" } else { ",\"publishing\":false" });
+    if let Some(why) = write_error {
+        json.push_str(",\"writeError\":");
+        json.push_str(&text(why));
+    }
+    if !unseen.is_empty() {
+        json.push_str(",\"unseenConditions\":");
+        json.push_str(&serde_json::to_string(unseen).expect("strings serialise"));
+    }
+    json + "}"
 }
 
 impl Agent {
@@ -63,14 +74,13 @@ impl Agent {
         let publishing = self.publisher.publishing();
         // `/status` adds who publishes to the document (readers ignore
         // fields they do not know); the ConfigMap holds the document alone.
-        let served = Served {
-            doc: &doc,
-            publisher: self.publisher.holder(),
+        let status_json = served_json(
+            &doc,
+            self.publisher.holder(),
             publishing,
-            write_error: self.write_error.as_ref().map(|p| p.reason.as_str()),
-            unseen_conditions: self.observation.probes.as_ref().map_or(&[], |p| &p.unseen),
-        };
-        let status_json = serde_json::to_string(&served).expect("a document and two plain fields serialise");
+            self.write_error.as_ref().map(|p| p.reason.as_str()),
+            self.observation.probes.as_ref().map_or(&[], |p| &p.unseen),
+        );
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.readiness = readiness;
@@ -81,5 +91,38 @@ impl Agent {
         shared.metrics.publishing = publishing;
         shared.metrics.events = self.events.as_ref().map(Events::counts);
         shared.last_tick = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{Health, Mode, Tier};
+
+    #[test]
+    fn status_adds_its_fields_after_the_document() {
+        let doc = StatusDocument {
+            mode: Mode::Operated,
+            tier: Tier::Free,
+            version: "1.0.0".into(),
+            health: Health::Healthy,
+            last_update: "2026-11-24T10:00:00Z".into(),
+            registered: false,
+            error: None,
+            namespace: "ops".into(),
+            cluster_id: None,
+        };
+        let plain: serde_json::Value = serde_json::from_str(&served_json(&doc, None, false, None, &[])).unwrap();
+        assert_eq!(
+            (&plain["mode"], &plain["publisher"], &plain["publishing"]),
+            (&"operated".into(), &serde_json::Value::Null, &false.into())
+        );
+        assert!(plain.get("writeError").is_none() && plain.get("unseenConditions").is_none(), "{plain}");
+        let all = served_json(&doc, Some("pod-\"a"), true, Some("Failed to write"), &["No Foo carries X".into()]);
+        let all: serde_json::Value = serde_json::from_str(&all).unwrap();
+        assert_eq!(all["publisher"], "pod-\"a");
+        assert_eq!(all["writeError"], "Failed to write");
+        assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
+        assert_eq!(all["namespace"], "ops");
     }
 }

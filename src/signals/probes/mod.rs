@@ -69,9 +69,6 @@ pub(crate) const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
 /// as failed, and the heartbeat goes on.
 pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 
-/// How many unseen condition names an outcome carries.
-const MAX_UNSEEN: usize = 3;
-
 /// CRD annotations are re-read this often (an operator upgrade may change
 /// them); in between, the parsed expressions are reused.
 pub(crate) const CRD_REFRESH: Duration = Duration::from_secs(300);
@@ -293,7 +290,6 @@ impl Prober {
         let declares_upgradeable = crds_unread || declares(|s| s.upgradeable.is_some());
         // Several collections of one type (one per namespace) see the same.
         unseen.dedup();
-        unseen.truncate(MAX_UNSEEN);
         let mut upgradeable = declares_upgradeable.then(|| tally.upgradeable(complete)).flatten();
         // "No resource blocks an upgrade" is only as good as the names the
         // expression reads: where one is carried by none, say so beside it.
@@ -374,7 +370,7 @@ impl Signal for Prober {
         let outcome = self.evaluate(client, now);
         self.problem.update(outcome.problem.clone(), log::Level::Warn, "Probing the operator's resources works again");
         self.counts = outcome.counts;
-        let unseen = (!outcome.unseen.is_empty()).then(|| outcome.unseen.join("; "));
+        let unseen = joined(&outcome.unseen);
         self.unseen.update(unseen, log::Level::Warn, "Every condition the probes' expressions name is carried again");
         if let Some(why) = Prober::resources_problem(&outcome) {
             into.problems.push(Problem::degraded(Rule::Resources, why));

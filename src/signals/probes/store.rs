@@ -184,23 +184,17 @@ impl Store {
                 }
             }
         }
-        let seen = || self.types.iter().map(|t| &**t);
-        let carried: Vec<String> = seen().take(8).map(|t| sanitize(t, MAX_TYPE_LEN)).collect();
-        let more = if self.types.len() > carried.len() { ", …" } else { "" };
         named
             .into_iter()
             .filter(|(name, _)| !self.types.iter().any(|t| **t == **name))
             .take(MAX_UNSEEN)
             .map(|(name, which)| {
                 let upgradeable = which == "Upgradeable";
-                let hint = match crate::util::spelling::nearest(name, seen()) {
+                let hint = match crate::util::spelling::nearest(name, self.types.iter().map(|t| &**t)) {
                     Some(meant) => format!(": did you mean {}?", sanitize(meant, MAX_TYPE_LEN)),
-                    None => ".".into(),
+                    None => " (they carry others).".into(),
                 };
-                let said = format!(
-                    "No {kind} carries the condition {name} that the {which} expression names (they carry {}{more}){hint}",
-                    carried.join(", ")
-                );
+                let said = format!("No {kind} carries the condition {name} that the {which} expression names{hint}");
                 (upgradeable, said)
             })
             .collect()
@@ -344,14 +338,13 @@ mod tests {
             [
                 (
                     true,
-                    "No Foo carries the condition Migratng that the Upgradeable expression names (they carry \
-                     Migrating, Ready): did you mean Migrating?"
+                    "No Foo carries the condition Migratng that the Upgradeable expression names: did you mean \
+                     Migrating?"
                         .to_string()
                 ),
                 (
                     false,
-                    "No Foo carries the condition Broken that the Important expression names (they carry Migrating, \
-                     Ready)."
+                    "No Foo carries the condition Broken that the Important expression names (they carry others)."
                         .to_string()
                 )
             ]
