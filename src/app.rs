@@ -381,11 +381,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
     // Anyone who may patch the ConfigMap writes the annotation: the lock
     // record is sanitised and bounded where it is parsed (`Seen::parse`).
-    let record = lock.as_ref().and_then(Seen::record).map(|r| Shown {
-        identity: &r.holder_identity,
-        since: &r.acquire_time,
-        renewed: &r.renew_time,
-    });
+    let record = lock.as_ref().and_then(Seen::record);
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");
@@ -393,8 +389,10 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
             json["searched"] = serde_json::json!(searched);
             // Added only when someone holds the lock: scripts see no change
             // otherwise.
-            if let Some(r) = record.filter(|r| !r.identity.is_empty()) {
-                json["publisher"] = serde_json::json!({"identity": r.identity, "since": r.since, "renewed": r.renewed});
+            if let Some(r) = record.filter(|r| !r.holder_identity.is_empty()) {
+                json["publisher"] = serde_json::json!({
+                    "identity": r.holder_identity, "since": r.acquire_time, "renewed": r.renew_time,
+                });
             }
             json.to_string() + "\n"
         }
@@ -402,23 +400,18 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
             let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
             text += &reader::render_explanation(&reading, &searched, found_in, why_there);
             match record {
-                Some(r) if !r.identity.is_empty() => {
-                    text += &format!("Publisher:   {} (since {}, renewed {})\n", r.identity, r.since, r.renewed)
+                Some(r) if !r.holder_identity.is_empty() => {
+                    text += &format!(
+                        "Publisher:   {} (since {}, renewed {})\n",
+                        r.holder_identity, r.acquire_time, r.renew_time
+                    )
                 }
-                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renewed),
+                Some(r) => text += &format!("Publisher:   none (released {})\n", r.renew_time),
                 None => {}
             }
             text
         }
     })
-}
-
-/// The publisher lock's record as `get` shows it (sanitised and bounded
-/// when it was parsed).
-struct Shown<'a> {
-    identity: &'a str,
-    since: &'a str,
-    renewed: &'a str,
 }
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
