@@ -20,31 +20,6 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(format!("{ROOT}/{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The PrometheusRule's `spec` as a Prometheus rule file, without the
-/// annotations (promtool would compare them too; they are checked apart).
-fn rule_file() -> String {
-    let rule = read("manifests/components/monitoring/prometheusrule.yaml");
-    let spec = rule.split_once("\nspec:\n").expect("a spec").1;
-    let mut out = String::new();
-    let mut skipping: Option<usize> = None;
-    for line in spec.lines() {
-        let indent = line.len() - line.trim_start().len();
-        if let Some(at) = skipping {
-            if line.trim().is_empty() || indent > at {
-                continue;
-            }
-            skipping = None;
-        }
-        if line.trim() == "annotations:" {
-            skipping = Some(indent);
-            continue;
-        }
-        out.push_str(line.strip_prefix("  ").unwrap_or(line));
-        out.push('\n');
-    }
-    out
-}
-
 fn promtool(args: &[&str], dir: &std::path::Path, stdin: Option<&str>) -> (bool, String) {
     let mut child = Command::new("promtool")
         .args(args)
@@ -66,7 +41,7 @@ fn promtool(args: &[&str], dir: &std::path::Path, stdin: Option<&str>) -> (bool,
 #[test]
 fn every_alert_fires_when_it_should_and_stays_quiet_when_it_should_not() {
     let dir = TempDir::new("promtool-rules");
-    std::fs::write(dir.path().join("rules.yml"), rule_file()).unwrap();
+    std::fs::write(dir.path().join("rules.yml"), support::monitoring::rule_file()).unwrap();
     std::fs::write(dir.path().join("rules.test.yml"), read("tests/fixtures/monitoring/rules.test.yml")).unwrap();
     let (ok, said) = promtool(&["check", "rules", "rules.yml"], dir.path(), None);
     assert!(ok && said.contains("SUCCESS: 8 rules found"), "{said}");
