@@ -125,14 +125,17 @@ fn agent_for(
     nudge: Option<Nudge>,
 ) -> Result<Agent, Failure> {
     // kube9-server may ask for any interval up to the maximum.
-    let heartbeat =
-        if settings.pro.api_key.is_configured() { settings.interval.max(MAX_INTERVAL) } else { settings.interval };
+    let heartbeat = if settings.pro.api_key.is_configured() {
+        settings.agent.interval.max(MAX_INTERVAL)
+    } else {
+        settings.agent.interval
+    };
     let Connection { client, namespace, source, cluster_identifier } =
         connect(settings, env, Some(heartbeat)).map_err(|e| Failure::Config(e.to_string()))?;
     log::debug!("Using credentials from {source}");
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
     let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
-    if settings.follow_leader_lease.is_some() && operator_namespace != target.namespace {
+    if settings.agent.follow_leader_lease.is_some() && operator_namespace != target.namespace {
         // The publisher reads the Lease beside the status ConfigMap.
         return Err(Failure::Config(
             "--follow-leader-lease needs the status ConfigMap in the operator's namespace \
@@ -147,7 +150,7 @@ fn agent_for(
         &settings.pro.server_url,
         settings.pro.server_ca_file.as_deref(),
         cluster_identifier,
-        settings.operator_version.clone(),
+        settings.agent.operator_version.clone(),
     )
     .map_err(Failure::Config)?;
     if let Some(pro) = pro {
@@ -160,8 +163,8 @@ fn agent_for(
         signals.push(Box::new(watches));
     }
     let probes = &settings.probes;
-    let mut prober =
-        Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone()).within(settings.interval);
+    let mut prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone())
+        .within(settings.agent.interval);
     if let Some(nudge) = nudge {
         prober = prober.watching(nudge);
     }
@@ -192,23 +195,13 @@ fn agent_for(
         sinks.add(Box::new(cluster_operator(settings, co, &target, &operator_namespace)));
     }
 
-    let config = AgentConfig {
-        target,
-        operator_namespace,
-        interval: settings.interval,
-        check_interval: settings.check_interval,
-        operator_version: settings.operator_version.clone(),
-        ready_file: settings.ready_file.clone(),
-        final_status: settings.final_status,
-        strict_readiness: settings.strict_readiness,
-        identity: identity(settings, env),
-        follow_leader_lease: settings.follow_leader_lease.clone(),
-    };
+    let config =
+        AgentConfig { target, operator_namespace, identity: identity(settings, env), settings: settings.agent.clone() };
     // Once the configuration is known to be good: a bad one is one line.
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
         log::warn!("{warning}");
     }
-    if config.operator_version == crate::status::UNKNOWN_VERSION {
+    if config.settings.operator_version == crate::status::UNKNOWN_VERSION {
         log::warn!(
             "No operator version given (--operator-version or OPSTATUS_OPERATOR_VERSION; the components set it from \
              the pod's app.kubernetes.io/version label): the status says version {}, not opstatus's own",
@@ -281,7 +274,7 @@ fn cluster_operator(
     }
     related.extend(probed_types(&settings.probes));
     related.extend(co.related_objects.iter().cloned());
-    let mut targets = vec![Version::new(OPERATOR, &settings.operator_version)];
+    let mut targets = vec![Version::new(OPERATOR, &settings.agent.operator_version)];
     targets.extend(co.operand_versions.iter().cloned());
     ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
 }
@@ -313,7 +306,7 @@ fn probed_types(probes: &crate::cli::ProbeSettings) -> Vec<RelatedObject> {
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.
 pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
     // Handlers first: a SIGTERM during start-up must not be lost.
-    let ready = settings.ready_file.clone();
+    let ready = settings.agent.ready_file.clone();
     let mut shutdown = Shutdown::install(move || {
         if let Some(path) = ready {
             let _ = ready_file::remove(&path);
@@ -416,7 +409,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
 pub fn probe(settings: &Settings) -> Result<String, Failure> {
-    let path = settings.ready_file.as_deref().expect("config requires --ready-file for probe");
+    let path = settings.agent.ready_file.as_deref().expect("config requires --ready-file for probe");
     let contents = match crate::util::files::read_bounded(path, crate::util::files::SMALL_LIMIT, "readiness file") {
         Ok(raw) => Some(String::from_utf8_lossy(&raw).into_owned()),
         Err(e) if e.is_not_found() => None,

@@ -28,15 +28,15 @@ mod liveness;
 mod publisher;
 mod schedule;
 mod served;
+mod write;
 
 use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
-use crate::kube::{Client, KubeError};
+use crate::kube::Client;
 use crate::ready_file;
 use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
-use crate::sinks::events::correlator as events;
 use crate::sinks::events::{Events, Recorder};
 use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
@@ -59,27 +59,39 @@ pub(crate) const SHUTDOWN_REASON: &str = "Shutting down";
 /// inside kubelet's default 30 s grace period, whatever `--check-interval`.
 const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
 
-/// What the agent needs to know, fixed at start.
-#[derive(Clone, Debug)]
-pub(crate) struct AgentConfig {
-    pub target: StatusConfigMap,
-    /// Where the operator runs: the document's `namespace` (the status may
-    /// be written elsewhere, e.g. into kube9-system where readers look).
-    pub operator_namespace: String,
+/// What the command line tells the agent: filled by the flags as they are
+/// read ([`crate::cli::Settings::agent`]), so nothing is copied between
+/// the two.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentSettings {
+    /// The heartbeat (`--interval`) unless kube9-server asks for another.
     pub interval: Duration,
+    /// How often signals are checked; never longer than `interval`.
     pub check_interval: Duration,
     pub operator_version: String,
     pub ready_file: Option<PathBuf>,
     /// Publish `unhealthy` / "Shutting down" when stopped by a signal
     /// (and no other instance takes over).
     pub final_status: bool,
-    /// Readiness answers for the whole verdict, not the operator alone.
+    /// Readiness answers for opstatus's own publishing as well as for the
+    /// operator (the default: for the operator only).
     pub strict_readiness: bool,
+    /// The operator's leader-election Lease whose leader's sidecar
+    /// publishes; off when `None`.
+    pub follow_leader_lease: Option<String>,
+}
+
+/// What the agent needs to know, fixed at start: its settings and what
+/// the composition root resolved (where to write, who it is).
+#[derive(Clone, Debug)]
+pub(crate) struct AgentConfig {
+    pub target: StatusConfigMap,
+    /// Where the operator runs: the document's `namespace` (the status may
+    /// be written elsewhere, e.g. into kube9-system where readers look).
+    pub operator_namespace: String,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
-    /// The operator's leader-election Lease whose leader's sidecar
-    /// publishes.
-    pub follow_leader_lease: Option<String>,
+    pub settings: AgentSettings,
 }
 
 pub(crate) struct Agent {
@@ -126,7 +138,11 @@ impl Agent {
         sinks: Sinks,
         events: Option<Recorder>,
     ) -> Agent {
-        let publisher = Publisher::new(config.identity.clone(), config.follow_leader_lease.clone(), config.interval);
+        let publisher = Publisher::new(
+            config.identity.clone(),
+            config.settings.follow_leader_lease.clone(),
+            config.settings.interval,
+        );
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
         let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {
@@ -143,11 +159,11 @@ impl Agent {
             status_json: String::new(),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
-            liveness_window: liveness::window(config.interval, worst_tick),
+            liveness_window: liveness::window(config.settings.interval, worst_tick),
         }));
         Agent {
             client,
-            backoff: Backoff::new(BACKOFF_BASE, config.interval),
+            backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
             signals,
             observation: Observation::default(),
             sinks,
@@ -187,7 +203,7 @@ impl Agent {
     /// registered (within the allowed range), else `--interval`.
     fn interval(&self) -> Duration {
         let asked = self.observation.asked_interval;
-        asked.map_or(self.config.interval, |d| d.clamp(MIN_INTERVAL, MAX_INTERVAL))
+        asked.map_or(self.config.settings.interval, |d| d.clamp(MIN_INTERVAL, MAX_INTERVAL))
     }
 
     /// The health as the agent sees it now, write failures included.
@@ -207,7 +223,7 @@ impl Agent {
         StatusDocument {
             mode: pro.mode,
             tier: pro.tier,
-            version: self.config.operator_version.clone(),
+            version: self.config.settings.operator_version.clone(),
             health: verdict.health,
             last_update: format_rfc3339(now),
             registered: pro.registered,
@@ -282,101 +298,6 @@ impl Agent {
         self.sinks.sync_all(&mut self.client, &self.observation, &problems, now, interval);
     }
 
-    /// Writes the status if this instance publishes: one request. Logs the
-    /// outcome in the spec's words.
-    pub(crate) fn heartbeat(&mut self) -> Result<(), KubeError> {
-        self.write(self.publishable(), false)
-    }
-
-    /// `opstatus once`: one write that leaves the lock free, so a running
-    /// instance is not held up; `Ok(false)` when another instance publishes.
-    pub(crate) fn write_once(&mut self) -> Result<bool, KubeError> {
-        self.write(self.publishable(), true)?;
-        Ok(self.last_written.is_some())
-    }
-
-    fn write(&mut self, verdict: Verdict, release: bool) -> Result<(), KubeError> {
-        let now = SystemTime::now();
-        let doc = self.document(verdict.clone(), now);
-        let started = Instant::now();
-        let result = match self.publisher.write(&mut self.client, &self.config.target, &doc, release) {
-            Ok(true) => Ok(()),
-            // Another instance publishes: nothing was written.
-            Ok(false) => {
-                self.published = None;
-                return Ok(());
-            }
-            Err(e) => Err(e),
-        };
-        let took = started.elapsed();
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        match result {
-            Ok(()) => {
-                shared.metrics.record_update(doc.mode, doc.health, took, now);
-                drop(shared);
-                if self.write_error.take().is_some() {
-                    log::info!(
-                        "Status ConfigMap {}/{} is writable again after {} failed attempts",
-                        self.config.target.namespace,
-                        self.config.target.name,
-                        self.backoff.failures()
-                    );
-                }
-                self.backoff.reset();
-                let before = self.published.as_ref().map(|p| p.health);
-                self.published = Some(StatusDocument { last_update: String::new(), ..doc.clone() });
-                self.note_events(before, &doc, now);
-                self.last_written = Some(doc.clone());
-                log::info!(
-                    "Status updated: mode={}, tier={}, health={}, registered={}",
-                    doc.mode.as_str(),
-                    doc.tier.as_str(),
-                    doc.health,
-                    doc.registered
-                );
-                // A new holder's sinks follow its first write; what they
-                // report (a sink that cannot be written) goes out at once.
-                if !self.sinks_synced && self.publisher.publishing() {
-                    // The signals that waited for the lock look at once.
-                    self.check_soon = self.signals.iter().any(|s| s.waits_for_the_lock());
-                    self.sync_sinks(Instant::now());
-                    if verdict.error.as_deref() != Some(SHUTDOWN_REASON) && self.published != Some(self.content()) {
-                        return self.write(self.publishable(), release);
-                    }
-                }
-                Ok(())
-            }
-            Err(e) => {
-                shared.metrics.record_error(e.kind(), took);
-                drop(shared);
-                self.write_error = Some(Problem::status_write(&e.to_string()));
-                Err(e)
-            }
-        }
-    }
-
-    /// After a successful write: the events it makes, queued (sent by their
-    /// own thread). The final "Shutting down" status makes none:
-    /// kubelet's own events say the pod is stopping, and the stop must
-    /// stay quick.
-    fn note_events(&mut self, before: Option<Health>, doc: &StatusDocument, wall: SystemTime) {
-        let Some(recorder) = &self.events else { return };
-        if let Some(uid) = self.publisher.configmap_uid() {
-            recorder.configmap_uid(uid);
-        }
-        let now = Instant::now();
-        if let Some(from) = self.publisher.take_over_news() {
-            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
-            recorder.record(events::became_publisher(&self.config.identity, &target, from.as_deref(), wall), now);
-        }
-        if doc.error.as_deref() == Some(SHUTDOWN_REASON) {
-            return;
-        }
-        if let Some(o) = events::health_changed(before, doc.health, doc.error.as_deref(), wall) {
-            recorder.record(o, now);
-        }
-    }
-
     /// How often to check: the check interval (at most the heartbeat)
     /// while anything changes between heartbeats — a signal, a sink, the
     /// readiness file, the publisher lock as a standby or a follower of
@@ -387,10 +308,10 @@ impl Agent {
     fn check_cadence(&self) -> Duration {
         let looks_at_something = !self.signals.is_empty()
             || !self.sinks.is_empty()
-            || self.config.ready_file.is_some()
-            || self.config.follow_leader_lease.is_some()
+            || self.config.settings.ready_file.is_some()
+            || self.config.settings.follow_leader_lease.is_some()
             || !self.publisher.publishing();
-        check_cadence(self.interval(), self.config.check_interval, looks_at_something)
+        check_cadence(self.interval(), self.config.settings.check_interval, looks_at_something)
     }
 
     /// The loop, until SIGTERM or SIGINT; then the final status.
@@ -400,8 +321,8 @@ impl Agent {
             self.config.target.namespace,
             self.config.target.name,
             self.client.server(),
-            self.config.interval.as_secs(),
-            self.config.check_interval.as_secs(),
+            self.config.settings.interval.as_secs(),
+            self.config.settings.check_interval.as_secs(),
             self.publisher.identity(),
         );
         let mut schedule = Schedule::new(Instant::now());
@@ -456,7 +377,7 @@ impl Agent {
     /// The shutdown watchdog bounds how long this may take.
     fn stop(&mut self, shutdown: &Shutdown) {
         log::info!("Shutting down");
-        if let Some(path) = &self.config.ready_file {
+        if let Some(path) = &self.config.settings.ready_file {
             let _ = ready_file::remove(path);
         }
         if !self.publisher.publishing() {
@@ -464,8 +385,8 @@ impl Agent {
         }
         let last = self.last_written.clone().unwrap_or_else(|| self.document(self.publishable(), SystemTime::now()));
         // A standby looks once per check interval.
-        let wait = if self.config.final_status {
-            (self.config.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)
+        let wait = if self.config.settings.final_status {
+            (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)
         } else {
             Duration::ZERO
         };
@@ -474,12 +395,12 @@ impl Agent {
         let grant = || shutdown.extend_until(Instant::now() + wait);
         match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
             Ok(true) => return,
-            Ok(false) if !self.config.final_status => return,
+            Ok(false) if !self.config.settings.final_status => return,
             Ok(false) => {}
             Err(e) => log::warn!("Could not hand over the status: {e}"),
         }
         let last = Verdict { health: Health::Unhealthy, error: Some(SHUTDOWN_REASON.into()) };
-        if let Err(e) = self.write(last, true) {
+        if let Err(e) = self.publish(last, true) {
             log::warn!("Could not publish the final status: {e}");
         }
     }

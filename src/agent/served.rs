@@ -49,7 +49,7 @@ impl Agent {
     /// it stays visible in the status, `/status`, `/metrics`, Events and
     /// the log. `--strict-readiness`: the whole verdict.
     pub(super) fn readiness(&self) -> Verdict {
-        if self.config.strict_readiness {
+        if self.config.settings.strict_readiness {
             return self.verdict();
         }
         evaluate_health(self.observation.problems.iter().filter(|p| p.rule == Rule::Operator))
@@ -62,7 +62,7 @@ impl Agent {
         let verdict = self.verdict();
         let readiness = self.readiness();
         let now = SystemTime::now();
-        if let Some(path) = &self.config.ready_file {
+        if let Some(path) = &self.config.settings.ready_file {
             let result = match readiness.health {
                 Health::Unhealthy => ready_file::remove(path),
                 _ => ready_file::write(path, readiness.health, now),

@@ -84,7 +84,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value("60s"),
         help: "Heartbeat: how often the status is written (1s to 4m; 90, 90s, 2m).",
         kind: Kind::Value(|s, v| {
-            s.interval = v.parse(parse_interval)?;
+            s.agent.interval = v.parse(parse_interval)?;
             Ok(())
         }),
     },
@@ -100,7 +100,7 @@ pub(crate) const FLAGS: &[Flag] = &[
             if !crate::status::is_semver(&v.value) {
                 return Err(v.blame("is not a semantic version (MAJOR.MINOR.PATCH, e.g. 1.4.2; no leading v)"));
             }
-            s.operator_version = v.value;
+            s.agent.operator_version = v.value;
             Ok(())
         }),
     },
@@ -130,7 +130,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::ValueThen("5s", "(at most --interval)"),
         help: "How often the watched signals are checked; a health change is published at once.",
         kind: Kind::Value(|s, v| {
-            s.check_interval = v.duration(MIN_INTERVAL..=MAX_INTERVAL)?;
+            s.agent.check_interval = v.duration(MIN_INTERVAL..=MAX_INTERVAL)?;
             Ok(())
         }),
     },
@@ -150,7 +150,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("off"),
         help: "Keep this file fresh while ready (for `opstatus probe` in images without a shell).",
         kind: Kind::Value(|s, v| {
-            s.ready_file = Some(v.value.into());
+            s.agent.ready_file = Some(v.value.into());
             Ok(())
         }),
     },
@@ -208,7 +208,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_NO_FINAL_STATUS",
         default: Default::Value("false"),
         help: "On SIGTERM, do not publish the final unhealthy \"Shutting down\" status.",
-        kind: Kind::Switch(|s, on| s.final_status = !on),
+        kind: Kind::Switch(|s, on| s.agent.final_status = !on),
     },
     Flag {
         name: "--strict-readiness",
@@ -216,7 +216,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value("false"),
         help: "/readyz and the readiness file answer for opstatus's own publishing too (API server, RBAC, \
                kube9-server, sinks), not only for the operator.",
-        kind: Kind::Switch(|s, on| s.strict_readiness = on),
+        kind: Kind::Switch(|s, on| s.agent.strict_readiness = on),
     },
     Flag {
         name: "--identity",
@@ -234,7 +234,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("off"),
         help: "The operator's leader-election Lease (in the namespace): the sidecar beside its leader publishes.",
         kind: Kind::Value(|s, v| {
-            s.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
+            s.agent.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
             Ok(())
         }),
     },
@@ -454,10 +454,10 @@ mod tests {
                 "--namespace" => s.namespace.is_none(),
                 "--extension-namespace" => s.extension_namespace.is_none(),
                 "--operator-namespace" => s.operator_namespace.is_none(),
-                "--operator-version" => s.operator_version == crate::status::UNKNOWN_VERSION,
+                "--operator-version" => s.agent.operator_version == crate::status::UNKNOWN_VERSION,
                 "--kubeconfig" => s.kubeconfig.is_none(),
                 "--listen" => s.listen.is_none(),
-                "--ready-file" => s.ready_file.is_none(),
+                "--ready-file" => s.agent.ready_file.is_none(),
                 "--watch-url" => s.watch.urls.is_empty(),
                 "--watch-file" => s.watch.file.is_none(),
                 "--api-key-file" => s.pro.api_key.file.is_none(),
@@ -468,7 +468,7 @@ mod tests {
                 "--probe-namespace" => s.probes.namespaces.is_empty(),
                 "--cluster-operator" => s.cluster_operator.is_none(),
                 "--identity" => s.identity.is_none(),
-                "--follow-leader-lease" => s.follow_leader_lease.is_none(),
+                "--follow-leader-lease" => s.agent.follow_leader_lease.is_none(),
                 "--operand-version" => co.operand_versions.is_empty(),
                 "--version-file" => co.version_file.is_none(),
                 "--related-object" => co.related_objects.is_empty(),

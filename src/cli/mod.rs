@@ -19,6 +19,7 @@ mod values;
 pub use crate::util::config_error::ConfigError;
 use flags::{FLAGS, Kind};
 
+pub use crate::agent::AgentSettings;
 pub use flags::check_identity;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
 
@@ -201,7 +202,7 @@ mod tests {
         let inv = parse_with("", &[]).unwrap();
         assert_eq!(inv.command, Command::Run);
         assert_eq!(inv.settings, settings::defaults());
-        assert_eq!(inv.settings.interval, Duration::from_secs(60));
+        assert_eq!(inv.settings.agent.interval, Duration::from_secs(60));
     }
 
     #[test]
@@ -209,7 +210,7 @@ mod tests {
         let vars = [("OPSTATUS_INTERVAL", "5"), ("POD_NAMESPACE", "from-env"), ("OPSTATUS_CONFIGMAP", "env-cm")];
         let inv = parse_with("once --interval=2m --namespace ops", &vars).unwrap();
         assert_eq!(inv.command, Command::Once);
-        assert_eq!(inv.settings.interval, Duration::from_secs(120));
+        assert_eq!(inv.settings.agent.interval, Duration::from_secs(120));
         assert_eq!(inv.settings.namespace.as_deref(), Some("ops"));
         assert_eq!(inv.settings.configmap, "env-cm");
     }
@@ -278,10 +279,10 @@ mod tests {
             .unwrap()
             .settings;
         assert_eq!(s.listen, Some("0.0.0.0:8090".parse().unwrap()));
-        assert_eq!(s.ready_file.as_deref(), Some(std::path::Path::new("/run/ready")));
-        assert_eq!(s.check_interval, Duration::from_secs(2));
+        assert_eq!(s.agent.ready_file.as_deref(), Some(std::path::Path::new("/run/ready")));
+        assert_eq!(s.agent.check_interval, Duration::from_secs(2));
         assert_eq!(s.watch.urls, ["http://127.0.0.1:8081/healthz", "http://127.0.0.1:9000/ready"]);
-        assert!(s.watch.critical && !s.final_status);
+        assert!(s.watch.critical && !s.agent.final_status);
         assert_eq!(s.watch.max_age, Duration::from_secs(120));
         // Flags replace the variable's list; a switch can be turned off.
         let s = parse_with("--watch-url http://a:1/x --watch-url=http://b:2/y --watch-critical=false", &vars)
@@ -290,8 +291,8 @@ mod tests {
         assert_eq!(s.watch.urls, ["http://a:1/x", "http://b:2/y"]);
         assert!(!s.watch.critical);
         // The check interval never exceeds the heartbeat.
-        assert_eq!(parse_with("--interval 2s", &[]).unwrap().settings.check_interval, Duration::from_secs(2));
-        assert_eq!(parse_with("", &[]).unwrap().settings.check_interval, Duration::from_secs(5));
+        assert_eq!(parse_with("--interval 2s", &[]).unwrap().settings.agent.check_interval, Duration::from_secs(2));
+        assert_eq!(parse_with("", &[]).unwrap().settings.agent.check_interval, Duration::from_secs(5));
         assert_eq!(
             parse_with("--listen [::1]:9000", &[]).unwrap().settings.listen,
             Some("[::1]:9000".parse().unwrap())

@@ -2,6 +2,7 @@
 //! rules that join flags (applied once every flag has been read).
 
 use super::{Command, ConfigError};
+use crate::agent::AgentSettings;
 use crate::pro::client::ApiKeySource;
 use crate::signals::probes::grammar::ProbeSpec;
 use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
@@ -30,27 +31,18 @@ pub struct Settings {
     /// OperatorCondition's namespace; `None`: the status ConfigMap's.
     pub operator_namespace: Option<String>,
     pub configmap: String,
-    pub interval: Duration,
-    /// How often signals are checked; never longer than `interval`.
-    pub check_interval: Duration,
-    pub operator_version: String,
+    /// The heartbeat, the check interval, the readiness file, the lock:
+    /// the agent's own.
+    pub agent: AgentSettings,
     pub service_account_dir: PathBuf,
     pub kubeconfig: Option<PathBuf>,
     /// The probe and metrics endpoint's address; off when `None`.
     pub listen: Option<SocketAddr>,
-    pub ready_file: Option<PathBuf>,
     /// `opstatus probe`: the oldest readiness file that still counts.
     pub max_age: Duration,
-    /// Publish `unhealthy` / "Shutting down" on SIGTERM.
-    pub final_status: bool,
-    /// Readiness answers for opstatus's own publishing as well as for the
-    /// operator (the default: for the operator only).
-    pub strict_readiness: bool,
     /// This instance's name in the publisher lock; `None`: `POD_NAME`,
     /// else `HOSTNAME` (resolved where the agent is composed).
     pub identity: Option<String>,
-    /// The operator's leader-election Lease to follow; off when `None`.
-    pub follow_leader_lease: Option<String>,
     /// Kubernetes Events on published changes.
     pub events: bool,
     pub watch: WatchSettings,
@@ -110,18 +102,20 @@ pub(crate) fn defaults() -> Settings {
         extension_namespace: None,
         operator_namespace: None,
         configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
-        interval: DEFAULT_INTERVAL,
-        check_interval: DEFAULT_CHECK_INTERVAL,
-        operator_version: crate::status::UNKNOWN_VERSION.into(),
+        agent: AgentSettings {
+            interval: DEFAULT_INTERVAL,
+            check_interval: DEFAULT_CHECK_INTERVAL,
+            operator_version: crate::status::UNKNOWN_VERSION.into(),
+            ready_file: None,
+            final_status: true,
+            strict_readiness: false,
+            follow_leader_lease: None,
+        },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,
         listen: None,
-        ready_file: None,
         max_age: crate::ready_file::DEFAULT_MAX_AGE,
-        final_status: true,
-        strict_readiness: false,
         identity: None,
-        follow_leader_lease: None,
         events: true,
         watch: WatchSettings { urls: Vec::new(), critical: false, file: None, max_age: DEFAULT_WATCH_MAX_AGE },
         pro: ProSettings {
@@ -154,7 +148,7 @@ pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings
 /// The rules between flags, and between the command and the flags.
 pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, ConfigError> {
     // Signals are checked at least as often as the heartbeat.
-    s.check_interval = s.check_interval.min(s.interval);
+    s.agent.check_interval = s.agent.check_interval.min(s.agent.interval);
     if let Some(co) = &s.cluster_operator
         && co.name.is_empty()
     {
@@ -171,7 +165,7 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     }
     crate::pro::client::check_transport(&s.pro.server_url, s.pro.allow_insecure_server_url, &s.pro.server_ca_file)
         .map_err(ConfigError)?;
-    if *command == Command::Probe && s.ready_file.is_none() {
+    if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }
     Ok(s)

@@ -3,18 +3,18 @@
 //! bounded rate, and writes again within one backoff step.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, SystemTime};
 use support::control_plane::{ControlPlane, release_bin};
-use support::{RunningAgent, wait_for};
+use support::wait_for;
 
 #[test]
 fn e2e_apiserver_stopped_and_restarted() {
     let mut cp = ControlPlane::start();
     let pod = cp.deploy("restart");
     let interval = 2;
-    let mut agent =
-        RunningAgent::start(&release_bin(), &["run", "--interval", &format!("{interval}s")], &cp.pod_env(&pod));
+    let mut agent = Run::every(&format!("{interval}s")).start(&release_bin(), &cp.pod_env(&pod));
     wait_for(Duration::from_secs(15), Duration::from_millis(100), || {
         cp.configmap(&pod.namespace, "kube9-operator-status")
     })

@@ -3,11 +3,12 @@
 //! heartbeat is one request, and other managers' fields survive.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
 use support::control_plane::{release_bin, shared};
-use support::{RunningAgent, run_to_end, wait_for};
+use support::{run_to_end, wait_for};
 
 const CM: &str = "kube9-operator-status";
 
@@ -70,7 +71,7 @@ fn e2e_heartbeats_move_last_update_and_cost_one_request_each() {
     let cp = shared();
     let pod = cp.deploy("heartbeat");
     let started = SystemTime::now();
-    let mut agent = RunningAgent::start(&release_bin(), &["run", "--interval", "1s"], &cp.pod_env(&pod));
+    let mut agent = Run::every("1s").start(&release_bin(), &cp.pod_env(&pod));
     let mut seen = Vec::new();
     let enough = wait_for(Duration::from_secs(20), Duration::from_millis(300), || {
         if let Some(doc) = cp.status_document(&pod.namespace, CM) {

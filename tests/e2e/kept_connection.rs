@@ -3,11 +3,12 @@
 //! connection opened at start (no handshake per heartbeat).
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 use support::control_plane::{release_bin, shared};
-use support::{RunningAgent, wait_for};
+use support::wait_for;
 
 /// The socket inodes of `pid`'s established TCP connections to `port`:
 /// the process's sockets (`/proc/PID/fd`) matched against the kernel's TCP
@@ -41,7 +42,7 @@ fn connections_to(pid: u32, port: u16) -> BTreeSet<u64> {
 fn e2e_heartbeats_17s_apart_reuse_one_tls_connection() {
     let cp = shared();
     let pod = cp.deploy("kept");
-    let agent = RunningAgent::start(&release_bin(), &["run", "--interval", "17s"], &cp.pod_env(&pod));
+    let agent = Run::every("17s").start(&release_bin(), &cp.pod_env(&pod));
     let heartbeats = || agent.stderr().matches("Status updated:").count();
     // The connection each heartbeat went over, sampled as it is written,
     // and every connection seen in between.

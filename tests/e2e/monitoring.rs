@@ -9,6 +9,7 @@
 //! Operator's own CRDs.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use support::control_plane::{ROOT, relative_path, release_bin, shared};
 use support::http::endpoint_from_log;
 use support::tcp_proxy::TcpProxy;
-use support::{RunningAgent, TempDir, wait_for};
+use support::{TempDir, wait_for};
 
 /// Prometheus on a free loopback port, killed when dropped.
 struct Prometheus {
@@ -107,7 +108,7 @@ fn the_stale_alert_fires_in_a_real_prometheus_during_an_outage_and_clears() {
     let pod = cp.deploy("monitoring");
     let proxy = TcpProxy::start(cp.port());
     let env = support::pod_env(proxy.port(), &pod.sa);
-    let agent = RunningAgent::start(&release_bin(), &["run", "--interval", "2s", "--listen", "127.0.0.1:0"], &env);
+    let agent = Run::every("2s").listen().start(&release_bin(), &env);
     let endpoint = wait_for(Duration::from_secs(20), Duration::from_millis(100), || endpoint_from_log(&agent.stderr()))
         .unwrap_or_else(|| panic!("no endpoint: {}", agent.stderr()));
     let prometheus = Prometheus::start(endpoint, &pod.namespace, &rendered_rules());

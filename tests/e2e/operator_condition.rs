@@ -5,10 +5,10 @@
 //! name) plus `list` on the Foos; no write when nothing changed.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::RunningAgent;
 use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
 use support::resources::{condition, find};
 use support::wait_for;
@@ -51,11 +51,11 @@ fn e2e_upgradeable_follows_a_foo_and_keeps_the_operators_conditions() {
     cp.create_foo(ns, "alpha", &[("Migrating", "False")]);
     cp.create_foo(ns, "beta", &[]); // no conditions: unknown, never blocks
     let probe = "example.com/v1/foos:Upgradeable=!Migrating";
-    let mut agent = RunningAgent::start(
-        &release_bin(),
-        &["run", "--interval", "60s", "--check-interval", "1s", "--probe", probe, "--probe-namespace", ns],
-        &pod_env(cp, &pod),
-    );
+    let mut agent = Run::every("60s")
+        .checks("1s")
+        .flag("--probe", probe)
+        .flag("--probe-namespace", ns)
+        .start(&release_bin(), &pod_env(cp, &pod));
 
     let up = wait_condition(cp, ns, "Upgradeable", "True");
     assert_eq!(up["reason"], "AsExpected");
@@ -132,21 +132,11 @@ fn e2e_missing_operator_condition_degrades_then_annotations_drive_important() {
     let (cp, pod) = setup("olm-missing");
     let ns = pod.namespace.as_str();
     cp.create_foo(ns, "gamma", &[("BadConnectivity", "True"), ("Migrating", "False")]);
-    let mut agent = RunningAgent::start(
-        &release_bin(),
-        &[
-            "run",
-            "--interval",
-            "60s",
-            "--check-interval",
-            "1s",
-            "--probe-from-crd-annotations",
-            "foos.example.com",
-            "--probe-namespace",
-            ns,
-        ],
-        &pod_env(cp, &pod),
-    );
+    let mut agent = Run::every("60s")
+        .checks("1s")
+        .flag("--probe-from-crd-annotations", "foos.example.com")
+        .flag("--probe-namespace", ns)
+        .start(&release_bin(), &pod_env(cp, &pod));
     let status = || cp.status_document(ns, "kube9-operator-status");
     let missing = format!(
         "OperatorCondition {ns}/{NAME} does not exist: OLM creates it with the operator's CSV \

@@ -3,9 +3,9 @@
 //! it → `healthy`. And the final status at SIGTERM.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, Instant};
-use support::RunningAgent;
 use support::control_plane::{release_bin, shared};
 use support::http::FakeOperator;
 use support::wait_for;
@@ -16,11 +16,8 @@ fn e2e_watched_url_failure_and_recovery_reach_the_configmap() {
     let pod = cp.deploy("watch");
     let operator = FakeOperator::start();
     let check = Duration::from_secs(2);
-    let mut agent = RunningAgent::start(
-        &release_bin(),
-        &["run", "--interval", "60s", "--check-interval", "2s", "--watch-url", &operator.url()],
-        &cp.pod_env(&pod),
-    );
+    let mut agent =
+        Run::every("60s").checks("2s").flag("--watch-url", operator.url()).start(&release_bin(), &cp.pod_env(&pod));
     let health = || {
         cp.status_document(&pod.namespace, "kube9-operator-status").map(|d| (d["health"].clone(), d["error"].clone()))
     };

@@ -5,12 +5,13 @@
 //! → operated/free, clusterId gone.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::Value;
 use std::time::Duration;
 use support::control_plane::{release_bin, shared};
 use support::fake_kube9::{Answer, FakeKube9};
-use support::{RunningAgent, TempDir, wait_for};
+use support::{TempDir, wait_for};
 
 const KEY: &str = "kdy_e2e_c0ffee0123456789";
 
@@ -22,23 +23,8 @@ fn e2e_the_four_pro_tier_scenarios_of_the_spec() {
     let dir = TempDir::new("pro-e2e");
     let (key_file, ca) = (dir.path().join("api-key"), dir.path().join("kube9-ca.crt"));
     std::fs::write(&ca, &kube9.pki.ca_pem).unwrap();
-    let agent = RunningAgent::start(
-        &release_bin(),
-        &[
-            "run",
-            "--interval",
-            "60s",
-            "--check-interval",
-            "1s",
-            "--api-key-file",
-            key_file.to_str().unwrap(),
-            "--server-url",
-            &kube9.url(),
-            "--server-ca-file",
-            ca.to_str().unwrap(),
-        ],
-        &cp.pod_env(&pod),
-    );
+    let agent =
+        Run::every("60s").checks("1s").pro(&key_file, &kube9.url(), &ca).start(&release_bin(), &cp.pod_env(&pod));
     let status = || cp.status_document(&pod.namespace, "kube9-operator-status");
     let wait = |what: &str, check: &dyn Fn(&Value) -> bool| {
         wait_for(Duration::from_secs(15), Duration::from_millis(100), || status().filter(|s| check(s)))

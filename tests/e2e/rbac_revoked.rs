@@ -3,10 +3,11 @@
 //! writes again within one backoff step of the RoleBinding's return.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, SystemTime};
 use support::control_plane::{ControlPlane, release_bin};
-use support::{RunningAgent, wait_for};
+use support::wait_for;
 
 #[test]
 fn e2e_rbac_revoked_then_restored() {
@@ -14,8 +15,7 @@ fn e2e_rbac_revoked_then_restored() {
     let pod = cp.deploy("rbac");
     let ns = pod.namespace.as_str();
     let interval = 4;
-    let mut agent =
-        RunningAgent::start(&release_bin(), &["run", "--interval", &format!("{interval}s")], &cp.pod_env(&pod));
+    let mut agent = Run::every(&format!("{interval}s")).start(&release_bin(), &cp.pod_env(&pod));
     wait_for(Duration::from_secs(15), Duration::from_millis(100), || cp.configmap(ns, "kube9-operator-status"))
         .expect("first write");
 

@@ -4,10 +4,11 @@
 //! heartbeat.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, SystemTime};
 use support::control_plane::{ControlPlane, release_bin, service_account_user};
-use support::{RunningAgent, wait_for};
+use support::wait_for;
 
 #[test]
 fn e2e_token_rotation_to_a_second_service_account() {
@@ -27,7 +28,7 @@ fn e2e_token_rotation_to_a_second_service_account() {
     let next_user = service_account_user(ns, "opstatus-next");
     let next_token = cp.token(ns, "opstatus-next");
 
-    let agent = RunningAgent::start(&release_bin(), &["run", "--interval", "2s"], &cp.pod_env(&pod));
+    let agent = Run::every("2s").start(&release_bin(), &cp.pod_env(&pod));
     wait_for(Duration::from_secs(15), Duration::from_millis(100), || {
         (cp.audit_events(&pod.user).len() >= 2).then_some(())
     })

@@ -3,6 +3,7 @@
 //! without blocking the loop or filling memory.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -66,20 +67,8 @@ fn a_fifo_as_the_api_key_file_does_not_stop_the_heartbeat() {
     let key = dir.path().join("api-key");
     mkfifo(&key);
     let url = kube9.url();
-    let args = [
-        "run",
-        "--interval",
-        "1s",
-        "--check-interval",
-        "1s",
-        "--api-key-file",
-        key.to_str().unwrap(),
-        "--server-url",
-        &url,
-        "--server-ca-file",
-        ca.to_str().unwrap(),
-    ];
-    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    let mut agent =
+        Run::every("1s").checks("1s").pro(&key, &url, &ca).start(&opstatus_bin(), &pod_env(api.port(), &sa));
     // The API key is read on every check: each would hang on the FIFO.
     let heartbeats = || api.requests().into_iter().filter(|r| r.method == "PATCH").count();
     let beats = wait_for(Duration::from_secs(30), Duration::from_millis(100), || {

@@ -5,6 +5,7 @@
 //! line) and cut at about 1 KiB.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::json;
 use std::time::{Duration, SystemTime};
@@ -61,7 +62,7 @@ fn an_api_servers_status_message_is_logged_printable_and_bounded() {
     let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
                       "reason": "Invalid", "code": 422});
     api.push_faults([Fault::Raw { code: 422, body: body.to_string().into_bytes() }]);
-    let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "60s"], &pod_env(api.port(), &sa));
+    let agent = Run::every("60s").start(&opstatus_bin(), &pod_env(api.port(), &sa));
     let log = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
         Some(agent.stderr()).filter(|l| l.contains("422 Invalid"))
     });

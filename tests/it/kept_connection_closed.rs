@@ -9,10 +9,11 @@
 //! the connection without an answer.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::Duration;
 use support::fake_apiserver::{FakeApiServer, Fault};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::{ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-kept-connection-tests";
 
@@ -20,7 +21,7 @@ const TOKEN: &str = "sa-token-for-kept-connection-tests";
 fn a_kept_connection_closed_under_the_next_heartbeat_is_replaced_without_a_failed_write() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "3s"], &pod_env(server.port(), &sa));
+    let agent = Run::every("3s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     let heartbeats = || agent.stderr().matches("Status updated:").count();
     assert!(
         wait_for(Duration::from_secs(20), Duration::from_millis(50), || (heartbeats() >= 2).then_some(())).is_some()

@@ -3,12 +3,13 @@
 //! a second, and recovery clears it.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use support::fake_apiserver::FakeApiServer;
 use support::http::FakeOperator;
-use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, wait_for};
+use support::{ServiceAccountDir, TempDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-operator-watch-tests";
 
@@ -29,11 +30,10 @@ fn a_failing_health_url_degrades_at_once_and_recovery_clears_it() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let operator = FakeOperator::start();
-    let _agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", "60s", "--check-interval", "1s", "--watch-url", &operator.url()],
-        &pod_env(server.port(), &sa),
-    );
+    let _agent = Run::every("60s")
+        .checks("1s")
+        .flag("--watch-url", operator.url())
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_health(&server, "healthy");
 
     operator.set_code(500);
@@ -56,11 +56,11 @@ fn a_critical_watch_makes_the_status_unhealthy() {
     let operator = FakeOperator::start();
     let url = operator.url();
     drop(operator); // Nothing listens there any more: connection refused.
-    let _agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--check-interval", "1s", "--watch-url", &url, "--watch-critical"],
-        &pod_env(server.port(), &sa),
-    );
+    let _agent = Run::default_interval()
+        .checks("1s")
+        .flag("--watch-url", &url)
+        .switch("--watch-critical")
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
     let (_, error) = wait_health(&server, "unhealthy");
     assert_eq!(error, format!("Operator health check {url} failed: connection refused"));
 }
@@ -72,11 +72,11 @@ fn a_stale_heartbeat_file_degrades_and_a_touch_recovers() {
     let dir = TempDir::new("heartbeat");
     let file = dir.path().join("alive");
     std::fs::write(&file, "").unwrap();
-    let _agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--check-interval", "1s", "--watch-file", file.to_str().unwrap(), "--watch-max-age", "2s"],
-        &pod_env(server.port(), &sa),
-    );
+    let _agent = Run::default_interval()
+        .checks("1s")
+        .flag("--watch-file", file.to_str().unwrap())
+        .flag("--watch-max-age", "2s")
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_health(&server, "healthy");
     let (_, error) = wait_health(&server, "degraded");
     let error = error.as_str().unwrap().to_string();

@@ -2,6 +2,7 @@
 //! with kube9-server and each of its answers, as they reach the status.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -37,23 +38,13 @@ impl Setup {
     fn start(&self, server_url: &str, extra: &[&str], rust_log: &str) -> RunningAgent {
         let key = self.key_file();
         let ca = self.dir.path().join("kube9-ca.crt");
-        let mut args = vec![
-            "run",
-            "--interval",
-            "60s",
-            "--check-interval",
-            "1s",
-            "--api-key-file",
-            key.to_str().unwrap(),
-            "--server-url",
-            server_url,
-            "--server-ca-file",
-            ca.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
+        let mut run = Run::every("60s").checks("1s").pro(&key, server_url, &ca);
+        for flag in extra {
+            run = run.switch(flag);
+        }
         let mut env = pod_env(self.api.port(), &self.sa);
         env.push(("RUST_LOG".into(), rust_log.into()));
-        RunningAgent::start(&opstatus_bin(), &args, &env)
+        run.start(&opstatus_bin(), &env)
     }
 
     fn status(&self) -> Option<Value> {

@@ -2,10 +2,11 @@
 //! without a shell.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::Duration;
 use support::fake_apiserver::{FakeApiServer, Fault};
-use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, run_to_end, wait_for};
+use support::{ServiceAccountDir, TempDir, opstatus_bin, pod_env, run_to_end, wait_for};
 
 const TOKEN: &str = "sa-token-for-readiness-file-tests";
 
@@ -30,20 +31,11 @@ fn the_file_follows_readiness_and_is_removed_at_exit() {
     assert_eq!(code, Some(1));
     assert!(line.starts_with("not ready: no readiness file") && line.lines().count() == 1, "{line}");
 
-    let mut agent = RunningAgent::start(
-        &opstatus_bin(),
-        &[
-            "run",
-            "--interval",
-            "2s",
-            "--check-interval",
-            "1s",
-            "--strict-readiness",
-            "--ready-file",
-            ready.to_str().unwrap(),
-        ],
-        &pod_env(server.port(), &sa),
-    );
+    let mut agent = Run::every("2s")
+        .checks("1s")
+        .switch("--strict-readiness")
+        .flag("--ready-file", ready.to_str().unwrap())
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_for(Duration::from_secs(10), Duration::from_millis(50), || ready.exists().then_some(())).expect("ready file");
     let (code, line) = probe(&ready, "30s");
     assert_eq!(code, Some(0), "{line}");
@@ -67,11 +59,10 @@ fn a_file_left_by_a_killed_agent_goes_stale() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let dir = TempDir::new("stale");
     let ready = dir.path().join("ready");
-    let mut agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--check-interval", "1s", "--ready-file", ready.to_str().unwrap()],
-        &pod_env(server.port(), &sa),
-    );
+    let mut agent = Run::default_interval()
+        .checks("1s")
+        .flag("--ready-file", ready.to_str().unwrap())
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_for(Duration::from_secs(10), Duration::from_millis(50), || ready.exists().then_some(())).expect("ready file");
     agent.signal("KILL");
     agent.wait_exit(Duration::from_secs(5)).expect("killed");

@@ -4,12 +4,13 @@
 //! running and heartbeating instead of aborting on an `Instant` overflow.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::json;
 use std::time::Duration;
 use support::fake_apiserver::FakeApiServer;
 use support::fake_kube9::{Answer, FakeKube9};
-use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, wait_for};
+use support::{ServiceAccountDir, TempDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-registration-bounds";
 const KEY: &str = "kdy_test_boundsKEY0123";
@@ -33,18 +34,7 @@ fn survives(answer: Answer, published: impl Fn(&serde_json::Value) -> bool) -> (
     std::fs::write(&key, KEY).unwrap();
     std::fs::write(&ca, &kube9.pki.ca_pem).unwrap();
     let url = kube9.url();
-    let args = [
-        "run",
-        "--interval",
-        "1s",
-        "--api-key-file",
-        key.to_str().unwrap(),
-        "--server-url",
-        &url,
-        "--server-ca-file",
-        ca.to_str().unwrap(),
-    ];
-    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    let mut agent = Run::every("1s").pro(&key, &url, &ca).start(&opstatus_bin(), &pod_env(api.port(), &sa));
     let status = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
         api.status_document("ops", "kube9-operator-status").filter(|s| published(s))
     });

@@ -2,11 +2,12 @@
 //! JSON. opstatus reads at most 4 MiB, never crashes, and says what is wrong.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::json;
 use std::time::Duration;
 use support::fake_apiserver::{FakeApiServer, Fault};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, run_to_end, wait_for};
+use support::{ServiceAccountDir, opstatus_bin, pod_env, run_to_end, wait_for};
 
 const TOKEN: &str = "sa-token-for-response-limit-tests";
 
@@ -50,7 +51,7 @@ fn truncated_and_non_json_answers_are_failures_with_a_reason() {
     // A write answered with a Status body that is not JSON is still a
     // failure with the code, retried, and the agent recovers.
     server.push_faults([Fault::Raw { code: 500, body: b"\x00\x01 not json at all".to_vec() }]);
-    let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "60s"], &pod_env(server.port(), &sa));
+    let agent = Run::every("60s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
         server.status_document("ops", "kube9-operator-status").filter(|d| d.get("mode").is_some())
     })
@@ -65,7 +66,7 @@ fn a_50_mib_answer_to_a_write_is_drained_within_the_limit_not_buffered() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let huge = vec![b' '; 50 * 1024 * 1024];
     server.push_faults([Fault::Raw { code: 200, body: huge.clone() }, Fault::Raw { code: 500, body: huge }]);
-    let mut agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
+    let mut agent = Run::every("1s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     // Both huge answers, then a real write.
     server.wait_requests(3, Duration::from_secs(15)).expect("writes go on after the huge answers");
     server.wait_status_configmap(Duration::from_secs(10)).expect("written after the huge answers");

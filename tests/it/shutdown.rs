@@ -4,6 +4,7 @@
 //! take it (tests/e2e/publisher.rs); alone, it then says "Shutting down".
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, Instant};
 use support::fake_apiserver::{FakeApiServer, Fault};
@@ -55,7 +56,7 @@ fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));
-    let mut agent = RunningAgent::start(&opstatus_bin(), &["run"], &pod_env(server.port(), &sa));
+    let mut agent = Run::default_interval().start(&opstatus_bin(), &pod_env(server.port(), &sa));
     wait_for(Duration::from_secs(10), Duration::from_millis(20), || (!server.requests().is_empty()).then_some(()))
         .expect("the first write is in flight");
     std::thread::sleep(Duration::from_millis(200));
@@ -74,8 +75,7 @@ fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
 fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let mut agent =
-        RunningAgent::start(&opstatus_bin(), &["run", "--check-interval", "5s"], &pod_env(server.port(), &sa));
+    let mut agent = Run::default_interval().checks("5s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     server.wait_status_configmap(Duration::from_secs(10)).expect("a first write");
     std::thread::sleep(Duration::from_millis(300));
     server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));

@@ -1,6 +1,7 @@
 //! The write path: one server-side apply per heartbeat, spec-exact JSON.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
@@ -66,7 +67,7 @@ fn run_writes_within_a_second_and_then_every_interval() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let started = std::time::Instant::now();
-    let _agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "1s"], &pod_env(server.port(), &sa));
+    let _agent = Run::every("1s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     let writes = || -> Vec<_> { server.requests().into_iter().filter(|r| r.query.ends_with("&force=true")).collect() };
     let requests = wait_for(Duration::from_secs(15), Duration::from_millis(50), || {
         let w = writes();

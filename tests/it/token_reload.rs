@@ -2,10 +2,11 @@
 //! retry, so a rotated token costs no heartbeat.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::Duration;
 use support::fake_apiserver::FakeApiServer;
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::{ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const OLD: &str = "old-token-0123456789abcdef";
 const NEW: &str = "new-token-fedcba9876543210";
@@ -14,7 +15,7 @@ const NEW: &str = "new-token-fedcba9876543210";
 fn a_rotated_token_is_used_right_after_the_first_401() {
     let server = FakeApiServer::start(OLD);
     let sa = ServiceAccountDir::new(OLD, &server.pki.ca_pem, "ops");
-    let agent = RunningAgent::start(&opstatus_bin(), &["run", "--interval", "2s"], &pod_env(server.port(), &sa));
+    let agent = Run::every("2s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
     server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
 
     // Rotate: the server now accepts only the new token, kubelet wrote it.

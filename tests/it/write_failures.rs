@@ -3,6 +3,7 @@
 //! memory bounded through each fault.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use std::time::{Duration, Instant};
 use support::fake_apiserver::{FakeApiServer, Fault};
@@ -11,7 +12,7 @@ use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 const TOKEN: &str = "sa-token-for-write-failure-tests";
 
 fn agent(server: &FakeApiServer, sa: &ServiceAccountDir, interval: &str) -> RunningAgent {
-    RunningAgent::start(&opstatus_bin(), &["run", "--interval", interval], &pod_env(server.port(), sa))
+    Run::every(interval).start(&opstatus_bin(), &pod_env(server.port(), sa))
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! and a minimal client for opstatus's probe endpoint.
 
 use super::fake_apiserver::FakeApiServer;
+use super::run_args::Run;
 use super::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -93,11 +94,7 @@ pub fn agent_with_endpoint(
     sa: &ServiceAccountDir,
     ready_path: &str,
 ) -> (RunningAgent, SocketAddr) {
-    let agent = RunningAgent::start(
-        &opstatus_bin(),
-        &["run", "--interval", "1s", "--listen", "127.0.0.1:0"],
-        &pod_env(server.port(), sa),
-    );
+    let agent = Run::every("1s").listen().start(&opstatus_bin(), &pod_env(server.port(), sa));
     let addr =
         wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr())).unwrap();
     wait_for(Duration::from_secs(10), Duration::from_millis(20), || (get(addr, ready_path).0 == 200).then_some(()))
