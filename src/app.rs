@@ -5,7 +5,6 @@ use crate::agent::{Agent, AgentConfig};
 use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
 use crate::kube::{Client, Credentials, credentials};
-use crate::lock::Seen;
 use crate::pro;
 use crate::reader;
 use crate::ready_file;
@@ -371,10 +370,13 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
         .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
     let found_in = found.as_ref().map(|(t, _)| t.namespace.as_str());
     // Who publishes, from the lock beside the status (never inside it).
-    let lock = body.as_deref().and_then(|b| configmap::seen(b).ok()).map(|c| c.lock);
+    let current = body.as_deref().and_then(|b| configmap::seen(b).ok());
     // Anyone who may patch the ConfigMap writes the annotation: the lock
     // record is sanitised and bounded where it is parsed (`Seen::parse`).
-    let record = lock.as_ref().and_then(Seen::record);
+    let record = current.as_ref().and_then(|c| c.lock.record());
+    // Another manager of the status key (sanitised where it is parsed):
+    // opstatus leaves the ConfigMap to it rather than fight.
+    let foreign = current.as_ref().and_then(|c| c.foreign.as_ref());
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");
@@ -386,6 +388,9 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
                 json["publisher"] = serde_json::json!({
                     "identity": r.holder_identity, "since": r.acquire_time, "renewed": r.renew_time,
                 });
+            }
+            if let Some(w) = foreign {
+                json["otherWriter"] = serde_json::json!({"manager": w.manager, "operation": w.operation});
             }
             json.to_string() + "\n"
         }
@@ -401,6 +406,11 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
                 }
                 Some(r) => text += &format!("Publisher:   none (released {})\n", r.renew_time),
                 None => {}
+            }
+            if let Some(w) = foreign {
+                text += &format!(
+                    "Written by:  {w}, not opstatus: opstatus leaves the status to it while it keeps writing\n"
+                );
             }
             text
         }

@@ -24,6 +24,7 @@
 //! writes anything; the instances beside it stand by, and a stopping holder
 //! hands the status over.
 
+mod leader;
 mod liveness;
 mod publisher;
 mod schedule;
@@ -258,6 +259,7 @@ impl Agent {
         let now = Instant::now();
         let was_publishing = self.publisher.publishing();
         self.publisher.check(&mut self.client, &self.config.target, now);
+        self.note_yield();
         if was_publishing && !self.publisher.publishing() {
             self.published = None;
             if let Some(events) = &self.events {
@@ -269,6 +271,7 @@ impl Agent {
         let active = self.publisher.may_write();
         let publishing = self.publisher.publishing();
         let mut observation = Observation::default();
+        observation.problems.extend(self.publisher.problem(now));
         for signal in &mut self.signals {
             if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);

@@ -9,11 +9,13 @@
 //! Lease once per check and the sidecar beside the operator's leader
 //! publishes. A holder that stops hands the lock over ([`Publisher::hand_over`]).
 
+use super::leader::{Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
 use crate::lock::{self, Decision, Observer, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
-use crate::status::StatusDocument;
+use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
+use crate::writers::{self, Turn, Writer, Yielding};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -47,8 +49,10 @@ pub(super) struct Publisher {
     /// The ConfigMap's version and lock as last read or written; `None`
     /// until the first read.
     current: Option<Current>,
-    /// Who leads the operator, as last read (when followed).
-    leader: Option<Result<String, String>>,
+    /// Who leads the operator, as its Lease last answered (when followed).
+    leader: Leader,
+    /// A failed Lease read, logged once per change.
+    lease_error: Reported,
     role: Role,
     /// Why this instance stands by, as last logged.
     standing_by: Reported,
@@ -61,6 +65,15 @@ pub(super) struct Publisher {
     /// This instance took the lock over (from whom, when known) and nobody
     /// asked yet ([`Publisher::take_over_news`]).
     took_over: Option<Option<String>>,
+    /// Whether the ConfigMap is left to another writer ([`crate::writers`]).
+    yielding: Yielding,
+    /// The heartbeat interval as it is now: a yielding instance reads the
+    /// ConfigMap once per interval, and its quiet period follows it.
+    interval: Duration,
+    /// When the ConfigMap was last read while yielding.
+    last_read: Option<Instant>,
+    /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
+    yielded: Option<Writer>,
 }
 
 impl Publisher {
@@ -70,6 +83,7 @@ impl Publisher {
     /// standby between two heartbeats.
     pub(super) fn follow_interval(&mut self, interval: Duration) {
         self.lease = lock::lease_duration(interval);
+        self.interval = interval;
     }
 
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
@@ -79,13 +93,18 @@ impl Publisher {
             lease: lock::lease_duration(interval),
             observer: Observer::default(),
             current: None,
-            leader: None,
+            leader: Leader::default(),
+            lease_error: Reported::default(),
             role: Role::Unknown,
             standing_by: Reported::default(),
             read_error: Reported::default(),
             stood_by: false,
             last_other: None,
             took_over: None,
+            yielding: Yielding::default(),
+            interval,
+            last_read: None,
+            yielded: None,
         }
     }
 
@@ -107,7 +126,18 @@ impl Publisher {
     /// not been able to read the lock yet (the write reads it first, and
     /// its failures are the status write's, with their backoff).
     pub(super) fn may_write(&self) -> bool {
-        self.role != Role::StandingBy
+        self.role != Role::StandingBy && self.yielding.to().is_none()
+    }
+
+    /// The other writer the ConfigMap is left to, if any.
+    pub(super) fn yielding_to(&self) -> Option<&Writer> {
+        self.yielding.to()
+    }
+
+    /// Once, after this instance began to leave the ConfigMap to another
+    /// writer.
+    pub(super) fn take_yield_news(&mut self) -> Option<Writer> {
+        self.yielded.take()
     }
 
     pub(super) fn identity(&self) -> &str {
@@ -135,21 +165,29 @@ impl Publisher {
     /// On each check: standbys look again; with a followed Lease everyone
     /// does. The holder otherwise relies on its own writes.
     pub(super) fn check(&mut self, client: &mut Client, target: &StatusConfigMap, now: Instant) {
-        if let Some(name) = &self.follow {
-            self.leader = Some(read_leader(client, &target.namespace, name));
+        if self.follow.is_some() {
+            self.read_leader(client, &target.namespace, now);
             self.decide(now);
         }
         // Not read yet: the first write reads it. The holder's writes tell
-        // it all it needs.
-        if self.current.is_none() || self.role == Role::Holding {
+        // it all it needs, unless it left the ConfigMap to another writer:
+        // then it looks once per heartbeat whether that one went quiet.
+        let yielding = self.yielding.to().is_some();
+        if self.current.is_none() || (self.role == Role::Holding && !yielding) {
+            return;
+        }
+        if yielding && self.last_read.is_some_and(|at| now.saturating_duration_since(at) < self.interval) {
             return;
         }
         let read = target.read(client);
         match read {
             Ok(current) => {
                 self.read_error.update(None, log::Level::Warn, "");
+                self.last_read = Some(now);
                 self.current = Some(current.unwrap_or_else(missing));
-                self.decide(now);
+                if self.observe_writers(now) {
+                    self.decide(now);
+                }
             }
             Err(e) => {
                 let why = format!("Cannot read the status ConfigMap to see who publishes: {e}");
@@ -158,11 +196,39 @@ impl Publisher {
         }
     }
 
+    /// Whether the status key is another writer's now: logs when this
+    /// instance starts or stops leaving the ConfigMap to it. False while
+    /// it is theirs (the lock does not decide then).
+    fn observe_writers(&mut self, now: Instant) -> bool {
+        let Some(current) = &self.current else { return true };
+        let quiet = writers::quiet_period(self.interval);
+        match self.yielding.observe(current.foreign.as_ref(), &current.resource_version, now, quiet) {
+            Turn::Ours => true,
+            Turn::StillTheirs => false,
+            Turn::Yield(writer) => {
+                log::warn!(
+                    "Another writer replaces the status: field manager {writer} owns its status key. Not fighting it: \
+                     opstatus leaves the ConfigMap alone (its other sinks go on) until it has been unchanged for {}s",
+                    quiet.as_secs()
+                );
+                self.yielded = Some(writer);
+                false
+            }
+            Turn::Resume(writer, quiet_for) => {
+                log::info!(
+                    "The status ConfigMap has been unchanged for {}s since {writer} last wrote it: taking it back",
+                    quiet_for.as_secs()
+                );
+                true
+            }
+        }
+    }
+
     fn decide(&mut self, now: Instant) {
         let Some(current) = &self.current else {
             // Before the first read only the operator's leader can decide.
-            if self.leader.is_some() {
-                self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, self.leader()));
+            if let Some(leader) = self.leader(now) {
+                self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader)));
             }
             return;
         };
@@ -176,12 +242,37 @@ impl Publisher {
         {
             log::warn!("{why}: treating the lock as expired");
         }
-        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader());
+        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now));
         self.apply_decision(decision);
     }
 
-    fn leader(&self) -> Option<Result<&str, &str>> {
-        self.leader.as_ref().map(|l| l.as_ref().map(|pod| lock::leader_pod(pod)).map_err(String::as_str))
+    /// The operator's leader as far as it decides now: the last answer
+    /// through failed reads for one lease (what a holder may go without
+    /// renewing), then nothing (the lock decides).
+    fn leader(&self, now: Instant) -> Option<Result<&str, &str>> {
+        self.leader.decides(now, self.lease).map(|l| l.map(lock::leader_pod))
+    }
+
+    /// Why the followed Lease does not decide, once its reads have failed
+    /// for longer than the grace: a problem of the status, not silence.
+    pub(super) fn problem(&self, now: Instant) -> Option<Problem> {
+        let why = self.leader.problem(now, self.lease)?;
+        Some(Problem::degraded(Rule::Publishing, why))
+    }
+
+    /// Reads the followed Lease into [`Self::leader`]; a failure is logged
+    /// once per change, with what the instance does meanwhile.
+    fn read_leader(&mut self, client: &mut Client, namespace: &str, now: Instant) {
+        let Some(name) = &self.follow else { return };
+        let read = read_leader(client, namespace, name);
+        self.leader.observe(read, now);
+        let failure = self.leader.failure().map(|why| {
+            format!(
+                "{why}; the last known leader stands for up to {}s, then the publisher lock decides",
+                self.lease.as_secs()
+            )
+        });
+        self.lease_error.update(failure, log::Level::Warn, "The operator's Lease can be read again");
     }
 
     fn apply_decision(&mut self, decision: Decision) {
@@ -208,10 +299,12 @@ impl Publisher {
     ) -> Result<bool, KubeError> {
         if self.current.is_none() {
             self.current = Some(target.init(client)?);
-            self.decide(Instant::now());
+            if self.observe_writers(Instant::now()) {
+                self.decide(Instant::now());
+            }
         }
         for attempt in 1..=2 {
-            if self.role == Role::StandingBy {
+            if !self.may_write() {
                 return Ok(false);
             }
             let current = self.current.as_ref().expect("read above");
@@ -239,11 +332,11 @@ impl Publisher {
                 // Someone changed the ConfigMap since: look at the lock again.
                 Err(e) if e.code() == Some(409) && attempt == 1 => {
                     log::debug!("The status ConfigMap changed under us ({e}); reading it again");
-                    if let Some(name) = &self.follow {
-                        self.leader = Some(read_leader(client, &target.namespace, name));
-                    }
+                    self.read_leader(client, &target.namespace, Instant::now());
                     self.current = Some(target.read(client)?.unwrap_or_else(missing));
-                    self.decide(Instant::now());
+                    if self.observe_writers(Instant::now()) {
+                        self.decide(Instant::now());
+                    }
                 }
                 Err(e) => return Err(e),
             }
@@ -287,31 +380,41 @@ impl Publisher {
 
 /// A ConfigMap that does not exist (any more): writing creates it.
 fn missing() -> Current {
-    Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new() }
+    Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new(), foreign: None }
 }
 
 /// The pod the operator's leader runs in, from its Lease's
-/// `spec.holderIdentity`; `Err` says why nobody can be told.
-fn read_leader(client: &mut Client, namespace: &str, name: &str) -> Result<String, String> {
+/// `spec.holderIdentity`; or that nobody leads, or that it cannot be told.
+fn read_leader(client: &mut Client, namespace: &str, name: &str) -> LeaseRead {
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
     let action = format!("get leases {name:?} in namespace {namespace:?}");
     let lease = match client.get_path(&path, &action) {
         Ok(Some(body)) => body,
         Ok(None) => {
-            return Err(format!(
-                "Lease {namespace}/{name} does not exist: the operator has not elected a leader (yet)"
-            ));
+            let why = format!("Lease {namespace}/{name} does not exist: the operator has not elected a leader (yet)");
+            return LeaseRead::NoLeader(why);
         }
-        Err(e) => return Err(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT))),
+        Err(e) => {
+            return LeaseRead::Failed(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT)));
+        }
     };
     // The Lease is the operator's (anyone with its RBAC may write it): its
     // holder reaches logs and messages sanitised and bounded, and a parse
     // error never quotes it.
-    let lease: Value = serde_json::from_slice(&lease)
-        .map_err(|e| format!("Lease {namespace}/{name} is {} (column {})", crate::lock::error_kind(&e), e.column()))?;
+    let lease: Value = match serde_json::from_slice(&lease) {
+        Ok(lease) => lease,
+        Err(e) => {
+            let kind = crate::lock::error_kind(&e);
+            return LeaseRead::Failed(format!("Lease {namespace}/{name} is {kind} (column {})", e.column()));
+        }
+    };
     match lease.pointer("/spec/holderIdentity").and_then(Value::as_str) {
         // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
-        Some(holder) if !holder.is_empty() => Ok(crate::util::text::sanitize(holder, crate::lock::MAX_IDENTITY + 64)),
-        _ => Err(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now")),
+        Some(holder) if !holder.is_empty() => {
+            LeaseRead::Leader(crate::util::text::sanitize(holder, crate::lock::MAX_IDENTITY + 64))
+        }
+        _ => {
+            LeaseRead::NoLeader(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now"))
+        }
     }
 }

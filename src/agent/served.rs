@@ -22,6 +22,7 @@ fn served_json(
     publishing: bool,
     write_error: Option<&str>,
     unseen: &[String],
+    yielded_to: Option<String>,
 ) -> String {
     let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
     let mut json = serde_json::to_string(doc).expect("a document serialises");
@@ -32,6 +33,10 @@ fn served_json(
     if let Some(why) = write_error {
         json.push_str(",\"writeError\":");
         json.push_str(&text(why));
+    }
+    if let Some(writer) = yielded_to {
+        json.push_str(",\"yieldedTo\":");
+        json.push_str(&text(&writer));
     }
     if !unseen.is_empty() {
         json.push_str(",\"unseenConditions\":");
@@ -80,6 +85,7 @@ impl Agent {
             publishing,
             self.write_error.as_ref().map(|p| p.reason.as_str()),
             self.observation.probes.as_ref().map_or(&[], |p| &p.unseen),
+            self.publisher.yielding_to().map(ToString::to_string),
         );
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
@@ -89,6 +95,7 @@ impl Agent {
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
         shared.metrics.publishing = publishing;
+        shared.metrics.yielded = self.publisher.yielding_to().is_some();
         shared.metrics.events = self.events.as_ref().map(Events::counts);
         shared.last_tick = Instant::now();
     }
@@ -112,17 +119,22 @@ mod tests {
             namespace: "ops".into(),
             cluster_id: None,
         };
-        let plain: serde_json::Value = serde_json::from_str(&served_json(&doc, None, false, None, &[])).unwrap();
+        let plain: serde_json::Value = serde_json::from_str(&served_json(&doc, None, false, None, &[], None)).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        assert!(plain.get("writeError").is_none() && plain.get("unseenConditions").is_none(), "{plain}");
-        let all = served_json(&doc, Some("pod-\"a"), true, Some("Failed to write"), &["No Foo carries X".into()]);
+        for absent in ["writeError", "unseenConditions", "yieldedTo"] {
+            assert!(plain.get(absent).is_none(), "{plain}");
+        }
+        let unseen = ["No Foo carries X".into()];
+        let yielded = Some("kube9-operator (Update)".into());
+        let all = served_json(&doc, Some("pod-\"a"), true, Some("Failed to write"), &unseen, yielded);
         let all: serde_json::Value = serde_json::from_str(&all).unwrap();
         assert_eq!(all["publisher"], "pod-\"a");
         assert_eq!(all["writeError"], "Failed to write");
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");
+        assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
     }
 }

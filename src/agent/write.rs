@@ -49,6 +49,7 @@ impl Agent {
     pub(super) fn publish(&mut self, verdict: Verdict, release: bool) -> Result<(), KubeError> {
         let shutting_down = verdict.error.as_deref() == Some(SHUTDOWN_REASON);
         let written = self.write(verdict, release);
+        self.note_yield();
         let first_as_holder = matches!(written, Written::Done { .. }) && !self.sinks_synced;
         self.record(written)?;
         if first_as_holder && self.publisher.publishing() {
@@ -119,6 +120,19 @@ impl Agent {
                 );
                 Ok(())
             }
+        }
+    }
+
+    /// Another writer took the status key over (seen on a check or a
+    /// write): counted, and said in one Event.
+    pub(super) fn note_yield(&mut self) {
+        let Some(writer) = self.publisher.take_yield_news() else { return };
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).metrics.foreign_writer_yields += 1;
+        if let Some(recorder) = &self.events {
+            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
+            let quiet = crate::writers::quiet_period(self.interval());
+            recorder
+                .record(events::foreign_writer(&writer.to_string(), &target, quiet, SystemTime::now()), Instant::now());
         }
     }
 

@@ -37,6 +37,10 @@ pub(crate) struct Metrics {
     pub sinks: Vec<(&'static str, SyncCounts)>,
     /// Whether this instance publishes (holds the publisher lock).
     pub publishing: bool,
+    /// Whether it leaves the status ConfigMap to another writer now.
+    pub yielded: bool,
+    /// How often it began to.
+    pub foreign_writer_yields: u64,
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
@@ -123,6 +127,20 @@ impl Metrics {
             "1 while this instance publishes (holds the publisher lock), 0 standing by.",
         );
         let _ = writeln!(w, "opstatus_publisher {}", u8::from(self.publishing));
+        header(
+            w,
+            "opstatus_status_yielded",
+            "gauge",
+            "1 while this instance leaves the status ConfigMap to another writer of its status key.",
+        );
+        let _ = writeln!(w, "opstatus_status_yielded {}", u8::from(self.yielded));
+        header(
+            w,
+            "opstatus_foreign_writer_yields_total",
+            "counter",
+            "Times another writer took the status key over and this instance yielded the ConfigMap to it.",
+        );
+        let _ = writeln!(w, "opstatus_foreign_writer_yields_total {}", self.foreign_writer_yields);
         header(w, "opstatus_build_info", "gauge", "opstatus's version.");
         let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
         header(
@@ -263,7 +281,8 @@ mod tests {
         assert_eq!(m[&format!("opstatus_build_info{{version=\"{}\"}}", env!("CARGO_PKG_VERSION"))], 1.0);
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
         assert_eq!(m["opstatus_publisher"], 0.0);
-        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 1 + 13 + 1);
+        assert_eq!((m["opstatus_status_yielded"], m["opstatus_foreign_writer_yields_total"]), (0.0, 0.0));
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 2 + 1 + 13 + 1);
     }
 
     #[test]

@@ -20,6 +20,7 @@
 use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
+use crate::writers::{ManagedEntry, Writer, foreign_writer};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -58,6 +59,8 @@ pub(crate) struct Current {
     pub lock: Seen,
     /// The object's uid (events about the ConfigMap name it).
     pub uid: String,
+    /// Another manager that owns the status key ([`crate::writers`]).
+    pub foreign: Option<Writer>,
 }
 
 /// The ConfigMap as far as the lock needs it: nothing of `data` is kept.
@@ -77,6 +80,8 @@ struct HeadMeta {
     annotations: BTreeMap<String, String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default)]
+    managed_fields: Vec<ManagedEntry>,
 }
 
 /// The labels opstatus gives a status ConfigMap nobody else labelled.
@@ -178,7 +183,8 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
     let head: Head = serde_json::from_slice(body)
         .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })?;
     let lock = Seen::parse(head.metadata.annotations.get(lock::ANNOTATION).map(String::as_str));
-    Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid })
+    let foreign = foreign_writer(&head.metadata.managed_fields, &[FIELD_MANAGER, INIT_FIELD_MANAGER]);
+    Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid, foreign })
 }
 
 #[cfg(test)]
@@ -216,7 +222,8 @@ mod tests {
         let body = json!({"metadata": {"resourceVersion": "7", "uid": "u-1", "annotations": {lock::ANNOTATION: record.to_json(), "x": "y"}},
                           "data": {"status": "{}"}});
         let s = seen(body.to_string().as_bytes()).unwrap();
-        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record), uid: "u-1".into() });
+        let foreign = None;
+        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record), uid: "u-1".into(), foreign });
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

@@ -160,12 +160,9 @@ fn e2e_a_killed_holder_is_replaced_within_the_lease_and_a_check() {
     println!("e2e takeover: pod-b published {:.2?} after pod-a was killed (lease {LEASE:?})", killed.elapsed());
 }
 
-#[test]
-fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
-    let (cp, pod, sa_b, user_b) = two_replicas("leader");
-    let ns = pod.namespace.as_str();
-    let lease = "demo-operator-leader";
-    // The Role manifests/examples/sidecar ships for reading the Lease.
+/// The Role manifests/examples/sidecar ships for reading the operator's
+/// Lease, bound to both replicas' ServiceAccounts.
+fn let_both_read_the_lease(cp: &ControlPlane, ns: &str, lease: &str) {
     for sa in ["opstatus", "opstatus-b"] {
         cp.kubectl_ok(&[
             "-n",
@@ -182,6 +179,23 @@ fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
          rules:\n- apiGroups: [coordination.k8s.io]\n  resources: [leases]\n  resourceNames: [{lease}]\n  verbs: [get]\n"
     );
     cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&role));
+}
+
+/// Makes `holder` the operator's leader in its Lease.
+fn set_leader(cp: &ControlPlane, ns: &str, lease: &str, holder: &str) {
+    let lease_yaml = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}, namespace: {ns}}}\n\
+         spec: {{holderIdentity: {holder}, leaseDurationSeconds: 15}}\n"
+    );
+    cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&lease_yaml));
+}
+
+#[test]
+fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
+    let (cp, pod, sa_b, user_b) = two_replicas("leader");
+    let ns = pod.namespace.as_str();
+    let lease = "demo-operator-leader";
+    let_both_read_the_lease(cp, ns, lease);
     let follow = ["--follow-leader-lease", lease];
     let a = start(cp, &pod.sa, "pod-a", &follow);
     let b = start(cp, &sa_b, "pod-b", &follow);
@@ -192,20 +206,13 @@ fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
     std::thread::sleep(Duration::from_secs(2));
     assert!(cp.configmap(ns, CM).is_none(), "nothing is published without a leader");
 
-    let set_leader = |holder: &str| {
-        let lease_yaml = format!(
-            "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}, namespace: {ns}}}\n\
-             spec: {{holderIdentity: {holder}, leaseDurationSeconds: 15}}\n"
-        );
-        cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&lease_yaml));
-    };
-    set_leader("pod-b_1234");
+    set_leader(cp, ns, lease, "pod-b_1234");
     wait_holder(cp, ns, "pod-b", Duration::from_secs(10)).expect("the leader's sidecar publishes");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(holder(cp, ns).as_deref(), Some("pod-b"));
     assert!(cp.audit_events(&pod.user).iter().all(|e| e.verb == "get"), "pod-a wrote while pod-b led");
 
-    set_leader("pod-a_5678");
+    set_leader(cp, ns, lease, "pod-a_5678");
     let moved = wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes once it leads");
     assert!(moved <= CHECK_INTERVAL * 2 + Duration::from_millis(500), "pod-a took {moved:?}");
     std::thread::sleep(Duration::from_secs(3));
@@ -216,6 +223,64 @@ fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
     assert_eq!(holder(cp, ns).as_deref(), Some("pod-a"));
     assert!(b.stderr().contains("Standing by: pod-a publishes (the operator's leader)"), "{}", b.stderr());
     println!("e2e follow leader: pod-a published {moved:.2?} after the Lease moved to it");
+}
+
+/// A Lease that cannot be read (here: its RBAC revoked from the leader's
+/// sidecar) demotes nobody at once: the last known leader publishes on
+/// through one lease (14 s), then the publisher lock decides and the
+/// status says why; the standby, which still reads the Lease, never takes
+/// over. Once the Lease can be read again, the problem clears.
+#[test]
+fn e2e_a_failing_lease_read_keeps_the_leader_then_is_a_reported_problem() {
+    let (cp, pod, sa_b, user_b) = two_replicas("lease-read");
+    let ns = pod.namespace.as_str();
+    let lease = "demo-operator-leader";
+    let_both_read_the_lease(cp, ns, lease);
+    set_leader(cp, ns, lease, "pod-a_1");
+    let follow = ["--follow-leader-lease", lease];
+    let a = start(cp, &pod.sa, "pod-a", &follow);
+    let b = start(cp, &sa_b, "pod-b", &follow);
+    wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("the leader's sidecar publishes");
+    let last_update = || cp.status_document(ns, CM).map(|d| d["lastUpdate"].as_str().unwrap().to_string());
+
+    cp.kubectl_ok(&["-n", ns, "delete", "rolebinding", "opstatus-leader-lease"]);
+    let revoked = Instant::now();
+    assert!(wait_log(&a, "Cannot read Lease", Duration::from_secs(5)), "{}", a.stderr());
+    // Within the grace: pod-a goes on publishing (heartbeats every 2 s).
+    let before = last_update();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_ne!(last_update(), before, "pod-a stopped writing after a failed Lease read:\n{}", a.stderr());
+    assert_eq!(holder(cp, ns).as_deref(), Some("pod-a"));
+    assert!(!a.stderr().contains("Standing by"), "{}", a.stderr());
+
+    // Past the grace: a problem of the status, pod-a still the publisher.
+    let degraded = wait_for(Duration::from_secs(30), Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["health"] == "degraded")
+    })
+    .expect("a lasting Lease failure is reported in the status");
+    let error = degraded["error"].as_str().unwrap();
+    assert!(error.contains("Cannot read Lease") && error.contains("the publisher lock decides"), "{error}");
+    let reported = revoked.elapsed();
+    assert!(reported >= LEASE - Duration::from_secs(1), "reported after {reported:?}, before the grace");
+    assert_eq!(holder(cp, ns).as_deref(), Some("pod-a"));
+
+    let restore = format!("--serviceaccount={ns}:opstatus");
+    cp.kubectl_ok(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "opstatus-leader-lease",
+        "--role=opstatus-leader-lease",
+        &restore,
+    ]);
+    wait_for(Duration::from_secs(10), Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["health"] == "healthy")
+    })
+    .expect("the problem clears once the Lease can be read");
+    let written = |e: &&support::control_plane::AuditEvent| e.verb == "patch" && e.code < 300;
+    assert_eq!(cp.audit_events(&user_b).iter().filter(written).count(), 0, "pod-b wrote:\n{}", b.stderr());
+    println!("e2e lease read failure: reported in the status {reported:.2?} after the RBAC was revoked");
 }
 
 #[test]

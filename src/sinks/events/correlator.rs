@@ -58,6 +58,7 @@ pub(crate) const COMPONENT: &str = "opstatus";
 pub(crate) const HEALTH_CHANGED: &str = "HealthChanged";
 pub(crate) const UPGRADEABLE_CHANGED: &str = "UpgradeableChanged";
 pub(crate) const BECAME_PUBLISHER: &str = "BecamePublisher";
+pub(crate) const FOREIGN_WRITER: &str = "ForeignWriter";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EventType {
@@ -130,6 +131,17 @@ pub(crate) fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at
     let from = from.map_or_else(|| "after standing by".to_string(), |f| format!("from {f}"));
     let message = format!("{me} publishes the status in ConfigMap {configmap}: took over {from}");
     Occurrence::new(EventType::Normal, BECAME_PUBLISHER, &message, at)
+}
+
+/// Another writer took the status key over; opstatus leaves the
+/// ConfigMap to it until it has been `quiet` that long.
+pub(crate) fn foreign_writer(writer: &str, configmap: &str, quiet: Duration, at: SystemTime) -> Occurrence {
+    let message = format!(
+        "Field manager {writer} replaces the status in ConfigMap {configmap}: opstatus leaves it alone until it has \
+         been unchanged for {}s",
+        quiet.as_secs()
+    );
+    Occurrence::new(EventType::Warning, FOREIGN_WRITER, &message, at)
 }
 
 /// A message fit for an event: printable, no credentials in a URL (a
