@@ -23,8 +23,8 @@ fn main() -> ExitCode {
     opstatus::logging::init();
     let settings = &invocation.settings;
     let result = match invocation.command {
-        Command::Help => {
-            print!("{}", cli::help_text());
+        Command::Help(about) => {
+            print!("{}", cli::help_text(about.as_deref()));
             Ok(())
         }
         Command::Version => {

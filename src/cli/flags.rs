@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn help_lists_every_flag_with_env_and_default() {
-        let help = help_text();
+        let help = help_text(None);
         for f in FLAGS {
             assert!(help.contains(f.name) && help.contains(f.env) && help.contains(&f.default.text()), "{}", f.name);
         }

@@ -13,6 +13,7 @@
 
 mod flag;
 mod flags;
+mod help;
 mod settings;
 mod values;
 
@@ -21,6 +22,7 @@ use flags::{FLAGS, Kind};
 
 pub use crate::agent::AgentSettings;
 pub use flags::check_identity;
+pub use help::help_text;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
 
 /// What to do.
@@ -36,7 +38,8 @@ pub enum Command {
     },
     /// Exec readiness probe: is the readiness file present and fresh?
     Probe,
-    Help,
+    /// The help: for one command, or (`None`) for all.
+    Help(Option<Box<Command>>),
     Version,
 }
 
@@ -50,41 +53,6 @@ pub enum OutputFormat {
 pub struct Invocation {
     pub command: Command,
     pub settings: Settings,
-}
-
-/// The `--help` text: every flag with its variable and default.
-pub fn help_text() -> String {
-    let mut s = format!(
-        "opstatus {} - publish a Kubernetes operator's health as the kube9 status ConfigMap\n\n\
-         Usage: opstatus [COMMAND] [FLAGS]\n\n\
-         Commands:\n  \
-           run        Run the agent: write the status now and every interval (default)\n  \
-           once       Compute and write the status once; exit 0 on success, 1 on failure\n  \
-           get        Read the published status and interpret it as kube9 readers do\n             \
-                      (-o, --output text|json)\n  \
-           probe      Exec readiness probe: exit 0 when --ready-file is fresh, 1 otherwise\n  \
-           help       Print this help\n  \
-           version    Print the version\n\nFlags (each also read from an environment variable; the flag wins):\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    for f in FLAGS {
-        let value = if matches!(f.kind, Kind::Switch(_)) { "" } else { " VALUE" };
-        s.push_str(&format!(
-            "  {}{value}\n      {}\n      [env: {}] [default: {}]\n",
-            f.name,
-            f.help,
-            f.env,
-            f.default.text()
-        ));
-    }
-    s.push_str(
-        "  -h, --help       Print this help\n  -V, --version    Print the version\n\n\
-         KUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
-         The kube9 API key when --api-key-file gives none; it is never logged or published.\n\n\
-         Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n\
-         Logs go to stderr; RUST_LOG sets the level (default info).\n",
-    );
-    s
 }
 
 /// Parses `args` (without the program name), reading variables via `env`.
@@ -110,7 +78,10 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
             Ok(v.clone())
         };
         match name {
-            "-h" | "--help" => return Ok(Invocation { command: Command::Help, settings: settings::defaults() }),
+            "-h" | "--help" => {
+                let about = command.filter(|c| !matches!(c, Command::Help(_) | Command::Version)).map(Box::new);
+                return Ok(Invocation { command: Command::Help(about), settings: settings::defaults() });
+            }
             "-V" | "--version" => return Ok(Invocation { command: Command::Version, settings: settings::defaults() }),
             "-o" | "--output" => {
                 let v = take_value(name)?;
@@ -128,20 +99,17 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
                 };
                 given[index].push(v);
             }
+            // `opstatus help COMMAND`: that command's help.
+            _ if command == Some(Command::Help(None)) => {
+                let about = parse_command(name).filter(|c| !matches!(c, Command::Help(_) | Command::Version));
+                let about =
+                    about.ok_or_else(|| ConfigError(format!("no help for {name:?} (run, once, get, probe)")))?;
+                command = Some(Command::Help(Some(Box::new(about))));
+            }
             _ if command.is_none() => {
-                command = Some(match name {
-                    "run" => Command::Run,
-                    "once" => Command::Once,
-                    "get" => Command::Get { output: OutputFormat::Text },
-                    "probe" => Command::Probe,
-                    "help" => Command::Help,
-                    "version" => Command::Version,
-                    _ => {
-                        return Err(ConfigError(format!(
-                            "unknown command {name:?} (run, once, get, probe, help, version)"
-                        )));
-                    }
-                });
+                command = Some(parse_command(name).ok_or_else(|| {
+                    ConfigError(format!("unknown command {name:?} (run, once, get, probe, help, version)"))
+                })?);
             }
             _ => return Err(ConfigError(format!("unexpected argument {name:?}"))),
         }
@@ -152,7 +120,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
         (_, Some(_)) => return Err(ConfigError("-o/--output is only for `opstatus get`".into())),
         _ => {}
     }
-    if matches!(command, Command::Help | Command::Version) {
+    if matches!(command, Command::Help(_) | Command::Version) {
         return Ok(Invocation { command, settings: settings::defaults() });
     }
     // Table order, so the first bad value reported does not depend on the
@@ -166,6 +134,18 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
     let settings = settings::finish(s, &command)?;
     Ok(Invocation { command, settings })
 }
+fn parse_command(name: &str) -> Option<Command> {
+    Some(match name {
+        "run" => Command::Run,
+        "once" => Command::Once,
+        "get" => Command::Get { output: OutputFormat::Text },
+        "probe" => Command::Probe,
+        "help" => Command::Help(None),
+        "version" => Command::Version,
+        _ => return None,
+    })
+}
+
 /// An unknown flag, with the nearest one when it looks like a typo.
 fn unknown_flag(name: &str) -> ConfigError {
     let known = FLAGS.iter().map(|f| f.name).chain(["--help", "--version", "--output"]);
@@ -225,7 +205,7 @@ mod tests {
 
     #[test]
     fn help_and_version_need_no_valid_settings() {
-        assert_eq!(parse_with("--help", &[("OPSTATUS_INTERVAL", "bad")]).unwrap().command, Command::Help);
+        assert_eq!(parse_with("--help", &[("OPSTATUS_INTERVAL", "bad")]).unwrap().command, Command::Help(None));
         assert_eq!(parse_with("run -V", &[]).unwrap().command, Command::Version);
     }
 

@@ -21,6 +21,7 @@ struct Case {
 const CASES: &[Case] = &[
     Case { args: &["--bogus"], env: &[], sa_files: &[], expect: "unknown flag --bogus (see opstatus --help)" },
     Case { args: &["frobnicate"], env: &[], sa_files: &[], expect: "unknown command \"frobnicate\"" },
+    Case { args: &["help", "frobnicate"], env: &[], sa_files: &[], expect: "no help for \"frobnicate\"" },
     Case { args: &["--interval", "soon"], env: &[], sa_files: &[], expect: "--interval: \"soon\" is not a duration" },
     Case { args: &["--interval=0"], env: &[], sa_files: &[], expect: "--interval: \"0\" must be between 1s and 4m" },
     Case {

@@ -21,6 +21,7 @@ mod endpoint_exhaustion;
 mod foreign_text;
 mod fuzz_corpus;
 mod get_command;
+mod help;
 mod house_rules;
 mod image;
 mod insecure_server_url;
