@@ -24,6 +24,7 @@ mod operator_watch;
 mod pro_tier;
 mod probe_scale;
 mod probe_standby;
+mod probe_unreadable;
 mod probe_watch;
 mod publisher;
 mod rbac_revoked;

@@ -259,6 +259,7 @@ impl Prober {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
                         Ok(store) => {
+                            problems.extend(c.unreadable(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
                         }
@@ -273,6 +274,7 @@ impl Prober {
                     problems.extend(shared.problem.clone());
                     match &shared.store {
                         Some(store) => {
+                            problems.extend(w.collection.unreadable(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
                         }

@@ -20,7 +20,7 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
-use super::store::{Applied, Store};
+use super::store::{Applied, Parsed, Store, parse_item};
 use super::{Budget, GRANT, PAGE_SIZE, Pager, grammar::ProbeSpec, not_served, percent_encode};
 use crate::kube::{Client, KubeError};
 use crate::util::backoff::{Backoff, Jitter};
@@ -68,6 +68,13 @@ pub(crate) struct Collection {
     pub scope: String,
     pub spec: ProbeSpec,
     pub kind: String,
+}
+
+impl Collection {
+    /// The problem of resources it holds that could not be read.
+    pub(crate) fn unreadable(&self, store: &Store) -> Option<String> {
+        store.unreadable(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
+    }
 }
 
 /// What the thread publishes for the agent's checks.
@@ -217,11 +224,14 @@ impl Watcher {
     }
 }
 
-/// A page of a list, reduced to what the expressions read.
+/// A page of a list; each item is read on its own
+/// ([`parse_item`](super::store::parse_item)), so one that cannot be read
+/// is reported and the others still count.
 #[derive(Deserialize)]
-struct Page {
+struct Page<'a> {
     metadata: PageMeta,
-    items: Vec<super::store::Item>,
+    #[serde(borrow)]
+    items: Vec<&'a serde_json::value::RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -392,15 +402,19 @@ pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Du
         };
         // As text: the events are parsed from text too, so the resource
         // parser is compiled once.
-        let page = std::str::from_utf8(&body)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string()))
-            .map_err(|e| KubeError::Response {
-                message: format!("unexpected list answer for {}: {e}", collection.path),
+        let text = std::str::from_utf8(&body).map_err(|e| e.to_string());
+        let page =
+            text.and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string())).map_err(|e| {
+                KubeError::Response { message: format!("unexpected list answer for {}: {e}", collection.path) }
             })?;
-        drop(body);
-        for item in &page.items {
-            store.insert(item, &collection.spec);
+        for item in page.items {
+            let parsed = parse_item(item.get()).unwrap_or_else(|e| Parsed::Unreadable {
+                // Not even a name: said by its place in the list.
+                key: format!("#{} (no name)", store.len() + 1).into(),
+                version: String::new(),
+                why: crate::lock::error_kind(&e).into(),
+            });
+            store.insert(parsed, &collection.spec);
         }
         store.resource_version = page.metadata.resource_version;
         if page.metadata.next.is_empty() {
