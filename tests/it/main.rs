@@ -33,6 +33,7 @@ mod placement_warning;
 mod pro_tier;
 mod probe_endpoint;
 mod probe_watch;
+mod probe_watch_failures;
 mod readiness_file;
 mod registration_bounds;
 mod response_limits;

@@ -28,7 +28,9 @@
 //! [`FakeApiServer::compact`] gets what the real server's watch cache
 //! sends then: a 200 with one `ERROR` event, a `Status` with code 410
 //! ("too old resource version"). [`FakeApiServer::cut_watches`] resets
-//! the open watch streams, as a server that goes away does.
+//! the open watch streams, as a server that goes away does, and
+//! [`FakeApiServer::fail_watches`] makes every watch fail at once (an
+//! `ERROR` event, or a refusal) while lists work.
 
 use super::https::{HttpsServer, Recorded, Reply, Response, Streamed};
 use super::pki::{self, TestPki};
@@ -37,6 +39,17 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// What every watch gets instead of a stream of changes (lists still work).
+#[derive(Clone, Copy, Debug)]
+pub enum WatchFault {
+    /// A 200 with one `ERROR` event carrying a `Status` with this code
+    /// (410: "too old resource version", as the watch cache sends), then
+    /// the end of the stream.
+    ErrorEvent(u16),
+    /// The watch is refused with this status code.
+    Refuse(u16),
+}
 
 /// What to do with the next request instead of serving it.
 #[derive(Clone, Debug)]
@@ -81,6 +94,7 @@ struct State {
     compacted: u64,
     /// Bumped to cut the open watch streams.
     watch_generation: u64,
+    watch_fault: Option<WatchFault>,
 }
 
 impl State {
@@ -237,6 +251,11 @@ impl FakeApiServer {
         s.compacted = s.resource_version;
         drop(s);
         self.changed.notify_all();
+    }
+
+    /// Every watch from now on fails this way (`None`: watches work again).
+    pub fn fail_watches(&self, fault: Option<WatchFault>) {
+        self.state.lock().unwrap().watch_fault = fault;
     }
 
     /// Resets every open watch stream (the server went away mid-stream).
@@ -456,16 +475,37 @@ fn query<'a>(r: &'a Recorded, key: &str) -> Option<&'a str> {
     r.query.split('&').find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// A 200 watch answer with one event, then its end.
+fn one_event_then_end(event: Value) -> Reply {
+    let mut sent = false;
+    Reply::Stream(Box::new(move || {
+        if std::mem::replace(&mut sent, true) {
+            Streamed::End
+        } else {
+            Streamed::Chunk(format!("{event}\n").into_bytes())
+        }
+    }))
+}
+
 /// A watch of a collection: see the module doc.
 fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply {
     let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-    let (generation, compacted) = {
+    let (generation, compacted, fault) = {
         let s = state.lock().unwrap();
         if !token.is_some_and(|t| s.tokens.contains(t)) {
             return Reply::Answer(status_response(401, "Unauthorized"));
         }
-        (s.watch_generation, s.compacted)
+        (s.watch_generation, s.compacted, s.watch_fault)
     };
+    match fault {
+        Some(WatchFault::Refuse(code)) => return Reply::Answer(status_response(code, "injected watch fault")),
+        Some(WatchFault::ErrorEvent(code)) => {
+            let error = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "injected watch fault", "reason": reason(code), "code": code}});
+            return one_event_then_end(error);
+        }
+        None => {}
+    }
     let Some(Ok(mut last)) = query(r, "resourceVersion").map(str::parse::<u64>) else {
         return Reply::Answer(status_response(400, "this fake watches from a resourceVersion only"));
     };
@@ -476,14 +516,7 @@ fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply
         let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": format!("too old resource version: {last} ({compacted})"),
             "reason": "Expired", "code": 410}});
-        let mut sent = false;
-        return Reply::Stream(Box::new(move || {
-            if std::mem::replace(&mut sent, true) {
-                Streamed::End
-            } else {
-                Streamed::Chunk(format!("{gone}\n").into_bytes())
-            }
-        }));
+        return one_event_then_end(gone);
     }
     Reply::Stream(Box::new(move || {
         let mut s = state.lock().unwrap();

@@ -271,7 +271,7 @@ impl Prober {
                 self.keep_watching(client, collections, &nudge, &mut problems);
                 for w in &self.watchers {
                     let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
-                    problems.extend(shared.problem.clone());
+                    problems.extend(shared.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
                             problems.extend(w.collection.unreadable(store));
