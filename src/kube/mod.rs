@@ -25,6 +25,7 @@ pub use client::Client;
 pub(crate) use client::{ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+pub(crate) use watch_stream::Closer;
 
 /// The stack of a thread of its own that runs a [`Client`] (a watch, the
 /// Events sender): ureq, rustls and serde_json on small frames (no

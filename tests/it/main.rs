@@ -34,6 +34,7 @@ mod pro_tier;
 mod probe_endpoint;
 mod probe_watch;
 mod probe_watch_failures;
+mod probe_watch_stop;
 mod readiness_file;
 mod registration_bounds;
 mod response_limits;

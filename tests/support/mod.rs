@@ -19,6 +19,7 @@ pub mod pki;
 pub mod replicas;
 pub mod requests;
 pub mod resources;
+pub mod sockets;
 pub mod tcp_proxy;
 
 use std::fs;

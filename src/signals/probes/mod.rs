@@ -354,9 +354,9 @@ impl Prober {
 }
 
 impl Signal for Prober {
-    /// A standby does not watch: its watches stop (at once while they wait,
-    /// else at their next event or the end of their stream) and nothing
-    /// they saw is used; a new holder starts them again with a list.
+    /// A standby does not watch: its watches stop at once (their
+    /// connections are shut down) and nothing they saw is used; a new
+    /// holder starts them again with a list.
     fn waits_for_the_lock(&self) -> bool {
         true
     }

@@ -22,7 +22,7 @@
 
 use super::store::{Applied, Parsed, Store, parse_item};
 use super::{Budget, GRANT, PAGE_SIZE, Pager, grammar::ProbeSpec, not_served, percent_encode};
-use crate::kube::{Client, KubeError};
+use crate::kube::{Client, Closer, KubeError};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::shutdown::Nudge;
 use serde::Deserialize;
@@ -212,19 +212,25 @@ impl Machine {
 }
 
 /// The agent's handle on one collection's thread. Dropping it stops the
-/// thread: at once while it waits to retry, else at its next event or when
-/// its watch ends; it never starts another request.
+/// thread at once: it wakes from a wait to retry, and its connection is
+/// shut down under the request or watch it may be blocked on (so it holds
+/// no API-server connection a moment later); it never starts another
+/// request.
 pub(crate) struct Watcher {
     pub collection: Collection,
     pub shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
     thread: Thread,
+    closer: Option<Closer>,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.unpark();
+        if let Some(closer) = self.closer.take() {
+            closer.close();
+        }
     }
 }
 
@@ -249,6 +255,7 @@ impl Watcher {
     ) -> std::io::Result<Watcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));
+        let closer = Some(client.closer());
         let run = Run {
             client,
             collection: collection.clone(),
@@ -260,7 +267,7 @@ impl Watcher {
         };
         let handle =
             std::thread::Builder::new().name("probe-watch".into()).stack_size(STACK).spawn(move || run.run())?;
-        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone() })
+        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone(), closer })
     }
 }
 
