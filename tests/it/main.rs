@@ -33,6 +33,7 @@ mod placement_warning;
 mod pro_tier;
 mod probe_endpoint;
 mod probe_watch;
+mod probe_watch_bounds;
 mod probe_watch_failures;
 mod probe_watch_stop;
 mod readiness_file;

@@ -49,6 +49,9 @@ pub enum WatchFault {
     ErrorEvent(u16),
     /// The watch is refused with this status code.
     Refuse(u16),
+    /// Once (the next watch only): this many `ADDED` events of new
+    /// resources (`flood-N`, calm), as fast as they are read, then the end.
+    Flood(u64),
 }
 
 /// What to do with the next request instead of serving it.
@@ -475,6 +478,27 @@ fn query<'a>(r: &'a Recorded, key: &str) -> Option<&'a str> {
     r.query.split('&').find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// `n` `ADDED` events of new calm resources with versions after `from`,
+/// a thousand a chunk, then the end of the stream.
+fn flood(namespace: &str, from: u64, n: u64) -> Reply {
+    let namespace = namespace.to_string();
+    let mut sent = 0;
+    Reply::Stream(Box::new(move || {
+        if sent == n {
+            return Streamed::End;
+        }
+        let mut chunk = Vec::new();
+        for _ in 0..1000.min(n - sent) {
+            sent += 1;
+            let event = json!({"type": "ADDED", "object": {"metadata": {"name": format!("flood-{sent:07}"),
+                "namespace": namespace, "resourceVersion": (from + sent).to_string()},
+                "status": {"conditions": [{"type": "Migrating", "status": "False"}]}}});
+            chunk.extend_from_slice(format!("{event}\n").as_bytes());
+        }
+        Streamed::Chunk(chunk)
+    }))
+}
+
 /// A 200 watch answer with one event, then its end.
 fn one_event_then_end(event: Value) -> Reply {
     let mut sent = false;
@@ -490,14 +514,20 @@ fn one_event_then_end(event: Value) -> Reply {
 /// A watch of a collection: see the module doc.
 fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply {
     let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-    let (generation, compacted, fault) = {
-        let s = state.lock().unwrap();
+    let (generation, compacted, fault, base) = {
+        let mut s = state.lock().unwrap();
         if !token.is_some_and(|t| s.tokens.contains(t)) {
             return Reply::Answer(status_response(401, "Unauthorized"));
         }
-        (s.watch_generation, s.compacted, s.watch_fault)
+        let fault = s.watch_fault;
+        if let Some(WatchFault::Flood(n)) = fault {
+            s.watch_fault = None;
+            s.resource_version += n;
+        }
+        (s.watch_generation, s.compacted, fault, s.resource_version)
     };
     match fault {
+        Some(WatchFault::Flood(n)) => return flood(r.path.rsplit('/').nth(1).unwrap_or_default(), base - n, n),
         Some(WatchFault::Refuse(code)) => return Reply::Answer(status_response(code, "injected watch fault")),
         Some(WatchFault::ErrorEvent(code)) => {
             let error = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},

@@ -7,6 +7,7 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
+//! - [`list`]: a collection's paged list into a fresh store.
 //! - [`store`]: per collection, each resource's name and what its
 //!   expressions decided, and how a watch event changes that (pure).
 //! - [`watcher`]: list-then-watch of one collection on a thread of its own
@@ -30,6 +31,7 @@
 //! that comes back ends the list.
 
 pub(crate) mod grammar;
+pub(crate) mod list;
 pub(crate) mod store;
 pub(crate) mod tally;
 pub(crate) mod watcher;
@@ -41,11 +43,12 @@ use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Nudge;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
+use list::list_into;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::Tally;
-use watcher::{Collection, Watcher, list_into};
+use watcher::{Collection, Watcher};
 
 /// Where the permissions to read the CRDs and list the resources are
 /// granted.
@@ -259,7 +262,7 @@ impl Prober {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
                         Ok(store) => {
-                            problems.extend(c.unreadable(&store));
+                            problems.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
                         }
@@ -274,7 +277,7 @@ impl Prober {
                     problems.extend(shared.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
-                            problems.extend(w.collection.unreadable(store));
+                            problems.extend(w.collection.store_problem(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
                         }

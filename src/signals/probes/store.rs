@@ -5,6 +5,7 @@
 //! changes that. Whole objects are never kept: 10,000 resources cost their
 //! names.
 
+use super::MAX_RESOURCES;
 use super::grammar::ProbeSpec;
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
@@ -34,6 +35,9 @@ pub(crate) struct Store {
     /// [`MAX_TYPES`] (each at most [`MAX_TYPE_LEN`] bytes): what an
     /// expression's names are checked against for a likely typo.
     types: Vec<Box<str>>,
+    /// New resources not kept because the store holds [`MAX_RESOURCES`]:
+    /// reported until a list that fits replaces the store.
+    beyond: u64,
 }
 
 /// How many distinct condition types a store remembers.
@@ -199,19 +203,31 @@ impl Store {
         }
     }
 
-    /// The resources that could not be read, named (at most
-    /// [`super::tally::NAMED`]) with why: `None` when every one was read.
-    pub(crate) fn unreadable(&self, kind: &str) -> Option<String> {
+    /// What is wrong with what it holds: resources past [`MAX_RESOURCES`],
+    /// and those that could not be read, named (at most
+    /// [`super::tally::NAMED`]) with why. `None` when all is well.
+    pub(crate) fn problem(&self, kind: &str) -> Option<String> {
         let mut named = super::tally::Named::default();
         for (key, marks) in &self.objects {
             if let Some(why) = &marks.unreadable {
                 named.add(|| format!("{kind} {key} ({why})"));
             }
         }
-        (named.total > 0).then(|| {
+        let unreadable = (named.total > 0).then(|| {
             let are = if named.total == 1 { "resource is" } else { "resources are" };
             format!("{} {are} not readable and not evaluated: {}", named.total, named.list())
-        })
+        });
+        let beyond = (self.beyond > 0).then(|| {
+            format!(
+                "more than {MAX_RESOURCES} resources (the most probed per type and namespace): {} past that \
+                 not evaluated",
+                self.beyond
+            )
+        });
+        match (beyond, unreadable) {
+            (Some(b), Some(u)) => Some(format!("{b}; {u}")),
+            (b, u) => b.or(u),
+        }
     }
 
     /// Remembers the condition types `item` carries (bounded).
@@ -264,15 +280,21 @@ impl Store {
             .collect()
     }
 
-    /// Sets `key`'s marks; the ones it replaced.
+    /// Sets `key`'s marks; the ones it replaced. A new key past
+    /// [`MAX_RESOURCES`] is not kept, only counted.
     fn put(&mut self, key: Box<str>, marks: Marks) -> Option<Marks> {
+        let full = self.objects.len() >= MAX_RESOURCES;
         // A list arrives sorted: appending is the common case.
-        if self.objects.last().is_none_or(|(last, _)| *last < key) {
-            self.objects.push((key, marks));
-            return None;
-        }
-        match self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)) {
+        let at = match self.objects.last() {
+            Some((last, _)) if *last >= key => self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)),
+            _ => Err(self.objects.len()),
+        };
+        match at {
             Ok(i) => Some(std::mem::replace(&mut self.objects[i].1, marks)),
+            Err(_) if full => {
+                self.beyond += 1;
+                None
+            }
             Err(i) => {
                 self.objects.insert(i, (key, marks));
                 None
@@ -281,8 +303,14 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
-        let i = self.objects.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-        Some(self.objects.remove(i).1)
+        match self.objects.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(i) => Some(self.objects.remove(i).1),
+            // One of those past the bound (or one never seen) is gone.
+            Err(_) => {
+                self.beyond = self.beyond.saturating_sub(1);
+                None
+            }
+        }
     }
 
     /// Applies one watch event (a line of the stream) and moves the store
@@ -343,8 +371,13 @@ impl Store {
             }
         };
         let after = if deleted { Marks::default() } else { after };
+        let beyond = self.beyond;
         let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
-        if before.unwrap_or_default() == after { Applied::Quiet } else { Applied::Changed }
+        // Past the bound, or back within it: the problem changed. A
+        // resource not kept changes nothing else.
+        let crossed = (beyond == 0) != (self.beyond == 0);
+        let kept = self.beyond <= beyond;
+        if crossed || (kept && before.unwrap_or_default() != after) { Applied::Changed } else { Applied::Quiet }
     }
 
     fn advance(&mut self, version: &str) {
@@ -506,7 +539,7 @@ mod tests {
             Some((Status::False, "Upgrade blocked by 1 resource: Foo ns/a: Migrating".into())),
             "the blocker is seen; the unreadable ones are not counted"
         );
-        let said = store.unreadable("Foo").unwrap();
+        let said = store.problem("Foo").unwrap();
         assert!(
             said.starts_with("2 resources are not readable and not evaluated: Foo ns/b (invalid type: boolean"),
             "{said}"
@@ -521,7 +554,7 @@ mod tests {
         assert_eq!(upgradeable(&store).map(|u| u.0), Some(Status::True), "unread is never blocking");
         let gone = r#"{"type":"DELETED","object":{"metadata":{"name":"c\u001b[2J","namespace":"ns","resourceVersion":"9"},"status":7}}"#;
         assert_eq!(store.apply(gone.as_bytes(), &spec), Applied::Changed);
-        let said = store.unreadable("Foo").unwrap();
+        let said = store.problem("Foo").unwrap();
         assert!(
             said.starts_with("1 resource is not readable and not evaluated: Foo ns/a (invalid type: integer `7`"),
             "{said}"
@@ -541,13 +574,33 @@ mod tests {
             );
             store.insert(parse_item(&json).unwrap(), &spec());
         }
-        let said = store.unreadable("Foo").unwrap();
+        let said = store.problem("Foo").unwrap();
         assert!(said.starts_with("50 resources are not readable") && said.ends_with("; and 45 more"), "{said}");
         assert!(
             said.len() < 5 * (MAX_KEY + MAX_REASON + 16) + 100 && !said.chars().any(char::is_control),
             "{}",
             said.len()
         );
+    }
+
+    #[test]
+    fn the_store_keeps_at_most_max_resources_and_says_how_many_more() {
+        let (spec, mut store) = (spec(), Store::default());
+        for i in 0..MAX_RESOURCES {
+            store.put(format!("ns/r{i:06}").into(), Marks::default());
+        }
+        assert_eq!((store.len(), store.problem("Foo")), (MAX_RESOURCES, None));
+        assert_eq!(store.apply(&event("ADDED", "zz-1", 1, &[]), &spec), Applied::Changed, "past the bound: said");
+        assert_eq!(store.apply(&event("ADDED", "zz-2", 2, &[("Migrating", "True")]), &spec), Applied::Quiet);
+        assert_eq!(store.len(), MAX_RESOURCES);
+        assert_eq!(
+            store.problem("Foo").unwrap(),
+            "more than 100000 resources (the most probed per type and namespace): 2 past that not evaluated"
+        );
+        assert_eq!(store.apply(&event("MODIFIED", "r000001", 3, &[("Migrating", "True")]), &spec), Applied::Changed);
+        store.apply(&event("DELETED", "zz-1", 4, &[]), &spec);
+        assert_eq!(store.apply(&event("DELETED", "zz-2", 5, &[]), &spec), Applied::Changed, "back within");
+        assert_eq!(store.problem("Foo"), None);
     }
 
     #[test]

@@ -20,12 +20,12 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
-use super::store::{Applied, Parsed, Store, parse_item};
-use super::{Budget, GRANT, PAGE_SIZE, Pager, grammar::ProbeSpec, not_served, percent_encode};
+use super::list::list_into;
+use super::store::{Applied, Store};
+use super::{GRANT, grammar::ProbeSpec, percent_encode};
 use crate::kube::{Client, Closer, KubeError};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::shutdown::Nudge;
-use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
@@ -73,9 +73,10 @@ pub(crate) struct Collection {
 }
 
 impl Collection {
-    /// The problem of resources it holds that could not be read.
-    pub(crate) fn unreadable(&self, store: &Store) -> Option<String> {
-        store.unreadable(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
+    /// The problem of what its store holds (too many resources, some that
+    /// could not be read).
+    pub(crate) fn store_problem(&self, store: &Store) -> Option<String> {
+        store.problem(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
     }
 }
 
@@ -271,24 +272,6 @@ impl Watcher {
     }
 }
 
-/// A page of a list; each item is read on its own
-/// ([`parse_item`](super::store::parse_item)), so one that cannot be read
-/// is reported and the others still count.
-#[derive(Deserialize)]
-struct Page<'a> {
-    metadata: PageMeta,
-    #[serde(borrow)]
-    items: Vec<&'a serde_json::value::RawValue>,
-}
-
-#[derive(Deserialize)]
-struct PageMeta {
-    #[serde(rename = "continue", default)]
-    next: String,
-    #[serde(rename = "resourceVersion", default)]
-    resource_version: String,
-}
-
 impl Run {
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
@@ -404,6 +387,12 @@ impl Run {
             match stream.next_line(&mut line) {
                 Ok(true) => {}
                 Ok(false) => return closed(delivered),
+                // A line over the bound: an event was not seen, so the
+                // store may be wrong; said, and listed again.
+                Err(e @ KubeError::Response { .. }) => {
+                    let error = format!("Cannot watch {}: {e}", self.collection.name);
+                    return Ended::WatchFailed { error, relist: true, retry_after: None };
+                }
                 Err(e) => {
                     log::debug!("Watch of {} ended: {e}; resuming from version {version}", self.collection.name);
                     return closed(delivered);
@@ -437,60 +426,6 @@ impl Run {
                 }
             }
         }
-    }
-}
-
-/// Every page of one collection into a store, within the [`Pager`]'s
-/// bounds; its version is the list's (what a watch starts from).
-pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    // A continue token expires (410 Gone) when the list is older than etcd's
-    // compaction window; start over once, then give up until the next try.
-    let mut restarts_left = 1;
-    let mut next = String::new();
-    let mut store = Store::default();
-    let until = Instant::now().checked_add(budget).unwrap_or_else(Instant::now);
-    let mut pager = Pager::new(Budget { length: budget, until });
-    let action = format!("list {}{}", collection.name, collection.scope);
-    loop {
-        let mut path = format!("{}?limit={PAGE_SIZE}", collection.path);
-        if !next.is_empty() {
-            path.push_str("&continue=");
-            path.push_str(&percent_encode(&next));
-        }
-        let body = match client.get_path(&path, &action) {
-            Ok(Some(body)) => body,
-            Ok(None) => return Err(not_served(&collection.path)),
-            Err(e) if e.code() == Some(410) && restarts_left > 0 => {
-                restarts_left -= 1;
-                next.clear();
-                store = Store::default();
-                pager.restart();
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        // As text: the events are parsed from text too, so the resource
-        // parser is compiled once.
-        let text = std::str::from_utf8(&body).map_err(|e| e.to_string());
-        let page =
-            text.and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string())).map_err(|e| {
-                KubeError::Response { message: format!("unexpected list answer for {}: {e}", collection.path) }
-            })?;
-        for item in page.items {
-            let parsed = parse_item(item.get()).unwrap_or_else(|e| Parsed::Unreadable {
-                // Not even a name: said by its place in the list.
-                key: format!("#{} (no name)", store.len() + 1).into(),
-                version: String::new(),
-                why: crate::lock::error_kind(&e).into(),
-            });
-            store.insert(parsed, &collection.spec);
-        }
-        store.resource_version = page.metadata.resource_version;
-        if page.metadata.next.is_empty() {
-            return Ok(store);
-        }
-        pager.follow(&page.metadata.next, Instant::now()).map_err(|message| KubeError::Response { message })?;
-        next = page.metadata.next;
     }
 }
 
