@@ -22,7 +22,7 @@ mod watch_stream;
 pub(crate) mod yaml;
 
 pub use client::Client;
-pub(crate) use client::{ObjectRef, call_bound};
+pub(crate) use client::{MAX_BODY, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
 pub(crate) use watch_stream::Closer;

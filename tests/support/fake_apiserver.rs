@@ -417,17 +417,23 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
                 return json_response(200, &object);
             }
             let prefix = format!("{path}/");
-            let items: Vec<Value> = s
-                .custom
-                .iter()
-                .filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/'))
-                .map(|(_, o)| o.clone())
-                .collect();
+            let mut items: Vec<(&String, &Value)> =
+                s.custom.iter().filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/')).collect();
             if items.is_empty() && !r.query.contains("limit=") {
                 return not_found();
             }
+            // Pages as the real server gives them: in name order, `limit`
+            // at a time, `continue` (here the index) while there are more.
+            items.sort_by(|a, b| a.0.cmp(b.0));
+            let from: usize = query(r, "continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let limit = query(r, "limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+            let more = items.len() > from.saturating_add(limit);
+            let items: Vec<Value> = items.into_iter().skip(from).take(limit).map(|(_, o)| o.clone()).collect();
             let rv = s.resource_version.to_string();
             let mut list = json!({"kind": "List", "metadata": {"resourceVersion": rv}, "items": items});
+            if more {
+                list["metadata"]["continue"] = json!((from + limit).to_string());
+            }
             if let Some(fresh) = s.endless.get(&path).copied() {
                 s.tokens_given += 1;
                 let token = if fresh {
