@@ -119,7 +119,7 @@ enum Token {
 
 /// A client for one API server. Not `Clone`: it owns the token state.
 pub struct Client {
-    agent: ureq::Agent,
+    pub(super) agent: ureq::Agent,
     server: String,
     ca_source: String,
     token: Token,

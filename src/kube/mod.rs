@@ -22,9 +22,10 @@ mod watch_stream;
 pub(crate) mod yaml;
 
 pub use client::Client;
-pub(crate) use client::{ObjectRef, call_bound};
+pub(crate) use client::{MAX_BODY, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+pub(crate) use watch_stream::Closer;
 
 /// The stack of a thread of its own that runs a [`Client`] (a watch, the
 /// Events sender): ureq, rustls and serde_json on small frames (no

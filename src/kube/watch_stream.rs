@@ -1,8 +1,9 @@
 //! A watch's open answer, read one event (one line) at a time, each line
-//! bounded: the lines a probe's watcher turns into changes.
+//! bounded: the lines a probe's watcher turns into changes; and the
+//! [`Closer`] that ends a watch from another thread at once.
 
-use super::KubeError;
 use super::client::MAX_BODY;
+use super::{Client, KubeError};
 use std::io::Read;
 
 /// The read buffer of a watch stream: most events are well under it.
@@ -48,5 +49,24 @@ impl WatchStream {
             }),
             _ => Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) }),
         }
+    }
+}
+
+/// Closes a [`Client`]'s connections from another thread, the one a read
+/// blocks on included (that read then fails at once), and refuses its
+/// later requests: a watch that must stop lets go of its connection now,
+/// not at its next event, which on a quiet collection is minutes away.
+pub(crate) struct Closer(ureq::Agent);
+
+impl Closer {
+    pub(crate) fn close(self) {
+        self.0.shutdown();
+    }
+}
+
+impl Client {
+    /// The [`Closer`] of this client's connections.
+    pub(crate) fn closer(&self) -> Closer {
+        Closer(self.agent.clone())
     }
 }

@@ -28,7 +28,9 @@
 //! [`FakeApiServer::compact`] gets what the real server's watch cache
 //! sends then: a 200 with one `ERROR` event, a `Status` with code 410
 //! ("too old resource version"). [`FakeApiServer::cut_watches`] resets
-//! the open watch streams, as a server that goes away does.
+//! the open watch streams, as a server that goes away does, and
+//! [`FakeApiServer::fail_watches`] makes every watch fail at once (an
+//! `ERROR` event, or a refusal) while lists work.
 
 use super::https::{HttpsServer, Recorded, Reply, Response, Streamed};
 use super::pki::{self, TestPki};
@@ -37,6 +39,20 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// What every watch gets instead of a stream of changes (lists still work).
+#[derive(Clone, Copy, Debug)]
+pub enum WatchFault {
+    /// A 200 with one `ERROR` event carrying a `Status` with this code
+    /// (410: "too old resource version", as the watch cache sends), then
+    /// the end of the stream.
+    ErrorEvent(u16),
+    /// The watch is refused with this status code.
+    Refuse(u16),
+    /// Once (the next watch only): this many `ADDED` events of new
+    /// resources (`flood-N`, calm), as fast as they are read, then the end.
+    Flood(u64),
+}
 
 /// What to do with the next request instead of serving it.
 #[derive(Clone, Debug)]
@@ -81,6 +97,7 @@ struct State {
     compacted: u64,
     /// Bumped to cut the open watch streams.
     watch_generation: u64,
+    watch_fault: Option<WatchFault>,
 }
 
 impl State {
@@ -239,6 +256,11 @@ impl FakeApiServer {
         self.changed.notify_all();
     }
 
+    /// Every watch from now on fails this way (`None`: watches work again).
+    pub fn fail_watches(&self, fault: Option<WatchFault>) {
+        self.state.lock().unwrap().watch_fault = fault;
+    }
+
     /// Resets every open watch stream (the server went away mid-stream).
     pub fn cut_watches(&self) {
         self.state.lock().unwrap().watch_generation += 1;
@@ -395,17 +417,23 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
                 return json_response(200, &object);
             }
             let prefix = format!("{path}/");
-            let items: Vec<Value> = s
-                .custom
-                .iter()
-                .filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/'))
-                .map(|(_, o)| o.clone())
-                .collect();
+            let mut items: Vec<(&String, &Value)> =
+                s.custom.iter().filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/')).collect();
             if items.is_empty() && !r.query.contains("limit=") {
                 return not_found();
             }
+            // Pages as the real server gives them: in name order, `limit`
+            // at a time, `continue` (here the index) while there are more.
+            items.sort_by(|a, b| a.0.cmp(b.0));
+            let from: usize = query(r, "continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+            let limit = query(r, "limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+            let more = items.len() > from.saturating_add(limit);
+            let items: Vec<Value> = items.into_iter().skip(from).take(limit).map(|(_, o)| o.clone()).collect();
             let rv = s.resource_version.to_string();
             let mut list = json!({"kind": "List", "metadata": {"resourceVersion": rv}, "items": items});
+            if more {
+                list["metadata"]["continue"] = json!((from + limit).to_string());
+            }
             if let Some(fresh) = s.endless.get(&path).copied() {
                 s.tokens_given += 1;
                 let token = if fresh {
@@ -456,16 +484,64 @@ fn query<'a>(r: &'a Recorded, key: &str) -> Option<&'a str> {
     r.query.split('&').find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
 }
 
+/// `n` `ADDED` events of new calm resources with versions after `from`,
+/// a thousand a chunk, then the end of the stream.
+fn flood(namespace: &str, from: u64, n: u64) -> Reply {
+    let namespace = namespace.to_string();
+    let mut sent = 0;
+    Reply::Stream(Box::new(move || {
+        if sent == n {
+            return Streamed::End;
+        }
+        let mut chunk = Vec::new();
+        for _ in 0..1000.min(n - sent) {
+            sent += 1;
+            let event = json!({"type": "ADDED", "object": {"metadata": {"name": format!("flood-{sent:07}"),
+                "namespace": namespace, "resourceVersion": (from + sent).to_string()},
+                "status": {"conditions": [{"type": "Migrating", "status": "False"}]}}});
+            chunk.extend_from_slice(format!("{event}\n").as_bytes());
+        }
+        Streamed::Chunk(chunk)
+    }))
+}
+
+/// A 200 watch answer with one event, then its end.
+fn one_event_then_end(event: Value) -> Reply {
+    let mut sent = false;
+    Reply::Stream(Box::new(move || {
+        if std::mem::replace(&mut sent, true) {
+            Streamed::End
+        } else {
+            Streamed::Chunk(format!("{event}\n").into_bytes())
+        }
+    }))
+}
+
 /// A watch of a collection: see the module doc.
 fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply {
     let token = r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer "));
-    let (generation, compacted) = {
-        let s = state.lock().unwrap();
+    let (generation, compacted, fault, base) = {
+        let mut s = state.lock().unwrap();
         if !token.is_some_and(|t| s.tokens.contains(t)) {
             return Reply::Answer(status_response(401, "Unauthorized"));
         }
-        (s.watch_generation, s.compacted)
+        let fault = s.watch_fault;
+        if let Some(WatchFault::Flood(n)) = fault {
+            s.watch_fault = None;
+            s.resource_version += n;
+        }
+        (s.watch_generation, s.compacted, fault, s.resource_version)
     };
+    match fault {
+        Some(WatchFault::Flood(n)) => return flood(r.path.rsplit('/').nth(1).unwrap_or_default(), base - n, n),
+        Some(WatchFault::Refuse(code)) => return Reply::Answer(status_response(code, "injected watch fault")),
+        Some(WatchFault::ErrorEvent(code)) => {
+            let error = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                "status": "Failure", "message": "injected watch fault", "reason": reason(code), "code": code}});
+            return one_event_then_end(error);
+        }
+        None => {}
+    }
     let Some(Ok(mut last)) = query(r, "resourceVersion").map(str::parse::<u64>) else {
         return Reply::Answer(status_response(400, "this fake watches from a resourceVersion only"));
     };
@@ -476,14 +552,7 @@ fn watch(r: &Recorded, state: Arc<Mutex<State>>, changed: Arc<Condvar>) -> Reply
         let gone = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "metadata": {},
             "status": "Failure", "message": format!("too old resource version: {last} ({compacted})"),
             "reason": "Expired", "code": 410}});
-        let mut sent = false;
-        return Reply::Stream(Box::new(move || {
-            if std::mem::replace(&mut sent, true) {
-                Streamed::End
-            } else {
-                Streamed::Chunk(format!("{gone}\n").into_bytes())
-            }
-        }));
+        return one_event_then_end(gone);
     }
     Reply::Stream(Box::new(move || {
         let mut s = state.lock().unwrap();

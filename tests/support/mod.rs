@@ -20,6 +20,7 @@ pub mod replicas;
 pub mod requests;
 pub mod resources;
 pub mod run_args;
+pub mod sockets;
 pub mod tcp_proxy;
 
 use std::fs;

@@ -7,6 +7,7 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
+//! - [`list`]: a collection's paged list into a fresh store.
 //! - [`store`]: per collection, each resource's name and what its
 //!   expressions decided, and how a watch event changes that (pure).
 //! - [`watcher`]: list-then-watch of one collection on a thread of its own
@@ -23,13 +24,15 @@
 //! turns `degraded`). Until a collection's first list completed, nothing is
 //! said about it.
 //!
-//! Paging is bounded ([`Pager`]): a server that keeps answering with a
+//! Paging is bounded ([`list::Pager`]): a server that keeps answering with a
 //! `continue` token (a buggy aggregated API) must not list forever, so a
-//! collection gets at most [`MAX_PAGES`] pages, a list at most
+//! collection gets at most [`MAX_RESOURCES`] resources and [`MAX_PAGES`]
+//! pages, a list at most
 //! [`LIST_BUDGET`] (or one heartbeat interval, if shorter), and a token
 //! that comes back ends the list.
 
 pub(crate) mod grammar;
+pub(crate) mod list;
 pub(crate) mod store;
 pub(crate) mod tally;
 pub(crate) mod watcher;
@@ -41,11 +44,12 @@ use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Nudge;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
+use list::list_into;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::Tally;
-use watcher::{Collection, Watcher, list_into};
+use watcher::{Collection, Watcher};
 
 /// Where the permissions to read the CRDs and list the resources are
 /// granted.
@@ -53,14 +57,18 @@ const GRANT: &str = "see manifests/olm";
 
 /// Resources per list page: a page of typical CRs is well under the client's
 /// 4 MiB body limit, and the parsed page keeps only names and conditions.
+/// A page refused for its size is asked again with a smaller `limit`
+/// ([`list`]), down to one resource.
 pub(crate) const PAGE_SIZE: usize = 250;
 
 /// The most resources of one type (in one scope) a check evaluates: far
 /// above what an operator manages, far below what would stall the loop.
 pub(crate) const MAX_RESOURCES: usize = 100_000;
 
-/// Pages per collection per check: [`MAX_RESOURCES`] in full pages.
-pub(crate) const MAX_PAGES: usize = MAX_RESOURCES.div_ceil(PAGE_SIZE);
+/// Pages per collection per list: [`MAX_RESOURCES`] pages of one (the
+/// smallest page asked for), so a server whose pages never end is stopped
+/// by this, by a token that comes back, or by the [`LIST_BUDGET`].
+pub(crate) const MAX_PAGES: usize = MAX_RESOURCES;
 
 /// Wall-clock time all the lists of one check may take at most (the real
 /// API server lists 2,000 resources in under a second); never more than one
@@ -103,62 +111,6 @@ pub(crate) struct Outcome {
     /// carries while they carry others: a likely typo, said out loud
     /// (absence still means `False`).
     pub unseen: Vec<String>,
-}
-
-/// The time one check may spend listing: its length, and when it ends.
-#[derive(Clone, Copy)]
-struct Budget {
-    length: Duration,
-    until: Instant,
-}
-
-/// The bounds on one collection's paging: pages, the check's [`Budget`],
-/// and tokens already followed (as hashes: a token can be long; at most
-/// [`MAX_PAGES`], so a scan is cheap and no hash table is linked in). Pure:
-/// the clock is an argument.
-struct Pager {
-    pages: usize,
-    budget: Budget,
-    seen: Vec<u64>,
-}
-
-impl Pager {
-    fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, seen: Vec::new() }
-    }
-
-    /// Whether to fetch the page `token` points at; why not, when not.
-    fn follow(&mut self, token: &str, now: Instant) -> Result<(), String> {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        self.pages += 1;
-        if self.pages >= MAX_PAGES {
-            return Err(format!(
-                "the API server still had more after {MAX_PAGES} pages of {PAGE_SIZE} (at most {MAX_RESOURCES} \
-                 resources are probed per type): stopped listing"
-            ));
-        }
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
-        if self.seen.contains(&hash) {
-            return Err(format!(
-                "the API server returned a continue token it had already given, after {} pages: stopped listing",
-                self.pages
-            ));
-        }
-        self.seen.push(hash);
-        if now >= self.budget.until {
-            return Err(format!(
-                "listing took longer than {}s ({} pages): stopped; the next check tries again",
-                self.budget.length.as_secs(),
-                self.pages
-            ));
-        }
-        Ok(())
-    }
-
-    /// Restarts the collection (its continue token expired).
-    fn restart(&mut self) {
-        self.seen.clear();
-    }
 }
 
 /// Where probes come from.
@@ -259,6 +211,7 @@ impl Prober {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
                         Ok(store) => {
+                            problems.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
                         }
@@ -270,9 +223,10 @@ impl Prober {
                 self.keep_watching(client, collections, &nudge, &mut problems);
                 for w in &self.watchers {
                     let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
-                    problems.extend(shared.problem.clone());
+                    problems.extend(shared.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
+                            problems.extend(w.collection.store_problem(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
                         }
@@ -352,9 +306,9 @@ impl Prober {
 }
 
 impl Signal for Prober {
-    /// A standby does not watch: its watches stop (at once while they wait,
-    /// else at their next event or the end of their stream) and nothing
-    /// they saw is used; a new holder starts them again with a list.
+    /// A standby does not watch: its watches stop at once (their
+    /// connections are shut down) and nothing they saw is used; a new
+    /// holder starts them again with a list.
     fn waits_for_the_lock(&self) -> bool {
         true
     }
@@ -382,7 +336,7 @@ impl Signal for Prober {
     /// source until it succeeded (sources a CRD declares counted one per
     /// CRD). With watches that is all: the lists and watches run on their
     /// own threads. Without (`once`), one page per collection plus the
-    /// time a list may take ([`Pager`]).
+    /// time a list may take ([`list::Pager`]).
     fn worst_case(&self) -> Duration {
         let sources = self.flags.len() + self.crd_names.len();
         let calls = self.crd_names.len() + sources;
@@ -480,39 +434,6 @@ mod tests {
         let many: Vec<String> = (0..200).map(|i| format!("Cannot watch foos in ns-{i}: {}", "y".repeat(900))).collect();
         let text = joined(&many).unwrap();
         assert!(text.len() <= MAX_PROBLEM && text.ends_with('…'), "{}", text.len());
-    }
-
-    #[test]
-    fn paging_stops_at_the_page_bound() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
-        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), now).is_ok()).count();
-        assert_eq!(followed, MAX_PAGES - 1, "the first page and MAX_PAGES - 1 followed tokens");
-        assert_eq!(MAX_PAGES * PAGE_SIZE, MAX_RESOURCES);
-        let e = pager.follow("one-more", now).unwrap_err();
-        assert!(e.starts_with("the API server still had more after 400 pages of 250"), "{e}");
-    }
-
-    #[test]
-    fn paging_stops_on_a_token_seen_before() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
-        for token in ["a", "b", "c"] {
-            assert_eq!(pager.follow(token, now), Ok(()));
-        }
-        let e = pager.follow("b", now).unwrap_err();
-        assert!(e.contains("a continue token it had already given, after 4 pages"), "{e}");
-        pager.restart();
-        assert_eq!(pager.follow("b", now), Ok(()), "a restarted list may see its tokens again");
-    }
-
-    #[test]
-    fn paging_stops_at_the_deadline() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
-        assert_eq!(pager.follow("a", now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
-        let e = pager.follow("b", now + LIST_BUDGET).unwrap_err();
-        assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
     }
 
     #[test]

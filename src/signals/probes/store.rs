@@ -5,6 +5,7 @@
 //! changes that. Whole objects are never kept: 10,000 resources cost their
 //! names.
 
+use super::MAX_RESOURCES;
 use super::grammar::ProbeSpec;
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
@@ -12,11 +13,13 @@ use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
 
 /// What the expressions say about one resource: the terms that decided
-/// it, when it blocks an upgrade or needs attention.
+/// it, when it blocks an upgrade or needs attention; or why it could not
+/// be read (a field of an unexpected type: it is neither, and is reported).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Marks {
     pub blocking: Option<Box<str>>,
     pub important: Option<Box<str>>,
+    pub unreadable: Option<Box<str>>,
 }
 
 /// One collection's resources, sorted by `namespace/name` (the API
@@ -32,6 +35,9 @@ pub(crate) struct Store {
     /// [`MAX_TYPES`] (each at most [`MAX_TYPE_LEN`] bytes): what an
     /// expression's names are checked against for a likely typo.
     types: Vec<Box<str>>,
+    /// New resources not kept because the store holds [`MAX_RESOURCES`]:
+    /// reported until a list that fits replaces the store.
+    beyond: u64,
 }
 
 /// How many distinct condition types a store remembers.
@@ -41,6 +47,44 @@ const MAX_TYPES: usize = 32;
 const MAX_TYPE_LEN: usize = 64;
 /// How many unknown condition names one collection reports.
 const MAX_UNSEEN: usize = 3;
+/// How much of the parser's reason for an unreadable resource is kept.
+const MAX_REASON: usize = 160;
+/// A resource name's limit (a namespace's is 63, and a `/` between).
+const MAX_KEY: usize = 253 + 64;
+
+/// A resource read leniently: its name always when it has one, and what
+/// its expressions decided, or why its fields could not be read. One
+/// resource with a field of an unexpected type (a CRD without a strict
+/// schema, a boolean condition `status`) must not hide the others.
+pub(crate) enum Parsed {
+    Read(Item),
+    /// Named, but the rest is not what a resource's status looks like.
+    Unreadable {
+        key: Box<str>,
+        version: String,
+        why: Box<str>,
+    },
+}
+
+/// Only the name, for a resource whose other fields cannot be read.
+#[derive(Deserialize)]
+struct Named {
+    metadata: ItemMeta,
+}
+
+/// Reads one resource's JSON; `Err` only when not even its name can be
+/// read (then nothing can be said about which resource it was).
+pub(crate) fn parse_item(json: &str) -> Result<Parsed, serde_json::Error> {
+    match serde_json::from_str::<Item>(json) {
+        Ok(item) => Ok(Parsed::Read(item)),
+        Err(e) => {
+            let named = serde_json::from_str::<Named>(json)?;
+            let item = Item { metadata: named.metadata, status: None };
+            let why = sanitize(&e.to_string(), MAX_REASON).into();
+            Ok(Parsed::Unreadable { key: item.key(), version: item.metadata.resource_version, why })
+        }
+    }
+}
 
 /// A resource as a list or an event carries it, reduced to what the
 /// expressions read.
@@ -102,10 +146,12 @@ pub(crate) enum Applied {
 impl Item {
     /// `namespace/name`, or `name` for a cluster-scoped resource.
     fn key(&self) -> Box<str> {
-        match &self.metadata.namespace {
-            Some(ns) if !ns.is_empty() => format!("{ns}/{}", self.metadata.name).into(),
-            _ => self.metadata.name.as_str().into(),
-        }
+        let key = match &self.metadata.namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{}", self.metadata.name),
+            _ => self.metadata.name.clone(),
+        };
+        // Names from the server end up in messages: sanitised and bounded.
+        sanitize(&key, MAX_KEY).into()
     }
 
     fn conditions(&self) -> &[super::tally::ItemCondition] {
@@ -129,13 +175,13 @@ impl Item {
                 .map(|e| evaluate(e, conditions))
                 .filter(|v| v.0 == Truth::True)
                 .map(terms),
+            unreadable: None,
         }
     }
 }
 
 impl Store {
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.objects.len()
     }
 
@@ -145,9 +191,43 @@ impl Store {
     }
 
     /// Records a listed resource.
-    pub(crate) fn insert(&mut self, item: &Item, spec: &ProbeSpec) {
-        self.note_types(item);
-        self.put(item.key(), item.marks(spec));
+    pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
+        match parsed {
+            Parsed::Read(item) => {
+                self.note_types(&item);
+                self.put(item.key(), item.marks(spec));
+            }
+            Parsed::Unreadable { key, why, .. } => {
+                self.put(key, Marks { unreadable: Some(why), ..Marks::default() });
+            }
+        }
+    }
+
+    /// What is wrong with what it holds: resources past [`MAX_RESOURCES`],
+    /// and those that could not be read, named (at most
+    /// [`super::tally::NAMED`]) with why. `None` when all is well.
+    pub(crate) fn problem(&self, kind: &str) -> Option<String> {
+        let mut named = super::tally::Named::default();
+        for (key, marks) in &self.objects {
+            if let Some(why) = &marks.unreadable {
+                named.add(|| format!("{kind} {key} ({why})"));
+            }
+        }
+        let unreadable = (named.total > 0).then(|| {
+            let are = if named.total == 1 { "resource is" } else { "resources are" };
+            format!("{} {are} not readable and not evaluated: {}", named.total, named.list())
+        });
+        let beyond = (self.beyond > 0).then(|| {
+            format!(
+                "more than {MAX_RESOURCES} resources (the most probed per type and namespace): {} past that \
+                 not evaluated",
+                self.beyond
+            )
+        });
+        match (beyond, unreadable) {
+            (Some(b), Some(u)) => Some(format!("{b}; {u}")),
+            (b, u) => b.or(u),
+        }
     }
 
     /// Remembers the condition types `item` carries (bounded).
@@ -200,15 +280,21 @@ impl Store {
             .collect()
     }
 
-    /// Sets `key`'s marks; the ones it replaced.
+    /// Sets `key`'s marks; the ones it replaced. A new key past
+    /// [`MAX_RESOURCES`] is not kept, only counted.
     fn put(&mut self, key: Box<str>, marks: Marks) -> Option<Marks> {
+        let full = self.objects.len() >= MAX_RESOURCES;
         // A list arrives sorted: appending is the common case.
-        if self.objects.last().is_none_or(|(last, _)| *last < key) {
-            self.objects.push((key, marks));
-            return None;
-        }
-        match self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)) {
+        let at = match self.objects.last() {
+            Some((last, _)) if *last >= key => self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)),
+            _ => Err(self.objects.len()),
+        };
+        match at {
             Ok(i) => Some(std::mem::replace(&mut self.objects[i].1, marks)),
+            Err(_) if full => {
+                self.beyond += 1;
+                None
+            }
             Err(i) => {
                 self.objects.insert(i, (key, marks));
                 None
@@ -217,8 +303,14 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
-        let i = self.objects.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
-        Some(self.objects.remove(i).1)
+        match self.objects.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            Ok(i) => Some(self.objects.remove(i).1),
+            // One of those past the bound (or one never seen) is gone.
+            Err(_) => {
+                self.beyond = self.beyond.saturating_sub(1);
+                None
+            }
+        }
     }
 
     /// Applies one watch event (a line of the stream) and moves the store
@@ -257,33 +349,46 @@ impl Store {
             "DELETED" => true,
             other => return Applied::Failed(format!("unexpected watch event type {:?}", sanitize(other, 64))),
         };
-        let item = match serde_json::from_str::<Item>(event.object.get()) {
-            Ok(item) => item,
+        let (key, after) = match parse_item(event.object.get()) {
             Err(e) => return failed(e),
+            Ok(Parsed::Unreadable { version, .. }) if event.kind == "BOOKMARK" => {
+                self.advance(&version);
+                return Applied::Quiet;
+            }
+            Ok(Parsed::Unreadable { key, version, why }) => {
+                self.advance(&version);
+                (key, Marks { unreadable: Some(why), ..Marks::default() })
+            }
+            Ok(Parsed::Read(item)) => {
+                self.advance(&item.metadata.resource_version);
+                if event.kind == "BOOKMARK" {
+                    return Applied::Quiet;
+                }
+                if !deleted {
+                    self.note_types(&item);
+                }
+                (item.key(), item.marks(spec))
+            }
         };
-        if event.kind == "BOOKMARK" {
-            self.advance(&item);
-            return Applied::Quiet;
-        }
-        self.advance(&item);
-        if !deleted {
-            self.note_types(&item);
-        }
-        let key = item.key();
-        let after = if deleted { Marks::default() } else { item.marks(spec) };
+        let after = if deleted { Marks::default() } else { after };
+        let beyond = self.beyond;
         let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
-        if before.unwrap_or_default() == after { Applied::Quiet } else { Applied::Changed }
+        // Past the bound, or back within it: the problem changed. A
+        // resource not kept changes nothing else.
+        let crossed = (beyond == 0) != (self.beyond == 0);
+        let kept = self.beyond <= beyond;
+        if crossed || (kept && before.unwrap_or_default() != after) { Applied::Changed } else { Applied::Quiet }
     }
 
-    fn advance(&mut self, item: &Item) {
-        if !item.metadata.resource_version.is_empty() {
-            self.resource_version.clone_from(&item.metadata.resource_version);
+    fn advance(&mut self, version: &str) {
+        if !version.is_empty() {
+            version.clone_into(&mut self.resource_version);
         }
     }
 
     /// Adds every resource to `tally`, as `kind namespace/name`.
     pub(crate) fn tally(&self, kind: &str, tally: &mut Tally) {
-        for (key, marks) in &self.objects {
+        for (key, marks) in self.objects.iter().filter(|(_, m)| m.unreadable.is_none()) {
             let up = marks.blocking.as_ref().map(|t| (Truth::False, vec![t.to_string()]));
             let imp = marks.important.as_ref().map(|t| (Truth::True, vec![t.to_string()]));
             tally.add(kind, None, key, Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() });
@@ -417,12 +522,94 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_resource_is_named_and_the_others_still_count() {
+        let spec = spec();
+        let mut store = Store::default();
+        let bad = [
+            r#"{"metadata":{"name":"b","namespace":"ns"},"status":{"conditions":[{"type":"Migrating","status":true}]}}"#,
+            r#"{"metadata":{"name":"c\u001b[2J","namespace":"ns"},"status":{"conditions":{"Migrating":"x"}}}"#,
+        ];
+        let good = r#"{"metadata":{"name":"a","namespace":"ns"},"status":{"conditions":[{"type":"Migrating","status":"True"}]}}"#;
+        for json in [good, bad[0], bad[1]] {
+            store.insert(parse_item(json).unwrap(), &spec);
+        }
+        assert!(parse_item(r#"{"metadata":{"name":5}}"#).is_err(), "no name: nothing to say which");
+        assert_eq!(
+            upgradeable(&store),
+            Some((Status::False, "Upgrade blocked by 1 resource: Foo ns/a: Migrating".into())),
+            "the blocker is seen; the unreadable ones are not counted"
+        );
+        let said = store.problem("Foo").unwrap();
+        assert!(
+            said.starts_with("2 resources are not readable and not evaluated: Foo ns/b (invalid type: boolean"),
+            "{said}"
+        );
+        assert!(said.contains("; Foo ns/c [2J (invalid type: map, expected a sequence"), "{said}");
+        // Through the watch: made readable, made unreadable, deleted.
+        let fixed = r#"{"type":"MODIFIED","object":{"metadata":{"name":"b","namespace":"ns","resourceVersion":"7"},"status":{}}}"#;
+        assert_eq!(store.apply(fixed.as_bytes(), &spec), Applied::Changed);
+        let broken = r#"{"type":"MODIFIED","object":{"metadata":{"name":"a","namespace":"ns","resourceVersion":"8"},"status":{"conditions":7}}}"#;
+        assert_eq!(store.apply(broken.as_bytes(), &spec), Applied::Changed);
+        assert_eq!(store.resource_version, "8");
+        assert_eq!(upgradeable(&store).map(|u| u.0), Some(Status::True), "unread is never blocking");
+        let gone = r#"{"type":"DELETED","object":{"metadata":{"name":"c\u001b[2J","namespace":"ns","resourceVersion":"9"},"status":7}}"#;
+        assert_eq!(store.apply(gone.as_bytes(), &spec), Applied::Changed);
+        let said = store.problem("Foo").unwrap();
+        assert!(
+            said.starts_with("1 resource is not readable and not evaluated: Foo ns/a (invalid type: integer `7`"),
+            "{said}"
+        );
+        let nameless = r#"{"type":"ADDED","object":{"metadata":{"name":[]}}}"#;
+        assert!(matches!(store.apply(nameless.as_bytes(), &spec), Applied::Failed(_)));
+    }
+
+    #[test]
+    fn unreadable_resources_are_bounded_in_the_message() {
+        let mut store = Store::default();
+        for i in 0..50 {
+            let json = format!(
+                r#"{{"metadata":{{"name":"r{i:02}{}"}},"status":{{"conditions":"{}"}}}}"#,
+                "n".repeat(300),
+                r"\u001b".repeat(500)
+            );
+            store.insert(parse_item(&json).unwrap(), &spec());
+        }
+        let said = store.problem("Foo").unwrap();
+        assert!(said.starts_with("50 resources are not readable") && said.ends_with("; and 45 more"), "{said}");
+        assert!(
+            said.len() < 5 * (MAX_KEY + MAX_REASON + 16) + 100 && !said.chars().any(char::is_control),
+            "{}",
+            said.len()
+        );
+    }
+
+    #[test]
+    fn the_store_keeps_at_most_max_resources_and_says_how_many_more() {
+        let (spec, mut store) = (spec(), Store::default());
+        for i in 0..MAX_RESOURCES {
+            store.put(format!("ns/r{i:06}").into(), Marks::default());
+        }
+        assert_eq!((store.len(), store.problem("Foo")), (MAX_RESOURCES, None));
+        assert_eq!(store.apply(&event("ADDED", "zz-1", 1, &[]), &spec), Applied::Changed, "past the bound: said");
+        assert_eq!(store.apply(&event("ADDED", "zz-2", 2, &[("Migrating", "True")]), &spec), Applied::Quiet);
+        assert_eq!(store.len(), MAX_RESOURCES);
+        assert_eq!(
+            store.problem("Foo").unwrap(),
+            "more than 100000 resources (the most probed per type and namespace): 2 past that not evaluated"
+        );
+        assert_eq!(store.apply(&event("MODIFIED", "r000001", 3, &[("Migrating", "True")]), &spec), Applied::Changed);
+        store.apply(&event("DELETED", "zz-1", 4, &[]), &spec);
+        assert_eq!(store.apply(&event("DELETED", "zz-2", 5, &[]), &spec), Applied::Changed, "back within");
+        assert_eq!(store.problem("Foo"), None);
+    }
+
+    #[test]
     fn only_the_verdicts_are_kept() {
         let spec = spec();
         let item: Item = serde_json::from_slice(&event("ADDED", "a", 1, &[("Migrating", "True"), ("Other", "x")]))
             .map(|e: serde_json::Value| serde_json::from_value(e["object"].clone()).unwrap())
             .unwrap();
-        assert_eq!(item.marks(&spec), Marks { blocking: Some("Migrating".into()), important: None });
+        assert_eq!(item.marks(&spec), Marks { blocking: Some("Migrating".into()), ..Marks::default() });
         let unknown: Item = serde_json::from_str(r#"{"metadata":{"name":"c"}}"#).unwrap();
         assert_eq!(unknown.marks(&spec), Marks::default(), "unknown never blocks");
         assert_eq!(&*unknown.key(), "c", "cluster-scoped");

@@ -28,7 +28,7 @@ pub(crate) struct Named {
 }
 
 impl Named {
-    fn add(&mut self, entry: impl FnOnce() -> String) {
+    pub(crate) fn add(&mut self, entry: impl FnOnce() -> String) {
         self.total += 1;
         if self.first.len() < NAMED {
             self.first.push(entry());

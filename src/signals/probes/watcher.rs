@@ -20,12 +20,12 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
+use super::list::list_into;
 use super::store::{Applied, Store};
-use super::{Budget, GRANT, PAGE_SIZE, Pager, grammar::ProbeSpec, not_served, percent_encode};
-use crate::kube::{Client, KubeError};
+use super::{GRANT, grammar::ProbeSpec, percent_encode};
+use crate::kube::{Client, Closer, KubeError};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::shutdown::Nudge;
-use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
@@ -44,9 +44,11 @@ const WATCH_JITTER_SECONDS: u64 = 60;
 const SILENCE_MARGIN: Duration = Duration::from_secs(30);
 
 /// A watch that lasted this long was healthy: the next one starts at once
-/// and the backoff starts over. One that ends sooner backs off, so a
-/// server that accepts watches and drops them at once is not hammered.
-const HEALTHY_WATCH: Duration = Duration::from_secs(10);
+/// and the backoff starts over (and, open this long, its collection's
+/// problem is no longer reported). One that ends sooner without an event
+/// backs off, so a server that accepts watches and drops them at once is
+/// not hammered.
+pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 
 /// The reconnect backoff: client-go's reflector uses 800 ms to 30 s.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -70,6 +72,14 @@ pub(crate) struct Collection {
     pub kind: String,
 }
 
+impl Collection {
+    /// The problem of what its store holds (too many resources, some that
+    /// could not be read).
+    pub(crate) fn store_problem(&self, store: &Store) -> Option<String> {
+        store.problem(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
+    }
+}
+
 /// What the thread publishes for the agent's checks.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
@@ -77,6 +87,17 @@ pub(crate) struct Shared {
     pub store: Option<Store>,
     /// Why the collection may be out of date; `None` while all is well.
     pub problem: Option<String>,
+    /// Since when the current watch is open: once for [`HEALTHY_WATCH`],
+    /// the problem is stale (a quiet collection's watch delivers nothing).
+    pub watching_since: Option<Instant>,
+}
+
+impl Shared {
+    /// The problem to report `now`.
+    pub(crate) fn problem_at(&self, now: Instant) -> Option<&String> {
+        let working = self.watching_since.is_some_and(|t| now.saturating_duration_since(t) >= HEALTHY_WATCH);
+        self.problem.as_ref().filter(|_| !working)
+    }
 }
 
 /// How a list or a watch ended: what [`Machine::after`] decides on.
@@ -89,8 +110,10 @@ pub(crate) enum Ended {
     },
     /// The watch ran for `lasted` and ended: on the server's schedule, or
     /// broken (which reconnecting fixes, so no problem by itself).
+    /// `delivered`: it carried at least one event.
     Closed {
         lasted: Duration,
+        delivered: bool,
     },
     /// The watch was refused, or its stream said something that cannot be
     /// followed (`relist`: the store may have missed events).
@@ -99,8 +122,11 @@ pub(crate) enum Ended {
         relist: bool,
         retry_after: Option<Duration>,
     },
-    /// 410 Gone: the version watched from was compacted away.
-    Gone,
+    /// 410 Gone: the version watched from was compacted away. `error` is
+    /// what is reported when it keeps happening.
+    Gone {
+        error: String,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,25 +145,44 @@ pub(crate) struct Plan {
 }
 
 /// The reflector's decisions, pure: the randomness is an argument.
+///
+/// Only a watch that works (it delivered an event, or stayed open for
+/// [`HEALTHY_WATCH`]) clears a watch's problem and resets the backoff; a
+/// list that works does not, nor does a watch that ends before delivering
+/// anything. So a server whose lists work and whose every watch fails at
+/// once (an `ERROR` event, 410 Gone, a refusal) gets a list and a watch
+/// per backoff step, doubling to [`BACKOFF_CAP`], and the problem stays
+/// reported instead of flapping once a second.
 #[derive(Debug)]
 pub(crate) struct Machine {
     backoff: Backoff,
-    /// 410s since the last healthy watch: the first relists at once, more
-    /// back off (a server that answers every watch with 410 is not listed
-    /// in a loop).
+    /// 410s since the last working watch: the first relists at once, more
+    /// back off and are reported.
     gone: u32,
+    /// A watch failed since the last one that worked.
+    troubled: bool,
 }
 
 impl Default for Machine {
     fn default() -> Self {
-        Machine { backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP), gone: 0 }
+        Machine { backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP), gone: 0, troubled: false }
     }
 }
 
 impl Machine {
+    /// The watch works (an event arrived): the collection is current, the
+    /// backoff starts over; the caller clears the problem.
+    pub(crate) fn delivered(&mut self) {
+        self.backoff.reset();
+        self.gone = 0;
+        self.troubled = false;
+    }
+
     pub(crate) fn after(&mut self, ended: Ended, random: u64) -> Plan {
         let plan = |step, delay, problem| Plan { step, delay, problem };
         match ended {
+            // A watch's trouble stands until a watch works.
+            Ended::Listed if self.troubled => plan(Step::Watch, Duration::ZERO, None),
             Ended::Listed => {
                 self.backoff.reset();
                 plan(Step::Watch, Duration::ZERO, Some(None))
@@ -145,39 +190,48 @@ impl Machine {
             Ended::ListFailed { error, retry_after } => {
                 plan(Step::List, self.backoff.next_delay(random, retry_after), Some(Some(error)))
             }
-            Ended::Closed { lasted } if lasted >= HEALTHY_WATCH => {
-                self.backoff.reset();
-                self.gone = 0;
-                plan(Step::Watch, Duration::ZERO, None)
+            Ended::Closed { lasted, delivered } if delivered || lasted >= HEALTHY_WATCH => {
+                self.delivered();
+                plan(Step::Watch, Duration::ZERO, Some(None))
             }
             Ended::Closed { .. } => plan(Step::Watch, self.backoff.next_delay(random, None), None),
             Ended::WatchFailed { error, relist, retry_after } => {
+                self.troubled = true;
                 let step = if relist { Step::List } else { Step::Watch };
                 plan(step, self.backoff.next_delay(random, retry_after), Some(Some(error)))
             }
-            Ended::Gone => {
+            Ended::Gone { error } => {
                 self.gone += 1;
-                let delay = if self.gone == 1 { Duration::ZERO } else { self.backoff.next_delay(random, None) };
-                plan(Step::List, delay, None)
+                if self.gone == 1 {
+                    return plan(Step::List, Duration::ZERO, None);
+                }
+                self.troubled = true;
+                plan(Step::List, self.backoff.next_delay(random, None), Some(Some(error)))
             }
         }
     }
 }
 
 /// The agent's handle on one collection's thread. Dropping it stops the
-/// thread: at once while it waits to retry, else at its next event or when
-/// its watch ends; it never starts another request.
+/// thread at once: it wakes from a wait to retry, and its connection is
+/// shut down under the request or watch it may be blocked on (so it holds
+/// no API-server connection a moment later); it never starts another
+/// request.
 pub(crate) struct Watcher {
     pub collection: Collection,
     pub shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
     thread: Thread,
+    closer: Option<Closer>,
 }
 
 impl Drop for Watcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.unpark();
+        if let Some(closer) = self.closer.take() {
+            closer.close();
+        }
     }
 }
 
@@ -202,6 +256,7 @@ impl Watcher {
     ) -> std::io::Result<Watcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let stop = Arc::new(AtomicBool::new(false));
+        let closer = Some(client.closer());
         let run = Run {
             client,
             collection: collection.clone(),
@@ -213,23 +268,8 @@ impl Watcher {
         };
         let handle =
             std::thread::Builder::new().name("probe-watch".into()).stack_size(STACK).spawn(move || run.run())?;
-        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone() })
+        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone(), closer })
     }
-}
-
-/// A page of a list, reduced to what the expressions read.
-#[derive(Deserialize)]
-struct Page {
-    metadata: PageMeta,
-    items: Vec<super::store::Item>,
-}
-
-#[derive(Deserialize)]
-struct PageMeta {
-    #[serde(rename = "continue", default)]
-    next: String,
-    #[serde(rename = "resourceVersion", default)]
-    resource_version: String,
 }
 
 impl Run {
@@ -244,7 +284,11 @@ impl Run {
         while !self.stopped() {
             let ended = match step {
                 Step::List => self.list(&mut version),
-                Step::Watch => self.watch(&mut version),
+                Step::Watch => {
+                    let ended = self.watch(&mut version, &mut machine);
+                    self.lock().watching_since = None;
+                    ended
+                }
             };
             if self.stopped() {
                 return;
@@ -301,7 +345,16 @@ impl Run {
         }
     }
 
-    fn watch(&mut self, version: &mut String) -> Ended {
+    fn gone(&self) -> Ended {
+        let error = format!(
+            "Cannot watch {}: its watches end at once with 410 Gone (the version watched from is compacted away): \
+             listing again after a backoff",
+            self.collection.name
+        );
+        Ended::Gone { error }
+    }
+
+    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
         let seconds = WATCH_SECONDS + self.jitter.next_u64() % (WATCH_JITTER_SECONDS + 1);
         let path = format!(
             "{}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={seconds}",
@@ -313,7 +366,7 @@ impl Run {
         let lasting = Duration::from_secs(seconds) + SILENCE_MARGIN;
         let mut stream = match self.client.watch(&path, &action, lasting) {
             Ok(stream) => stream,
-            Err(e) if e.code() == Some(410) => return Ended::Gone,
+            Err(e) if e.code() == Some(410) => return self.gone(),
             Err(e) => {
                 let retry_after = e.retry_after();
                 return Ended::WatchFailed {
@@ -323,32 +376,47 @@ impl Run {
                 };
             }
         };
-        // The watch is established: the collection is current again.
-        self.report(None);
+        // Established: once it delivers an event (or stays open for
+        // HEALTHY_WATCH), the collection is current again; a watch that
+        // ends before that clears nothing.
+        self.lock().watching_since = Some(started);
         let mut line = Vec::new();
+        let mut delivered = false;
         loop {
+            let closed = |delivered| Ended::Closed { lasted: started.elapsed(), delivered };
             match stream.next_line(&mut line) {
                 Ok(true) => {}
-                Ok(false) => return Ended::Closed { lasted: started.elapsed() },
+                Ok(false) => return closed(delivered),
+                // A line over the bound: an event was not seen, so the
+                // store may be wrong; said, and listed again.
+                Err(e @ KubeError::Response { .. }) => {
+                    let error = format!("Cannot watch {}: {e}", self.collection.name);
+                    return Ended::WatchFailed { error, relist: true, retry_after: None };
+                }
                 Err(e) => {
                     log::debug!("Watch of {} ended: {e}; resuming from version {version}", self.collection.name);
-                    return Ended::Closed { lasted: started.elapsed() };
+                    return closed(delivered);
                 }
             }
             if self.stopped() {
-                return Ended::Closed { lasted: started.elapsed() };
+                return closed(delivered);
             }
             let applied = {
                 let mut shared = self.lock();
-                let Some(store) = shared.store.as_mut() else { return Ended::Gone };
+                let Some(store) = shared.store.as_mut() else { return self.gone() };
                 let applied = store.apply(&line, &self.collection.spec);
                 version.clone_from(&store.resource_version);
                 applied
             };
+            if matches!(applied, Applied::Quiet | Applied::Changed) && !delivered {
+                delivered = true;
+                machine.delivered();
+                self.report(None);
+            }
             match applied {
                 Applied::Quiet => {}
                 Applied::Changed => self.nudge.nudge(),
-                Applied::Gone => return Ended::Gone,
+                Applied::Gone => return self.gone(),
                 Applied::Failed(why) => {
                     return Ended::WatchFailed {
                         error: format!("Cannot watch {}: {why}", self.collection.name),
@@ -361,61 +429,15 @@ impl Run {
     }
 }
 
-/// Every page of one collection into a store, within the [`Pager`]'s
-/// bounds; its version is the list's (what a watch starts from).
-pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    // A continue token expires (410 Gone) when the list is older than etcd's
-    // compaction window; start over once, then give up until the next try.
-    let mut restarts_left = 1;
-    let mut next = String::new();
-    let mut store = Store::default();
-    let until = Instant::now().checked_add(budget).unwrap_or_else(Instant::now);
-    let mut pager = Pager::new(Budget { length: budget, until });
-    let action = format!("list {}{}", collection.name, collection.scope);
-    loop {
-        let mut path = format!("{}?limit={PAGE_SIZE}", collection.path);
-        if !next.is_empty() {
-            path.push_str("&continue=");
-            path.push_str(&percent_encode(&next));
-        }
-        let body = match client.get_path(&path, &action) {
-            Ok(Some(body)) => body,
-            Ok(None) => return Err(not_served(&collection.path)),
-            Err(e) if e.code() == Some(410) && restarts_left > 0 => {
-                restarts_left -= 1;
-                next.clear();
-                store = Store::default();
-                pager.restart();
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        // As text: the events are parsed from text too, so the resource
-        // parser is compiled once.
-        let page = std::str::from_utf8(&body)
-            .map_err(|e| e.to_string())
-            .and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string()))
-            .map_err(|e| KubeError::Response {
-                message: format!("unexpected list answer for {}: {e}", collection.path),
-            })?;
-        drop(body);
-        for item in &page.items {
-            store.insert(item, &collection.spec);
-        }
-        store.resource_version = page.metadata.resource_version;
-        if page.metadata.next.is_empty() {
-            return Ok(store);
-        }
-        pager.follow(&page.metadata.next, Instant::now()).map_err(|message| KubeError::Response { message })?;
-        next = page.metadata.next;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: fn(u64) -> Duration = Duration::from_secs;
+
+    fn gone() -> Ended {
+        Ended::Gone { error: "Cannot watch foos: 410 Gone".into() }
+    }
 
     fn failed(relist: bool) -> Ended {
         Ended::WatchFailed { error: "Cannot watch foos: refused".into(), relist, retry_after: None }
@@ -426,8 +448,8 @@ mod tests {
         let mut m = Machine::default();
         assert_eq!(m.after(Ended::Listed, 0), Plan { step: Step::Watch, delay: Duration::ZERO, problem: Some(None) });
         for _ in 0..3 {
-            let plan = m.after(Ended::Closed { lasted: S(300) }, u64::MAX);
-            assert_eq!(plan, Plan { step: Step::Watch, delay: Duration::ZERO, problem: None }, "no problem, no delay");
+            let plan = m.after(Ended::Closed { lasted: S(300), delivered: false }, u64::MAX);
+            assert_eq!(plan, Plan { step: Step::Watch, delay: Duration::ZERO, problem: Some(None) }, "no delay");
         }
     }
 
@@ -436,7 +458,7 @@ mod tests {
         let mut m = Machine::default();
         m.after(Ended::Listed, 0);
         // A stream that breaks at once (a restarting server) backs off.
-        let plan = m.after(Ended::Closed { lasted: Duration::from_millis(5) }, u64::MAX);
+        let plan = m.after(Ended::Closed { lasted: Duration::from_millis(5), delivered: false }, u64::MAX);
         assert_eq!((plan.step, plan.delay, plan.problem), (Step::Watch, BACKOFF_BASE, None));
         // Refused watches are reported and back off, doubling up to the cap.
         let mut ceilings = Vec::new();
@@ -449,8 +471,12 @@ mod tests {
             ceilings.push(ceiling.as_secs());
         }
         assert_eq!(ceilings, [2, 4, 8, 16, 30, 30, 30, 30], "doubling up to the cap");
+        // A list that works clears none of it, nor does the backoff start over.
+        assert_eq!(m.after(Ended::Listed, 0).problem, None);
+        m.after(failed(false), u64::MAX);
+        assert_eq!(m.backoff.failures(), 10, "still counting");
         // Once a watch ran well, the next starts at once.
-        assert_eq!(m.after(Ended::Closed { lasted: S(60) }, u64::MAX).delay, Duration::ZERO);
+        assert_eq!(m.after(Ended::Closed { lasted: S(60), delivered: false }, u64::MAX).delay, Duration::ZERO);
         assert_eq!(m.after(failed(false), u64::MAX).delay, BACKOFF_BASE, "the backoff started over");
     }
 
@@ -458,14 +484,47 @@ mod tests {
     fn gone_relists_at_once_but_not_in_a_loop() {
         let mut m = Machine::default();
         m.after(Ended::Listed, 0);
-        assert_eq!(m.after(Ended::Gone, u64::MAX), Plan { step: Step::List, delay: Duration::ZERO, problem: None });
+        assert_eq!(m.after(gone(), u64::MAX), Plan { step: Step::List, delay: Duration::ZERO, problem: None });
         m.after(Ended::Listed, 0);
-        let again = m.after(Ended::Gone, u64::MAX);
+        let again = m.after(gone(), u64::MAX);
         assert_eq!(again.step, Step::List);
         assert!(again.delay >= BACKOFF_BASE, "a second 410 without a healthy watch between backs off");
+        assert_eq!(again.problem, Some(Some("Cannot watch foos: 410 Gone".into())), "and is reported");
+        let ceilings: Vec<u64> = (0..6)
+            .map(|_| {
+                assert_eq!(m.after(Ended::Listed, 0).problem, None, "a list does not clear it");
+                m.after(gone(), u64::MAX);
+                m.backoff.ceiling(m.backoff.failures() - 1).as_secs()
+            })
+            .collect();
+        assert_eq!(ceilings, [2, 4, 8, 16, 30, 30], "the backoff grows: lists do not reset it");
         m.after(Ended::Listed, 0);
-        m.after(Ended::Closed { lasted: S(300) }, 0);
-        assert_eq!(m.after(Ended::Gone, u64::MAX).delay, Duration::ZERO, "after a healthy watch, at once again");
+        m.after(Ended::Closed { lasted: S(300), delivered: false }, 0);
+        assert_eq!(m.after(gone(), u64::MAX).delay, Duration::ZERO, "after a healthy watch, at once again");
+    }
+
+    #[test]
+    fn only_a_watch_that_delivers_clears_its_problem() {
+        let mut m = Machine::default();
+        m.after(Ended::Listed, 0);
+        m.after(failed(true), u64::MAX);
+        assert_eq!(m.after(Ended::Listed, 0).problem, None);
+        let quick = m.after(Ended::Closed { lasted: S(1), delivered: false }, u64::MAX);
+        assert_eq!((quick.problem, m.backoff.failures()), (None, 2), "an empty watch: still backing off");
+        m.delivered();
+        let plan = m.after(Ended::Closed { lasted: S(1), delivered: true }, u64::MAX);
+        assert_eq!((plan.problem, plan.delay), (Some(None), Duration::ZERO));
+        assert_eq!(m.after(failed(false), u64::MAX).delay, BACKOFF_BASE, "the backoff started over");
+    }
+
+    #[test]
+    fn a_watch_open_long_enough_hides_its_old_problem() {
+        let t0 = Instant::now();
+        let mut shared = Shared { problem: Some("Cannot watch foos: refused".into()), ..Shared::default() };
+        assert!(shared.problem_at(t0).is_some());
+        shared.watching_since = Some(t0);
+        assert!(shared.problem_at(t0 + HEALTHY_WATCH - Duration::from_millis(1)).is_some());
+        assert_eq!(shared.problem_at(t0 + HEALTHY_WATCH), None);
     }
 
     #[test]
@@ -473,9 +532,10 @@ mod tests {
         let mut m = Machine::default();
         let plan = m.after(Ended::ListFailed { error: "Cannot list foos: 403".into(), retry_after: Some(S(20)) }, 0);
         assert_eq!(plan, Plan { step: Step::List, delay: S(20), problem: Some(Some("Cannot list foos: 403".into())) });
+        assert_eq!(m.after(Ended::Listed, 0).problem, Some(None), "a complete list clears it");
         let plan = m.after(failed(true), 0);
         assert_eq!(plan.step, Step::List, "the store may have missed events");
         assert!(plan.problem.is_some());
-        assert_eq!(m.after(Ended::Listed, 0).problem, Some(None), "a complete list clears it");
+        assert_eq!(m.after(Ended::Listed, 0).problem, None, "a watch's problem waits for a watch that works");
     }
 }

@@ -1,0 +1,101 @@
+//! End to end, real kube-apiserver: a CRD without a status schema
+//! (`bars.example.com`) lets resources carry fields of any type. One Bar
+//! with a boolean condition `status`, one whose `conditions` is not a list:
+//! each is reported by name (the status turns `degraded`, saying why), and
+//! every other Bar still counts, so the one that blocks an upgrade is
+//! published on the OperatorCondition. The same through the watch: a Bar
+//! changed to an unreadable status is reported, and when it is fixed the
+//! report goes.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use std::time::Duration;
+use support::control_plane::{ControlPlane, release_bin, shared};
+use support::resources::{condition, find};
+use support::{RunningAgent, wait_for};
+
+const NAME: &str = "demo-operator.v5.0.0";
+
+fn create_bar(cp: &ControlPlane, ns: &str, name: &str, status: Value) {
+    let object =
+        json!({"apiVersion": "example.com/v1", "kind": "Bar", "metadata": {"name": name, "namespace": ns}, "spec": {}});
+    cp.kubectl_stdin_ok(&["create", "-f", "-"], Some(&object.to_string()));
+    set_status(cp, ns, name, status);
+}
+
+fn set_status(cp: &ControlPlane, ns: &str, name: &str, status: Value) {
+    let patch = json!({"status": status}).to_string();
+    cp.kubectl_ok(&["-n", ns, "patch", "bars.example.com", name, "--subresource=status", "--type=merge", "-p", &patch]);
+}
+
+#[test]
+fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
+    let cp = shared();
+    cp.install_crd("bars.example.com");
+    cp.install_crd("operatorconditions.operators.coreos.com");
+    let pod = cp.deploy("probe-unreadable");
+    let ns = pod.namespace.as_str();
+    let sa = pod.user.rsplit(':').next().unwrap();
+    cp.kubectl_ok(&["-n", ns, "create", "role", "bar-reader", "--verb=list,watch", "--resource=bars.example.com"]);
+    let subject = format!("--serviceaccount={ns}:{sa}");
+    cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "bar-reader", "--role=bar-reader", &subject]);
+    cp.grant_operator_condition_as_olm(ns, NAME);
+    cp.create_operator_condition(ns, NAME, &[]);
+    let calm = json!({"conditions": [condition("Migrating", "False")]});
+    for i in 0..3 {
+        create_bar(cp, ns, &format!("calm-{i}"), calm.clone());
+    }
+    create_bar(cp, ns, "blocker", json!({"conditions": [condition("Migrating", "True")]}));
+    create_bar(cp, ns, "boolean", json!({"conditions": [{"type": "Migrating", "status": true}]}));
+    create_bar(cp, ns, "not-a-list", json!({"conditions": {"Migrating": "False"}}));
+
+    let mut env = cp.pod_env(&pod);
+    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
+    let probe = "example.com/v1/bars:Upgradeable=!Migrating";
+    let args = ["run", "--interval", "60s", "--check-interval", "1s", "--probe", probe, "--probe-namespace", ns];
+    let mut agent = RunningAgent::start(&release_bin(), &args, &env);
+    let upgradeable = |status: &str| {
+        let oc = cp.operator_condition(ns, NAME);
+        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == status).cloned()
+    };
+    let blocked = wait_for(Duration::from_secs(20), Duration::from_millis(100), || upgradeable("False"));
+    let blocked = blocked.unwrap_or_else(|| {
+        panic!(
+            "the blocker was never published: {:?}\n{}",
+            cp.status_document(ns, "kube9-operator-status"),
+            agent.stderr()
+        )
+    });
+    assert_eq!(blocked["message"], format!("Upgrade blocked by 1 resource: Bar {ns}/blocker: Migrating"));
+    let error = |cp: &ControlPlane| {
+        let status = cp.status_document(ns, "kube9-operator-status")?;
+        (status["health"] == "degraded").then(|| status["error"].as_str().unwrap_or_default().to_string())
+    };
+    let said = wait_for(Duration::from_secs(10), Duration::from_millis(100), || {
+        error(cp).filter(|e| e.contains("not-a-list"))
+    });
+    let said = said.unwrap_or_else(|| panic!("{:?}\n{}", error(cp), agent.stderr()));
+    assert!(
+        said.starts_with(&format!("Probing bars.example.com in namespace {ns:?}: 2 resources are not readable")),
+        "{said}"
+    );
+    assert!(said.contains(&format!("Bar {ns}/boolean (invalid type: boolean `true`, expected a string")), "{said}");
+    assert!(said.contains(&format!("Bar {ns}/not-a-list (invalid type: map, expected a sequence")), "{said}");
+
+    // Through the watch: one more made unreadable, then both fixed.
+    set_status(cp, ns, "calm-1", json!({"conditions": [{"type": "Migrating", "status": 1}]}));
+    let said =
+        wait_for(Duration::from_secs(10), Duration::from_millis(100), || error(cp).filter(|e| e.contains("calm-1")));
+    assert!(said.is_some_and(|e| e.contains("3 resources are not readable")), "{:?}\n{}", error(cp), agent.stderr());
+    for name in ["calm-1", "boolean", "not-a-list"] {
+        set_status(cp, ns, name, calm.clone());
+    }
+    let healthy = wait_for(Duration::from_secs(10), Duration::from_millis(100), || {
+        let status = cp.status_document(ns, "kube9-operator-status")?;
+        (status["health"] == "healthy").then_some(status)
+    });
+    assert!(healthy.is_some(), "{:?}\n{}", error(cp), agent.stderr());
+    assert!(upgradeable("False").is_some(), "the blocker still blocks");
+    assert_eq!(agent.exited(), None);
+}
