@@ -9,6 +9,7 @@ use crate::pro;
 use crate::reader;
 use crate::ready_file;
 use crate::signals::Signal;
+use crate::signals::container::ContainerWatch;
 use crate::signals::probes::Prober;
 use crate::signals::watch::Watches;
 use crate::sinks::Sinks;
@@ -160,6 +161,17 @@ fn agent_for(
     let watches = Watches::new(watch.urls.clone(), file, watch.critical);
     if !watches.is_empty() {
         signals.push(Box::new(watches));
+    }
+    if let Some(container) = &settings.watch.container {
+        // Its own Pod: the one the downward API names, where the operator runs.
+        let pod = env("POD_NAME").filter(|p| crate::kube::names::check_dns_subdomain(p).is_ok()).ok_or_else(|| {
+            Failure::Config(
+                "--watch-container reads the sidecar's own Pod: give POD_NAME (the downward API's metadata.name)"
+                    .into(),
+            )
+        })?;
+        let watch = ContainerWatch::new(operator_namespace.clone(), pod, container.clone(), nudge.clone());
+        signals.push(Box::new(watch));
     }
     let probes = &settings.probes;
     let mut prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone())

@@ -151,6 +151,10 @@ pub(crate) enum Rule {
     /// opstatus: the operator itself is not well (a watched health URL
     /// fails, its heartbeat file is stale).
     Operator,
+    /// opstatus: the operator's container restarted recently or cannot
+    /// start (`--watch-container`): `degraded`. Not a readiness matter:
+    /// kubelet already restarts and unreadies the container.
+    Container,
     /// opstatus: another published resource (the OperatorCondition, the
     /// ClusterOperator) cannot be written: `degraded`, since the status
     /// ConfigMap, the primary contract, still is.

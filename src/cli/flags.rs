@@ -204,6 +204,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--watch-container",
+        env: "OPSTATUS_WATCH_CONTAINER",
+        default: Default::Prose("none"),
+        help: "The operator's container in this pod: its restarts, OOM kills and crash loops make the status \
+               degraded (reads the pod named by POD_NAME; see manifests/components/opstatus-watch-container).",
+        kind: Kind::Value(|s, v| {
+            s.watch.container = Some(v.name(check_dns_label, "is not a valid container name")?);
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--no-final-status",
         env: "OPSTATUS_NO_FINAL_STATUS",
         default: Default::Value("false"),
@@ -460,6 +471,7 @@ mod tests {
                 "--ready-file" => s.agent.ready_file.is_none(),
                 "--watch-url" => s.watch.urls.is_empty(),
                 "--watch-file" => s.watch.file.is_none(),
+                "--watch-container" => s.watch.container.is_none(),
                 "--api-key-file" => s.pro.api_key.file.is_none(),
                 "--server-ca-file" => s.pro.server_ca_file.is_none(),
                 "--operator-condition" => s.operator_condition.is_none(),

@@ -62,6 +62,8 @@ pub struct WatchSettings {
     pub critical: bool,
     pub file: Option<PathBuf>,
     pub max_age: Duration,
+    /// The operator's container in this pod, whose restarts count.
+    pub container: Option<String>,
 }
 
 /// The pro tier: the API key and kube9-server.
@@ -117,7 +119,13 @@ pub(crate) fn defaults() -> Settings {
         max_age: crate::ready_file::DEFAULT_MAX_AGE,
         identity: None,
         events: true,
-        watch: WatchSettings { urls: Vec::new(), critical: false, file: None, max_age: DEFAULT_WATCH_MAX_AGE },
+        watch: WatchSettings {
+            urls: Vec::new(),
+            critical: false,
+            file: None,
+            max_age: DEFAULT_WATCH_MAX_AGE,
+            container: None,
+        },
         pro: ProSettings {
             api_key: ApiKeySource { file: None, env: None },
             server_url: crate::pro::client::DEFAULT_SERVER_URL.into(),

@@ -8,9 +8,11 @@
 //! where the agent is composed (`app.rs`); health needs no new field.
 //!
 //! - [`watch`]: the operator's own health URLs and heartbeat file.
+//! - [`container`]: the operator container's restarts and crash loops.
 //! - [`probes`]: conditions computed from the operator's own resources.
 //! - the pro tier ([`crate::pro`]): the API key and kube9-server registration.
 
+pub(crate) mod container;
 pub(crate) mod probes;
 pub(crate) mod watch;
 

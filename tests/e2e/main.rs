@@ -35,3 +35,4 @@ mod scratch;
 mod status_in_kube9_system;
 mod token_rotation;
 mod url_credentials;
+mod watch_container;

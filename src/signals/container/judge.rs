@@ -1,0 +1,185 @@
+//! How the operator's container is doing, from its `containerStatuses`
+//! entry in the sidecar's own Pod (pure: the Pod's status and the clock
+//! come in as arguments).
+//!
+//! Kubelet's words are what is reported: a container waiting in
+//! `CrashLoopBackOff` (or another waiting reason that means it cannot
+//! start), and a container that restarted and has not yet run cleanly for
+//! [`CLEAN_AFTER`] (its last termination's reason — `OOMKilled`, `Error` —
+//! exit code and message, and its restart count). A container that has
+//! run that long since its last restart is well again, whatever its
+//! restart count: the count never goes down, the judgement must.
+
+use crate::util::time::parse_rfc3339;
+use serde::Deserialize;
+use std::time::{Duration, SystemTime};
+
+/// How long a restarted container must run before it counts as well again.
+pub(crate) const CLEAN_AFTER: Duration = Duration::from_secs(600);
+
+/// The longest text from kubelet (a reason or a message) kept.
+const MAX_TEXT: usize = 256;
+
+/// Waiting reasons that mean the container cannot start (not `ContainerCreating`
+/// or `PodInitializing`, which are the normal way up).
+const STUCK: [&str; 6] = [
+    "CrashLoopBackOff",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+];
+
+/// The parts of a Pod the judgement reads.
+#[derive(Deserialize, Default)]
+pub(crate) struct Pod {
+    #[serde(default)]
+    status: PodStatus,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodStatus {
+    #[serde(default)]
+    container_statuses: Vec<ContainerStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContainerStatus {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    restart_count: u64,
+    #[serde(default)]
+    state: State,
+    #[serde(default)]
+    last_state: State,
+}
+
+#[derive(Deserialize, Default)]
+struct State {
+    waiting: Option<Detail>,
+    running: Option<Running>,
+    terminated: Option<Detail>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Running {
+    #[serde(default)]
+    started_at: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Detail {
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    message: String,
+    exit_code: Option<i64>,
+}
+
+fn text(s: &str) -> String {
+    crate::util::text::sanitize(s, MAX_TEXT)
+}
+
+/// Why the container named `name` is not well, if it is not; `Ok(None)`
+/// when it is, `Err` when the Pod does not list it (a wrong name, or not
+/// started yet).
+pub(crate) fn judge(pod: &Pod, name: &str, now: SystemTime) -> Result<Option<String>, String> {
+    let statuses = &pod.status.container_statuses;
+    let Some(c) = statuses.iter().find(|c| c.name == name) else {
+        return Err(format!("the Pod lists no container {name:?} (yet)"));
+    };
+    let restarts = match c.restart_count {
+        1 => "1 restart".to_string(),
+        n => format!("{n} restarts"),
+    };
+    let last = c.last_state.terminated.as_ref().map(|t| {
+        let code = t.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
+        let message = if t.message.is_empty() { String::new() } else { format!(": {}", text(&t.message)) };
+        format!("last terminated {}{code}{message}", text(&t.reason))
+    });
+    if let Some(waiting) = c.state.waiting.as_ref().filter(|w| STUCK.contains(&w.reason.as_str())) {
+        let message = if waiting.message.is_empty() { String::new() } else { format!(": {}", text(&waiting.message)) };
+        let last = last.map(|l| format!("; {l}")).unwrap_or_default();
+        return Ok(Some(format!("Container {name} is {}{message} ({restarts}{last})", text(&waiting.reason))));
+    }
+    let Some(last) = last.filter(|_| c.restart_count > 0) else { return Ok(None) };
+    // Running since its last restart: well once that is long enough ago.
+    let since = c.state.running.as_ref().and_then(|r| parse_rfc3339(&r.started_at));
+    if since.is_some_and(|started| now.duration_since(started).is_ok_and(|ran| ran >= CLEAN_AFTER)) {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "Container {name} restarted ({restarts}; {last}) and has not run cleanly for {} minutes since",
+        CLEAN_AFTER.as_secs() / 60
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(json: &str) -> Pod {
+        serde_json::from_str(json).unwrap()
+    }
+
+    fn at(rfc3339: &str) -> SystemTime {
+        parse_rfc3339(rfc3339).unwrap()
+    }
+
+    const NOW: &str = "2026-11-25T12:00:00Z";
+
+    #[test]
+    fn a_crash_loop_is_said_in_kubelets_words() {
+        let p = pod(r#"{"status":{"containerStatuses":[{"name":"sidecar","restartCount":0},
+            {"name":"manager","restartCount":5,
+             "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 5m0s restarting failed container"}},
+             "lastState":{"terminated":{"reason":"Error","exitCode":1,"message":"panic: boom\u001b[2J"}}}]}}"#);
+        let why = judge(&p, "manager", at(NOW)).unwrap().unwrap();
+        assert_eq!(
+            why,
+            "Container manager is CrashLoopBackOff: back-off 5m0s restarting failed container \
+             (5 restarts; last terminated Error, exit code 1: panic: boom [2J)"
+        );
+        assert_eq!(judge(&p, "sidecar", at(NOW)), Ok(None));
+    }
+
+    #[test]
+    fn an_oom_kill_counts_until_the_container_has_run_cleanly_for_a_while() {
+        let p = |started: &str| {
+            pod(&format!(
+                r#"{{"status":{{"containerStatuses":[{{"name":"manager","restartCount":1,
+                "state":{{"running":{{"startedAt":"{started}"}}}},
+                "lastState":{{"terminated":{{"reason":"OOMKilled","exitCode":137}}}}}}]}}}}"#
+            ))
+        };
+        let why = judge(&p("2026-11-25T11:55:00Z"), "manager", at(NOW)).unwrap().unwrap();
+        assert_eq!(
+            why,
+            "Container manager restarted (1 restart; last terminated OOMKilled, exit code 137) and has not run \
+             cleanly for 10 minutes since"
+        );
+        assert_eq!(judge(&p("2026-11-25T11:50:00Z"), "manager", at(NOW)), Ok(None), "ten minutes up: well");
+    }
+
+    #[test]
+    fn a_container_starting_up_or_never_restarted_is_well_and_a_missing_one_is_said() {
+        let creating = pod(r#"{"status":{"containerStatuses":[{"name":"manager","restartCount":0,
+            "state":{"waiting":{"reason":"ContainerCreating"}}}]}}"#);
+        assert_eq!(judge(&creating, "manager", at(NOW)), Ok(None));
+        let err = judge(&creating, "manger", at(NOW)).unwrap_err();
+        assert_eq!(err, "the Pod lists no container \"manger\" (yet)");
+        assert!(judge(&Pod::default(), "manager", at(NOW)).is_err());
+        let long = format!(
+            r#"{{"status":{{"containerStatuses":[{{"name":"m","restartCount":2,
+            "state":{{"waiting":{{"reason":"CrashLoopBackOff","message":"{}"}}}}}}]}}}}"#,
+            "x".repeat(10_000)
+        );
+        assert!(judge(&pod(&long), "m", at(NOW)).unwrap().unwrap().len() < 2 * MAX_TEXT);
+    }
+}
