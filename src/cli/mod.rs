@@ -349,6 +349,12 @@ mod tests {
             parse_with("--probe-namespace ops", &[("WATCH_NAMESPACE", "apps")]).unwrap().settings.probes.namespaces,
             ["ops"]
         );
+        // At most 32 collections: 32 namespaces of one probe is the most.
+        let namespaces = |n: usize| (0..n).map(|i| format!("ns-{i}")).collect::<Vec<_>>().join(",");
+        let probe = "--probe example.com/v1/foos:Upgradeable=!Migrating";
+        assert!(parse_with(probe, &[("WATCH_NAMESPACE", &namespaces(32))]).is_ok());
+        assert!(error_of(probe, &[("WATCH_NAMESPACE", &namespaces(33))]).starts_with("the probes would watch 33"));
+        assert!(parse_with("", &[("WATCH_NAMESPACE", &namespaces(200))]).is_ok(), "no probe, nothing watched");
         assert_eq!(
             watched("Apps").unwrap_err().0,
             "WATCH_NAMESPACE: \"Apps\" is not a valid namespace name: only lowercase letters, digits and '-' are allowed"

@@ -153,6 +153,25 @@ pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings
     })
 }
 
+/// The probes watch at most [`MAX_COLLECTIONS`] collections (each a thread
+/// and an API-server connection), counted as if every probed type were
+/// namespaced: the bound holds whatever discovery finds.
+fn check_collections(probes: &ProbeSettings) -> Result<(), ConfigError> {
+    use crate::signals::probes::MAX_COLLECTIONS;
+    let sources = probes.specs.len() + probes.crds.len();
+    let namespaces = probes.namespaces.len().max(1);
+    let collections = sources * namespaces;
+    if collections <= MAX_COLLECTIONS {
+        return Ok(());
+    }
+    let probes = if sources == 1 { "probe" } else { "probes" };
+    Err(ConfigError(format!(
+        "the probes would watch {collections} collections ({sources} {probes} in {namespaces} namespaces), more than \
+         {MAX_COLLECTIONS} (each takes a thread and an API-server connection): probe fewer namespaces, or all at \
+         once (no --probe-namespace or WATCH_NAMESPACE, and a ClusterRole to list and watch)"
+    )))
+}
+
 /// The rules between flags, and between the command and the flags.
 pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, ConfigError> {
     // Signals are checked at least as often as the heartbeat.
@@ -173,6 +192,7 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     }
     crate::pro::client::check_transport(&s.pro.server_url, s.pro.allow_insecure_server_url, &s.pro.server_ca_file)
         .map_err(ConfigError)?;
+    check_collections(&s.probes)?;
     if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }

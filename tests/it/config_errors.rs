@@ -193,6 +193,28 @@ const CASES: &[Case] = &[
                  column 14: expected a condition name, '!' or '(', found the end",
     },
     Case {
+        args: &["--probe", "example.com/v1/foos:Upgradeable=!Migrating"],
+        env: &[(
+            "OPSTATUS_PROBE_NAMESPACES",
+            "ns-0,ns-1,ns-2,ns-3,ns-4,ns-5,ns-6,ns-7,ns-8,ns-9,ns-10,ns-11,ns-12,ns-13,ns-14,ns-15,ns-16,ns-17,ns-18,ns-19,ns-20,ns-21,ns-22,ns-23,ns-24,ns-25,ns-26,ns-27,ns-28,ns-29,ns-30,ns-31,ns-32",
+        )],
+        sa_files: &[],
+        expect: "the probes would watch 33 collections (1 probe in 33 namespaces), more than 32 (each takes a thread \
+                 and an API-server connection): probe fewer namespaces, or all at once (no --probe-namespace or \
+                 WATCH_NAMESPACE, and a ClusterRole to list and watch)",
+    },
+    Case {
+        args: &[
+            "--probe",
+            "example.com/v1/foos:Upgradeable=!Migrating",
+            "--probe-from-crd-annotations",
+            "bars.example.com",
+        ],
+        env: &[("WATCH_NAMESPACE", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q")],
+        sa_files: &[],
+        expect: "the probes would watch 34 collections (2 probes in 17 namespaces), more than 32",
+    },
+    Case {
         args: &[],
         env: &[("OPSTATUS_PROBES", "example.com/v1/foos:Important=Broken && Lost")],
         sa_files: &[],

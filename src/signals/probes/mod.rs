@@ -65,6 +65,12 @@ pub(crate) const PAGE_SIZE: usize = 250;
 /// above what an operator manages, far below what would stall the loop.
 pub(crate) const MAX_RESOURCES: usize = 100_000;
 
+/// The most collections probed (a type in one namespace, or across all):
+/// each is watched by a thread of its own on a connection of its own. A
+/// configuration over it is refused at start ([`crate::cli`]); should
+/// discovery ever find more, the first are probed and the rest reported.
+pub(crate) const MAX_COLLECTIONS: usize = 32;
+
 /// Pages per collection per list: [`MAX_RESOURCES`] pages of one (the
 /// smallest page asked for), so a server whose pages never end is stopped
 /// by this, by a token that comes back, or by the [`LIST_BUDGET`].
@@ -203,6 +209,7 @@ impl Prober {
                 Err(e) => problems.push(e),
             }
         }
+        problems.extend(capped(&mut collections));
         let mut tally = Tally::default();
         let mut unseen: Vec<(bool, String)> = Vec::new();
         let mut pending = false;
@@ -362,6 +369,15 @@ fn joined(problems: &[String]) -> Option<String> {
     (!problems.is_empty()).then(|| crate::util::text::sanitize(&problems.join("; "), MAX_PROBLEM))
 }
 
+/// Keeps the first [`MAX_COLLECTIONS`] collections; the problem of the
+/// ones dropped.
+fn capped(collections: &mut Vec<Collection>) -> Option<String> {
+    let found = collections.len();
+    collections.truncate(MAX_COLLECTIONS);
+    (found > MAX_COLLECTIONS)
+        .then(|| format!("{found} collections to probe, more than {MAX_COLLECTIONS}: only the first are probed"))
+}
+
 /// Resolves `source` (discovery, once) into its collections: one per
 /// namespace probed, or one across all namespaces.
 fn collections_of(client: &mut Client, source: &mut Source, namespaces: &[String]) -> Result<Vec<Collection>, String> {
@@ -434,6 +450,24 @@ mod tests {
         let many: Vec<String> = (0..200).map(|i| format!("Cannot watch foos in ns-{i}: {}", "y".repeat(900))).collect();
         let text = joined(&many).unwrap();
         assert!(text.len() <= MAX_PROBLEM && text.ends_with('…'), "{}", text.len());
+    }
+
+    #[test]
+    fn at_most_max_collections_are_probed_and_the_rest_reported() {
+        let spec = grammar::parse_probe("example.com/v1/foos:Upgradeable=!Migrating").unwrap();
+        let one = |i: usize| Collection {
+            path: format!("/apis/example.com/v1/namespaces/ns-{i}/foos"),
+            name: "foos.example.com".into(),
+            scope: format!(" in namespace \"ns-{i}\""),
+            spec: spec.clone(),
+            kind: "Foo".into(),
+        };
+        let mut fits: Vec<Collection> = (0..MAX_COLLECTIONS).map(one).collect();
+        assert_eq!((capped(&mut fits), fits.len()), (None, MAX_COLLECTIONS));
+        let mut over: Vec<Collection> = (0..200).map(one).collect();
+        let said = capped(&mut over);
+        assert_eq!(said.as_deref(), Some("200 collections to probe, more than 32: only the first are probed"));
+        assert_eq!(over, (0..MAX_COLLECTIONS).map(one).collect::<Vec<_>>());
     }
 
     #[test]
