@@ -27,6 +27,7 @@ mod probe_scale;
 mod probe_standby;
 mod probe_watch;
 mod publisher;
+mod quick_start;
 mod rbac_revoked;
 mod readiness_outage;
 mod scratch;
