@@ -13,8 +13,12 @@
 //! and a token of the Deployment's ServiceAccount. The last step, `opstatus
 //! get` with no `--namespace`, must then show what the README says.
 //!
-//! A control plane of its own: the quick start owns kube9-system and
-//! default, which other tests of the shared one write and delete.
+//! docs/olm.md's recipe for trying OLM mode without OLM is followed the
+//! same way, after the quick start it builds on: its last command must
+//! print `True` once the restarted pod has checked.
+//!
+//! A control plane of its own for each: the quick start owns kube9-system
+//! and default, which other tests of the shared one write and delete.
 
 use crate::support;
 
@@ -31,10 +35,10 @@ const ROLLOUT: &str = "kubectl -n kube9-system rollout status deployment/opstatu
 /// What `IMAGE` is set to, as the README asks.
 const IMAGE: &str = "registry.example/team/opstatus";
 
-/// The fenced blocks of the README's quick start, dedented: (info string, body).
-fn quick_start_blocks() -> Vec<(String, String)> {
-    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
-    let section = readme.split("\n## Quick start\n").nth(1).expect("README.md has a `## Quick start` section");
+/// The fenced blocks of `file`'s section `heading`, dedented: (info string, body).
+fn section_blocks(file: &str, heading: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap();
+    let section = text.split(&format!("\n{heading}\n")).nth(1).unwrap_or_else(|| panic!("{file} has `{heading}`"));
     let section = section.split("\n## ").next().unwrap();
     let mut blocks = Vec::new();
     let mut lines = section.lines();
@@ -54,22 +58,57 @@ fn quick_start_blocks() -> Vec<(String, String)> {
     blocks
 }
 
-/// Runs `script` with bash (errexit, pipefail) in `dir`; its stdout.
-fn bash(script: &str, dir: &Path, env: &[(&str, String)]) -> String {
-    let mut c = Command::new("bash");
-    // Nothing of the developer's environment leaks in; HOME holds kubectl's cache.
-    c.args(["-euo", "pipefail", "-c", script]).current_dir(dir).env_clear().env("HOME", dir);
-    for (k, v) in env {
-        c.env(k, v);
+/// The `sh` blocks of a section, one script.
+fn script(blocks: &[(String, String)]) -> String {
+    blocks.iter().filter(|(info, _)| info == "sh").map(|(_, b)| b.as_str()).collect()
+}
+
+/// A user's checkout of this repository (what the commands read: the
+/// manifests and the fixture CRDs), with `opstatus` on the PATH, on a
+/// laptop whose kubeconfig is the admin's.
+struct Laptop {
+    checkout: TempDir,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Laptop {
+    fn new(cp: &ControlPlane) -> Laptop {
+        let checkout = TempDir::new("quick-start");
+        std::fs::create_dir_all(checkout.path().join("tests")).unwrap();
+        for part in ["manifests", "tests/fixtures"] {
+            let to = checkout.path().join(part);
+            let copied = Command::new("cp").arg("-r").arg(Path::new(ROOT).join(part)).arg(&to).status();
+            assert!(copied.unwrap().success());
+        }
+        let bin = checkout.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(opstatus_bin(), bin.join("opstatus")).unwrap();
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+        let env = vec![("KUBECONFIG", cp.kubeconfig().to_string()), ("IMAGE", IMAGE.to_string()), ("PATH", path)];
+        Laptop { checkout, env }
     }
-    let out = c.output().expect("bash");
-    assert!(
-        out.status.success(),
-        "the README's quick start failed at:\n{script}\nstdout: {}\nstderr: {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+
+    /// Runs `script` with bash (errexit, pipefail) in the checkout; its stdout.
+    fn run(&self, script: &str) -> String {
+        self.try_run(script).unwrap_or_else(|e| panic!("the documented commands failed at:\n{script}\n{e}"))
+    }
+
+    fn try_run(&self, script: &str) -> Result<String, String> {
+        let dir = self.checkout.path();
+        let mut c = Command::new("bash");
+        // Nothing of the developer's environment leaks in; HOME holds kubectl's cache.
+        c.args(["-euo", "pipefail", "-c", script]).current_dir(dir).env_clear().env("HOME", dir);
+        for (k, v) in &self.env {
+            c.env(k, v);
+        }
+        let out = c.output().expect("bash");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        if out.status.success() {
+            Ok(text(&out.stdout))
+        } else {
+            Err(format!("stdout: {}\nstderr: {}", text(&out.stdout), text(&out.stderr)))
+        }
+    }
 }
 
 /// The value a container's `env` entry has in a pod `pod` of `ns`.
@@ -89,29 +128,10 @@ fn env_value(entry: &Value, ns: &str, pod: &str, labels: &Value) -> String {
     }
 }
 
-#[test]
-fn e2e_the_readme_quick_start_ends_with_opstatus_get_finding_the_status() {
-    let blocks = quick_start_blocks();
-    let script: String = blocks.iter().filter(|(info, _)| info == "sh").map(|(_, b)| b.as_str()).collect();
-    let (before, after) =
-        script.split_once(&format!("{ROLLOUT}\n")).unwrap_or_else(|| panic!("the quick start waits with `{ROLLOUT}`"));
-    assert_eq!(after.trim(), "opstatus get", "the last step is `opstatus get`, with no --namespace");
-    let expected = blocks.last().filter(|(info, _)| info.is_empty()).expect("the quick start ends with what get shows");
-
-    let cp = ControlPlane::start();
-    // A checkout: the quick start runs from the repository's root.
-    let checkout = TempDir::new("quick-start");
-    let copied = Command::new("cp").arg("-r").arg(Path::new(ROOT).join("manifests")).arg(checkout.path()).status();
-    assert!(copied.unwrap().success());
-    let bin = checkout.path().join("bin");
-    std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(opstatus_bin(), bin.join("opstatus")).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let env = [("KUBECONFIG", cp.kubeconfig().to_string()), ("IMAGE", IMAGE.to_string()), ("PATH", path)];
-    bash(before, checkout.path(), &env);
-
-    // The pod the Deployment asks for, as kubelet would start it.
-    let ns = "kube9-system";
+/// The pod of Deployment `ns/opstatus` as it is now in the API server, run
+/// as kubelet would start it; returned once it has written the status and
+/// is ready.
+fn run_the_pod(cp: &ControlPlane, ns: &str) -> Pod {
     let deployment: Value =
         serde_json::from_str(&cp.kubectl_ok(&["-n", ns, "get", "deployment", "opstatus", "-o", "json"])).unwrap();
     let template = &deployment["spec"]["template"];
@@ -135,23 +155,78 @@ fn e2e_the_readme_quick_start_ends_with_opstatus_get_finding_the_status() {
     let pod = "opstatus-5d8f7c9b4-qs7x2";
     let sa_name = template["spec"]["serviceAccountName"].as_str().unwrap();
     let sa = ServiceAccountDir::new(&cp.token(ns, sa_name), &cp.ca_pem(), ns);
-    let mut pod_env = pod_env(cp.port(), &sa);
+    let mut env = pod_env(cp.port(), &sa);
     for entry in container["env"].as_array().unwrap() {
         let value = env_value(entry, ns, pod, &template["metadata"]["labels"]);
-        pod_env.push((entry["name"].as_str().unwrap().to_string(), value));
+        env.push((entry["name"].as_str().unwrap().to_string(), value));
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env);
+    let agent = RunningAgent::start(&opstatus_bin(), &args, &env);
     let ready = run.path().join("ready");
     let written = wait_for(Duration::from_secs(30), Duration::from_millis(100), || {
         (ready.exists() && cp.configmap(ns, "kube9-operator-status").is_some()).then_some(())
     });
     assert!(written.is_some(), "the pod wrote no status and is not ready: {}", agent.stderr());
+    Pod { agent, _mounts: (run, sa) }
+}
+
+/// A running pod: opstatus and what is mounted into it (its emptyDir and
+/// service-account token), removed when it stops.
+struct Pod {
+    agent: RunningAgent,
+    _mounts: (TempDir, ServiceAccountDir),
+}
+
+/// The README's quick start up to its wait for the rollout, and what follows it.
+fn quick_start() -> (String, String) {
+    let script = script(&section_blocks("README.md", "## Quick start"));
+    let (before, after) =
+        script.split_once(&format!("{ROLLOUT}\n")).unwrap_or_else(|| panic!("the quick start waits with `{ROLLOUT}`"));
+    (before.to_string(), after.to_string())
+}
+
+#[test]
+fn e2e_the_readme_quick_start_ends_with_opstatus_get_finding_the_status() {
+    let blocks = section_blocks("README.md", "## Quick start");
+    let (before, after) = quick_start();
+    assert_eq!(after.trim(), "opstatus get", "the last step is `opstatus get`, with no --namespace");
+    let expected = blocks.last().filter(|(info, _)| info.is_empty()).expect("the quick start ends with what get shows");
+
+    let cp = ControlPlane::start();
+    let laptop = Laptop::new(&cp);
+    laptop.run(&before);
+    let _pod = run_the_pod(&cp, "kube9-system");
 
     // The last step, from the laptop.
-    let shown = bash(after, checkout.path(), &env);
+    let shown = laptop.run(&after);
     for line in expected.1.lines().filter(|l| !l.trim().is_empty()) {
         assert!(shown.lines().any(|l| l == line), "the README promises {line:?}; opstatus get showed:\n{shown}");
     }
     println!("e2e quick start on kube-apiserver {}: `opstatus get` showed\n{shown}", cp.git_version());
+}
+
+#[test]
+fn e2e_olm_mode_without_olm_as_docs_olm_has_it() {
+    let recipe = script(&section_blocks("docs/olm.md", "## Trying OLM mode without OLM"));
+    let last = "kubectl -n kube9-system get operatorcondition";
+    let at = recipe.find(last).unwrap_or_else(|| panic!("the recipe ends with `{last} …`"));
+    let (setup, check) = recipe.split_at(at);
+    assert!(setup.contains("kubectl -n kube9-system set env deployment/opstatus"), "{setup}");
+
+    let cp = ControlPlane::start();
+    let laptop = Laptop::new(&cp);
+    laptop.run(&quick_start().0);
+    laptop.run(setup);
+    // `set env` rolled the Deployment: its new pod, as kubelet would start it.
+    let pod = run_the_pod(&cp, "kube9-system");
+    let printed = wait_for(Duration::from_secs(30), Duration::from_millis(250), || {
+        laptop.try_run(check).ok().filter(|out| out == "True")
+    });
+    assert!(
+        printed.is_some(),
+        "the recipe's last command never printed True: {:?}\n{}",
+        laptop.try_run(check),
+        pod.agent.stderr()
+    );
+    println!("e2e OLM mode without OLM on kube-apiserver {}: Upgradeable=True", cp.git_version());
 }
