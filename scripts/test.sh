@@ -58,7 +58,7 @@ e2e_threads=${OPSTATUS_E2E_THREADS:-6}
 # v1.20).
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
-  foreign_writer watch_container)
+  foreign_writer watch_container quick_start)
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
 # `cargo test` runs them on the Debian-built v1.20.2; this runs the modules

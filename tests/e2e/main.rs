@@ -29,6 +29,7 @@ mod probe_standby;
 mod probe_unreadable;
 mod probe_watch;
 mod publisher;
+mod quick_start;
 mod rbac_revoked;
 mod readiness_outage;
 mod scratch;

@@ -12,6 +12,12 @@
 //! (the v1.36 run is the one that proves it), and the misspelling test
 //! asserts the old server's blindness instead.
 //!
+//! Each is rendered as the docs say to use it: from an overlay that sets
+//! the namespace, with `manifests/base` beside those that bind its
+//! ServiceAccount (olm, openshift): their ClusterRoleBindings name no
+//! namespace, which kustomize fills in from that ServiceAccount, and which
+//! the API server refuses when they are applied alone.
+//!
 //! Directories whose kustomization is a `kind: Component` cannot be built
 //! alone: they are listed and left to their own tests.
 
@@ -19,7 +25,8 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use support::control_plane::{ControlPlane, ROOT, shared, unique_namespace};
+use support::TempDir;
+use support::control_plane::{ControlPlane, ROOT, relative_path, shared, unique_namespace};
 
 fn is_component(dir: &Path) -> bool {
     let text = std::fs::read_to_string(dir.join("kustomization.yaml")).unwrap();
@@ -37,6 +44,22 @@ fn kustomizations(dir: &Path, found: &mut Vec<PathBuf>, components: &mut Vec<Pat
             if is_component(&dir) { components.push(dir) } else { found.push(dir) }
         }
     }
+}
+
+/// `dir` rendered from an overlay that sets namespace `ns`, with
+/// `manifests/base` beside it when `dir` does not hold a ServiceAccount of
+/// its own (it binds base's).
+fn render_in(cp: &ControlPlane, dir: &Path, ns: &str) -> String {
+    let overlay = TempDir::new("manifests-overlay");
+    let rel = |p: &Path| relative_path(overlay.path(), p).display().to_string();
+    let alone = cp.kubectl_ok(&["kustomize", dir.to_str().unwrap()]);
+    let mut resources = vec![rel(dir)];
+    if !alone.contains("\nkind: ServiceAccount\n") {
+        resources.insert(0, rel(&Path::new(ROOT).join("manifests/base")));
+    }
+    let text = format!("namespace: {ns}\nresources:\n- {}\n", resources.join("\n- "));
+    std::fs::write(overlay.path().join("kustomization.yaml"), text).unwrap();
+    cp.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()])
 }
 
 /// The objects of a YAML stream, as JSON (kubectl parses; nothing is sent).
@@ -103,12 +126,12 @@ fn e2e_every_kustomization_renders_and_the_api_server_accepts_it_strictly() {
     let mut not_validated = Vec::new();
     for dir in &dirs {
         let name = dir.strip_prefix(ROOT).unwrap().display().to_string();
-        let rendered = cp.kubectl_ok(&["kustomize", dir.to_str().unwrap()]);
-        assert!(rendered.contains("kind: Role") || rendered.contains("kind: ClusterRole"), "{name}: no RBAC");
-        // Render into a namespace of its own; the example pins kube9-system.
+        // Into a namespace of its own, set by the overlay as a user's would.
         let ns = unique_namespace("manifests");
         cp.create_namespace(&ns);
-        let rendered = rendered.replace("namespace: kube9-system", &format!("namespace: {ns}"));
+        let rendered = render_in(cp, dir, &ns);
+        assert!(rendered.contains("kind: Role") || rendered.contains("kind: ClusterRole"), "{name}: no RBAC");
+        assert!(!rendered.contains("kube9-system"), "{name}: the overlay's namespace did not reach everything");
         let sent = objects(cp, &rendered);
         let sidecars = native_sidecars(&sent);
         if cp.is_debian_1_20() && !sidecars.is_empty() {
@@ -252,4 +275,46 @@ fn e2e_a_misspelt_field_fails_under_strict_validation() {
         "kube-apiserver {}: refused {field} and initContainers[0].restartPolicyy (strict), accepted the native sidecar",
         cp.git_version()
     );
+}
+
+/// The ServiceAccount subjects of every ClusterRoleBinding: (binding, namespace).
+fn cluster_binding_subjects(objects: &[Value]) -> Vec<(String, Option<String>)> {
+    let bindings = objects.iter().filter(|o| o["kind"] == "ClusterRoleBinding");
+    bindings
+        .flat_map(|b| {
+            let name = b["metadata"]["name"].as_str().unwrap().to_string();
+            let subjects = b["subjects"].as_array().cloned().unwrap_or_default();
+            subjects
+                .into_iter()
+                .filter(|s| s["kind"] == "ServiceAccount" && s["name"] == "opstatus")
+                .map(move |s| (name.clone(), s["namespace"].as_str().map(str::to_string)))
+        })
+        .collect()
+}
+
+/// manifests/olm and manifests/openshift bind the `opstatus` ServiceAccount
+/// of the namespace the overlay sets (kustomize fills the subject in from
+/// base's ServiceAccount); rendered alone, the API server refuses their
+/// ClusterRoleBindings instead of binding another namespace's account.
+#[test]
+fn e2e_the_cluster_role_bindings_follow_the_overlays_namespace_or_are_refused() {
+    let cp = shared();
+    for dir in ["manifests/olm", "manifests/openshift"] {
+        let path = Path::new(ROOT).join(dir);
+        let ns = unique_namespace("bindings");
+        cp.create_namespace(&ns);
+        let subjects = cluster_binding_subjects(&objects(cp, &render_in(cp, &path, &ns)));
+        assert!(!subjects.is_empty(), "{dir}: no ClusterRoleBinding of the opstatus ServiceAccount");
+        for (binding, namespace) in &subjects {
+            assert_eq!(namespace.as_deref(), Some(ns.as_str()), "{dir}: {binding} binds another namespace's account");
+        }
+
+        let alone = cp.kubectl_ok(&["kustomize", path.to_str().unwrap()]);
+        assert!(cluster_binding_subjects(&objects(cp, &alone)).iter().all(|(_, n)| n.is_none()), "{dir}: {alone}");
+        let out = cp.kubectl(&["apply", "-n", &ns, "--dry-run=server", "-f", "-"], Some(&alone));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{dir} alone was accepted");
+        assert!(err.contains("subjects[0].namespace: Required value"), "{dir}: {err}");
+        println!("{dir}: binds {ns}/opstatus from an overlay; alone, refused: {}", err.trim());
+    }
 }

@@ -141,18 +141,32 @@ impl ControlPlane {
     }
 
     /// Applies a kustomization under the project (e.g. `manifests/olm`)
-    /// from an overlay that sets the namespace `ns` and suffixes every name
-    /// with `-NS` (cluster-scoped RBAC must not collide between tests);
-    /// `replace` edits the rendered YAML (placeholders such as a
+    /// from an overlay that sets the namespace `ns`, as the docs have it:
+    /// beside `manifests/base`, whose `opstatus` ServiceAccount kustomize
+    /// binds the ClusterRoleBindings' subjects to (in `ns`). The
+    /// kustomization's own names get the suffix `-NS` (cluster-scoped RBAC
+    /// must not collide between tests); base's are as `deploy` applied
+    /// them. `replace` edits the rendered YAML (placeholders such as a
     /// ClusterOperator name) before it is applied.
     pub fn apply_manifests(&self, dir: &str, ns: &str, replace: &[(&str, &str)]) {
         let overlay = TempDir::new("overlay");
         // kustomize refuses absolute paths to a base.
-        let base = relative_path(overlay.path(), &Path::new(ROOT).join(dir));
-        let suffix = if dir == "manifests/base" { String::new() } else { format!("nameSuffix: -{ns}\n") };
+        let rel = |from: &Path, to: &str| relative_path(from, &Path::new(ROOT).join(to)).display().to_string();
+        let resources = if dir == "manifests/base" {
+            rel(overlay.path(), dir)
+        } else {
+            let suffixed = overlay.path().join("suffixed");
+            std::fs::create_dir(&suffixed).unwrap();
+            std::fs::write(
+                suffixed.join("kustomization.yaml"),
+                format!("nameSuffix: -{ns}\nresources:\n- {}\n", rel(&suffixed, dir)),
+            )
+            .unwrap();
+            format!("{}\n- suffixed", rel(overlay.path(), "manifests/base"))
+        };
         std::fs::write(
             overlay.path().join("kustomization.yaml"),
-            format!("namespace: {ns}\n{suffix}resources:\n- {}\n", base.display()),
+            format!("namespace: {ns}\nresources:\n- {resources}\n"),
         )
         .unwrap();
         let mut rendered = self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
