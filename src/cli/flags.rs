@@ -339,7 +339,10 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--probe-namespace",
         env: "OPSTATUS_PROBE_NAMESPACES",
-        default: Default::Env(WATCH_NAMESPACE_ENV, "WATCH_NAMESPACE (OLM's target namespaces), else all namespaces"),
+        default: Default::Env(
+            WATCH_NAMESPACE_ENV,
+            "WATCH_NAMESPACE (the operator's target namespaces, when its author passes them to the sidecar), else all namespaces",
+        ),
         help: "Namespaces whose resources the probes list (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
             s.probes.namespaces.push(v.name(check_dns_label, "is not a valid namespace name")?);

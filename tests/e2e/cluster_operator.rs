@@ -52,8 +52,7 @@ fn e2e_cluster_operator_lifecycle() {
     let pod = cp.deploy("openshift");
     let ns = pod.namespace.as_str();
     let name = format!("demo-{ns}");
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name), ("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name)]);
     let env = cp.pod_env(&pod);
     let operator = FakeOperator::start();
     let versions = TempDir::new("versions");
@@ -235,9 +234,8 @@ fn the_probed_types_and_their_crds_are_related_objects() {
     let pod = cp.deploy("co-related");
     let ns = pod.namespace.as_str();
     let name = format!("demo-{ns}");
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name), ("namespace: kube9-system", &subject)]);
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.create_foo(ns, "alpha", &[("Migrating", "False")]);
     let probe = "example.com/v1/foos:Upgradeable=!Migrating";
     let args =

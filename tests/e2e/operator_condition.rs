@@ -20,8 +20,7 @@ fn setup(label: &str) -> (&'static ControlPlane, Deployed) {
     cp.install_crd("foos.example.com");
     cp.install_crd("operatorconditions.operators.coreos.com");
     let pod = cp.deploy(label);
-    let subject = format!("namespace: {}", pod.namespace);
-    cp.apply_manifests("manifests/olm", &pod.namespace, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", &pod.namespace, &[]);
     cp.grant_operator_condition_as_olm(&pod.namespace, NAME);
     (cp, pod)
 }
@@ -211,8 +210,7 @@ fn under_olm_v1_the_missing_operator_condition_api_is_said_plainly() {
     cp.install_crd("clusterextensions.olm.operatorframework.io");
     let pod = cp.deploy("olm-v1");
     let ns = pod.namespace.as_str();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.create_foo(ns, "alpha", &[("Migrating", "False")]);
     let probe = "example.com/v1/foos:Upgradeable=!Migrating";
     let out = support::run_to_end(

@@ -24,8 +24,7 @@ fn e2e_a_dozen_400_kb_resources_are_listed() {
     cp.install_crd("operatorconditions.operators.coreos.com");
     let pod = cp.deploy("probe-large");
     let ns = pod.namespace.as_str();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.grant_operator_condition_as_olm(ns, NAME);
     cp.create_operator_condition(ns, NAME, &[]);
     let mut admin = cp.admin_client();

@@ -30,8 +30,7 @@ fn e2e_one_foo_among_thousands_moves_upgradeable() {
     cp.install_crd("foos.example.com");
     let pod = cp.deploy("scale");
     let ns = pod.namespace.as_str();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.grant_operator_condition_as_olm(ns, NAME);
     let mut env = cp.pod_env(&pod);
     env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));

@@ -77,8 +77,7 @@ fn e2e_a_standby_neither_lists_nor_watches_until_it_takes_over() {
     cp.install_crd("operatorconditions.operators.coreos.com");
     let pod = cp.deploy("probe-standby");
     let ns = pod.namespace.as_str();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.grant_operator_condition_as_olm(ns, NAME);
     cp.create_operator_condition(ns, NAME, &[]);
     // pod-b: the same permissions through a ServiceAccount of its own.

@@ -20,8 +20,7 @@ fn e2e_a_watch_broken_by_a_restart_resumes() {
     cp.install_crd("operatorconditions.operators.coreos.com");
     let pod = cp.deploy("watch-restart");
     let ns = pod.namespace.clone();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", &ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", &ns, &[]);
     cp.grant_operator_condition_as_olm(&ns, NAME);
     cp.create_operator_condition(&ns, NAME, &[]);
     for i in 0..20 {

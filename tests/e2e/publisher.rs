@@ -107,9 +107,8 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     let (cp, pod, sa_b, user_b) = two_replicas("replicas");
     let ns = pod.namespace.as_str();
     let name = format!("replicas-{ns}");
-    let subject = format!("namespace: {ns}");
     cp.install_crd("clusteroperators.config.openshift.io");
-    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name), ("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/openshift", ns, &[("demo-operator", &name)]);
     let sinks = ["--cluster-operator", name.as_str()];
     let a = start(cp, &pod.sa, "pod-a", &sinks);
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes");
