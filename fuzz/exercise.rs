@@ -109,3 +109,43 @@ pub fn expr(data: &[u8]) {
     assert_eq!((negated, negated_terms), (flipped, terms.clone()));
     assert!(!terms.is_empty() && terms.len() <= expr.conditions().len());
 }
+
+/// Text from the cluster as it may reach a log, a terminal or a published
+/// object: printable, and within `max` bytes.
+fn assert_shown_safely(text: &str, max: usize) {
+    assert!(text.len() <= max, "{} bytes, over {max}", text.len());
+    assert!(!text.chars().any(char::is_control), "a control character in {text:?}");
+}
+
+/// The status ConfigMap as each read and write sees it: the lock's holder
+/// and another writer of the status key, sanitised and bounded.
+pub fn status_configmap(data: &[u8]) {
+    if let Some((holder, other)) = opstatus::testing::status_configmap_parties(data) {
+        holder.iter().for_each(|h| assert_shown_safely(h, 253));
+        // The manager and its operation, each at most 128 bytes.
+        other.iter().for_each(|w| assert_shown_safely(w, 2 * 128 + 3));
+    }
+}
+
+/// Watch lines of a probed collection, one per input line: whatever the
+/// stream says, what is reported is printable and bounded.
+pub fn watch_event(data: &[u8]) {
+    let lines: Vec<&[u8]> = data.split(|b| *b == b'\n').take(64).collect();
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating;Important=Degraded";
+    let (outcomes, problem) = opstatus::testing::apply_watch_lines(probe, &lines);
+    for why in outcomes.iter().filter_map(|o| o.as_ref().err()) {
+        assert_shown_safely(why, 4096);
+    }
+    problem.iter().for_each(|p| assert_shown_safely(p, 4096));
+}
+
+/// A Pod's status as `--watch-container` judges it: kubelet's words
+/// reach the status printable and bounded.
+pub fn pod_status(data: &[u8]) {
+    if let Some(verdict) = opstatus::testing::judge_container(data, "manager", now()) {
+        match verdict {
+            Ok(Some(why)) | Err(why) => assert_shown_safely(&why, 1024),
+            Ok(None) => {}
+        }
+    }
+}

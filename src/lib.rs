@@ -68,4 +68,40 @@ pub mod testing {
     pub use crate::signals::probes::grammar::parse_probe;
     pub use crate::util::backoff::parse_retry_after;
     pub use crate::util::time::{format_rfc3339, parse_rfc3339};
+
+    /// What a read or a write of the status ConfigMap takes from its body:
+    /// the lock's holder and another manager of the status key.
+    pub fn status_configmap_parties(body: &[u8]) -> Option<(Option<String>, Option<String>)> {
+        let current = crate::sinks::configmap::seen(body).ok()?;
+        let holder = current.lock.record().map(|r| r.holder_identity.clone());
+        Some((holder, current.foreign.map(|w| w.to_string())))
+    }
+
+    /// Watch lines applied in turn to one probe's store (`probe` as
+    /// `--probe` takes it): each line's outcome (`Err`: why the stream
+    /// cannot be trusted), and the store's problem text after them.
+    pub fn apply_watch_lines(probe: &str, lines: &[&[u8]]) -> (Vec<Result<(), String>>, Option<String>) {
+        use crate::signals::probes::store::{Applied, Store};
+        let spec = crate::signals::probes::grammar::parse_probe(probe).expect("a valid probe");
+        let mut store = Store::default();
+        let outcomes = lines
+            .iter()
+            .map(|line| match store.apply(line, &spec) {
+                Applied::Failed(why) => Err(why),
+                _ => Ok(()),
+            })
+            .collect();
+        (outcomes, store.problem("Foo"))
+    }
+
+    /// The operator container's judgement (`--watch-container NAME`) from
+    /// a Pod's JSON: `None` when it is no Pod.
+    pub fn judge_container(
+        pod: &[u8],
+        name: &str,
+        now: std::time::SystemTime,
+    ) -> Option<Result<Option<String>, String>> {
+        let pod: crate::signals::container::judge::Pod = serde_json::from_slice(pod).ok()?;
+        Some(crate::signals::container::judge::judge(&pod, name, now))
+    }
 }

@@ -9,13 +9,16 @@ use std::path::Path;
 /// A fuzz target's name and the function its inputs go through.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 6] = [
+const TARGETS: [Target; 9] = [
     ("reader", exercise::reader),
     ("kubeconfig", exercise::kubeconfig),
     ("http_request", exercise::http_request),
     ("retry_after", exercise::retry_after),
     ("registration_answer", exercise::registration_answer),
     ("expr", exercise::expr),
+    ("status_configmap", exercise::status_configmap),
+    ("watch_event", exercise::watch_event),
+    ("pod_status", exercise::pod_status),
 ];
 
 #[test]
