@@ -40,22 +40,7 @@ fn section_blocks(file: &str, heading: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap();
     let section = text.split(&format!("\n{heading}\n")).nth(1).unwrap_or_else(|| panic!("{file} has `{heading}`"));
     let section = section.split("\n## ").next().unwrap();
-    let mut blocks = Vec::new();
-    let mut lines = section.lines();
-    while let Some(line) = lines.next() {
-        let indent = line.len() - line.trim_start().len();
-        let Some(info) = line.trim_start().strip_prefix("```") else { continue };
-        let mut body = String::new();
-        for line in lines.by_ref() {
-            if line.trim_start().starts_with("```") {
-                break;
-            }
-            body.push_str(line.get(indent..).unwrap_or(line.trim_start()));
-            body.push('\n');
-        }
-        blocks.push((info.trim().to_string(), body));
-    }
-    blocks
+    support::markdown::fenced_blocks(section)
 }
 
 /// The `sh` blocks of a section, one script.

@@ -123,27 +123,6 @@ fn the_checks_see_what_they_look_for() {
 // `kubectl kustomize` needs no API server; kubectl turns the YAML into JSON
 // offline (`annotate --local`).
 
-/// The fenced blocks of a Markdown text, each dedented by its fence's
-/// indentation: (info string, body).
-fn fenced_blocks(text: &str) -> Vec<(String, String)> {
-    let mut blocks = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        let indent = line.len() - line.trim_start().len();
-        let Some(info) = line.trim_start().strip_prefix("```") else { continue };
-        let mut body = String::new();
-        for line in lines.by_ref() {
-            if line.trim_start().starts_with("```") {
-                break;
-            }
-            body.push_str(line.get(indent..).unwrap_or(line.trim_start()));
-            body.push('\n');
-        }
-        blocks.push((info.trim().to_string(), body));
-    }
-    blocks
-}
-
 /// README.md, CONTRIBUTING.md and docs/*.md: (name, text).
 fn markdown() -> Vec<(String, String)> {
     let mut names = vec!["README.md".to_string(), "CONTRIBUTING.md".to_string()];
@@ -173,7 +152,7 @@ struct Snippet {
 fn snippets() -> Vec<Snippet> {
     let mut found = Vec::new();
     for (name, text) in markdown() {
-        for (n, (info, body)) in fenced_blocks(&text).into_iter().enumerate() {
+        for (n, (info, body)) in crate::support::markdown::fenced_blocks(&text).into_iter().enumerate() {
             let at = format!("{name}, code block {}", n + 1);
             let mut files: Vec<(String, String)> = Vec::new();
             if info == "yaml" && body.contains("kind: Kustomization") {

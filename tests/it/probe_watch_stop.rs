@@ -6,13 +6,14 @@
 //! the heartbeat's kept connection stays.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use support::fake_apiserver::FakeApiServer;
 use support::resources::condition;
 use support::sockets::connections_to;
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::{ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-probe-watch-stop";
 const FOOS: &str = "/apis/example.com/v1/namespaces/ops/foos";
@@ -27,21 +28,9 @@ fn a_stood_down_watch_closes_its_connection_within_a_second() {
     let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
     api.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
     api.put_custom(&format!("{FOOS}/a"), foo("a"));
-    let args = [
-        "run",
-        "--interval",
-        "2s",
-        "--check-interval",
-        "1s",
-        "--probe-from-crd-annotations",
-        "foos.example.com",
-        "--probe-namespace",
-        "ops",
-        "--events=false",
-        "--identity",
-        "pod-a",
-    ];
-    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
+    let run = Run::every("2s").checks("1s").flag("--probe-from-crd-annotations", "foos.example.com");
+    let run = run.flag("--probe-namespace", "ops").switch("--events=false").flag("--identity", "pod-a");
+    let mut agent = run.start(&opstatus_bin(), &pod_env(api.port(), &sa));
     let watching = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
         let watches = api.requests().iter().filter(|r| r.query.contains("watch=1")).count();
         let open = connections_to(agent.pid(), api.port());

@@ -14,6 +14,7 @@ pub mod fake_apiserver;
 pub mod fake_kube9;
 pub mod http;
 pub mod https;
+pub mod markdown;
 pub mod monitoring;
 pub mod pki;
 pub mod replicas;
