@@ -19,6 +19,7 @@ mod failures;
 mod identity;
 pub(crate) mod names;
 mod watch_stream;
+mod worker;
 pub(crate) mod yaml;
 
 pub use client::Client;
@@ -26,6 +27,7 @@ pub(crate) use client::{MAX_BODY, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
 pub(crate) use watch_stream::Closer;
+pub(crate) use worker::{Stop, Worker};
 
 /// The stack of a thread of its own that runs a [`Client`] (a watch, the
 /// Events sender): ureq, rustls and serde_json on small frames (no

@@ -15,14 +15,13 @@
 pub(crate) mod judge;
 
 use super::{Observation, Signal};
-use crate::kube::{Client, Closer, KubeError};
+use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::shutdown::Nudge;
 use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::Thread;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where the permission to read the Pod is granted.
@@ -135,38 +134,23 @@ fn read_pod(client: &mut Client, ns: &str, pod: &str) -> Result<(Option<judge::P
 }
 
 /// The agent's handle on the watch thread; dropping it stops the thread
-/// and closes its connection at once.
+/// and closes its connection at once ([`Worker`]).
 struct PodWatcher {
     shared: Arc<Mutex<Shared>>,
     /// Whether a read of the Pod has answered at least once.
     read_once: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Thread,
-    closer: Option<Closer>,
-}
-
-impl Drop for PodWatcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-        if let Some(closer) = self.closer.take() {
-            closer.close();
-        }
-    }
+    _worker: Worker,
 }
 
 impl PodWatcher {
     fn start(client: Client, (ns, pod): (String, String), nudge: Nudge) -> std::io::Result<PodWatcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let (stop, read_once) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-        let closer = Some(client.closer());
-        let run =
-            Run { client, ns, pod, shared: shared.clone(), read_once: read_once.clone(), stop: stop.clone(), nudge };
-        let handle = std::thread::Builder::new()
-            .name("pod-watch".into())
-            .stack_size(crate::kube::CLIENT_STACK)
-            .spawn(move || run.run())?;
-        Ok(PodWatcher { shared, read_once, stop, thread: handle.thread().clone(), closer })
+        let read_once = Arc::new(AtomicBool::new(false));
+        let (for_thread, read) = (shared.clone(), read_once.clone());
+        let worker = Worker::spawn("pod-watch", client, move |client, stop| {
+            Run { client, ns, pod, shared: for_thread, read_once: read, stop, nudge }.run();
+        })?;
+        Ok(PodWatcher { shared, read_once, _worker: worker })
     }
 }
 
@@ -177,7 +161,7 @@ struct Run {
     pod: String,
     shared: Arc<Mutex<Shared>>,
     read_once: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     nudge: Nudge,
 }
 
@@ -191,7 +175,7 @@ struct Event {
 
 impl Run {
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.stop.stopped()
     }
 
     fn set(&self, pod: Option<Option<judge::Pod>>, problem: Option<String>) {

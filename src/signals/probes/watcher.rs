@@ -23,12 +23,10 @@
 use super::list::list_into;
 use super::store::{Applied, Store};
 use super::{GRANT, grammar::ProbeSpec, percent_encode};
-use crate::kube::{Client, Closer, KubeError};
+use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::shutdown::Nudge;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// A watch's `timeoutSeconds`, before jitter (client-go: 5 to 10 min).
@@ -54,8 +52,6 @@ pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-/// The watch thread's stack: a Kubernetes client's ([`crate::kube::CLIENT_STACK`]).
-const STACK: usize = crate::kube::CLIENT_STACK;
 
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.
@@ -220,19 +216,7 @@ impl Machine {
 pub(crate) struct Watcher {
     pub collection: Collection,
     pub shared: Arc<Mutex<Shared>>,
-    stop: Arc<AtomicBool>,
-    thread: Thread,
-    closer: Option<Closer>,
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread.unpark();
-        if let Some(closer) = self.closer.take() {
-            closer.close();
-        }
-    }
+    _worker: Worker,
 }
 
 /// Everything the thread needs.
@@ -240,7 +224,7 @@ struct Run {
     client: Client,
     collection: Collection,
     shared: Arc<Mutex<Shared>>,
-    stop: Arc<AtomicBool>,
+    stop: Stop,
     nudge: Nudge,
     list_budget: Duration,
     jitter: Jitter,
@@ -255,26 +239,19 @@ impl Watcher {
         list_budget: Duration,
     ) -> std::io::Result<Watcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let closer = Some(client.closer());
-        let run = Run {
-            client,
-            collection: collection.clone(),
-            shared: shared.clone(),
-            stop: stop.clone(),
-            nudge,
-            list_budget,
-            jitter: Jitter::from_os(),
-        };
-        let handle =
-            std::thread::Builder::new().name("probe-watch".into()).stack_size(STACK).spawn(move || run.run())?;
-        Ok(Watcher { collection, shared, stop, thread: handle.thread().clone(), closer })
+        let (for_thread, thread_collection) = (shared.clone(), collection.clone());
+        let worker = Worker::spawn("probe-watch", client, move |client, stop| {
+            let jitter = Jitter::from_os();
+            let run = Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
+            run.run();
+        })?;
+        Ok(Watcher { collection, shared, _worker: worker })
     }
 }
 
 impl Run {
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.stop.stopped()
     }
 
     fn run(mut self) {
