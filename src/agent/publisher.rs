@@ -185,7 +185,7 @@ impl Publisher {
                 self.read_error.update(None, log::Level::Warn, "");
                 self.last_read = Some(now);
                 self.current = Some(current.unwrap_or_else(missing));
-                if self.observe_writers(now) {
+                if self.observe_writers(now, false) {
                     self.decide(now);
                 }
             }
@@ -198,11 +198,16 @@ impl Publisher {
 
     /// Whether the status key is another writer's now: logs when this
     /// instance starts or stops leaving the ConfigMap to it. False while
-    /// it is theirs (the lock does not decide then).
-    fn observe_writers(&mut self, now: Instant) -> bool {
+    /// it is theirs (the lock does not decide then). A yield begins only
+    /// on `overwritten`: a holder's write refused because another manager
+    /// replaced the status since its last one (a tug of war about to
+    /// start). A status someone else left once (an admin's `kubectl
+    /// apply` before opstatus ran) is simply taken over.
+    fn observe_writers(&mut self, now: Instant, overwritten: bool) -> bool {
         let Some(current) = &self.current else { return true };
         let quiet = writers::quiet_period(self.interval);
-        match self.yielding.observe(current.foreign.as_ref(), &current.resource_version, now, quiet) {
+        let foreign = current.foreign.as_ref().filter(|_| overwritten || self.yielding.to().is_some());
+        match self.yielding.observe(foreign, &current.resource_version, now, quiet) {
             Turn::Ours => true,
             Turn::StillTheirs => false,
             Turn::Yield(writer) => {
@@ -299,9 +304,7 @@ impl Publisher {
     ) -> Result<bool, KubeError> {
         if self.current.is_none() {
             self.current = Some(target.init(client)?);
-            if self.observe_writers(Instant::now()) {
-                self.decide(Instant::now());
-            }
+            self.decide(Instant::now());
         }
         for attempt in 1..=2 {
             if !self.may_write() {
@@ -334,7 +337,8 @@ impl Publisher {
                     log::debug!("The status ConfigMap changed under us ({e}); reading it again");
                     self.read_leader(client, &target.namespace, Instant::now());
                     self.current = Some(target.read(client)?.unwrap_or_else(missing));
-                    if self.observe_writers(Instant::now()) {
+                    let overwritten = self.role == Role::Holding;
+                    if self.observe_writers(Instant::now(), overwritten) {
                         self.decide(Instant::now());
                     }
                 }

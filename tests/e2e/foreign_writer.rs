@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
-use support::control_plane::{ControlPlane, release_bin, shared};
+use support::control_plane::{release_bin, shared};
 use support::events::{opstatus_events, summaries};
 use support::http::{endpoint_from_log, get};
 use support::run_args::Run;
@@ -22,11 +22,15 @@ use support::{run_to_end, wait_for};
 const CM: &str = "kube9-operator-status";
 const STANDIN_VERSION: &str = "9.9.9-standin";
 
-/// One pass of the stand-in: GET, then PUT of the whole object with its
-/// own status and without opstatus's annotation. A 409 (opstatus wrote in
-/// between) is what the real writer meets too: it tries again on its next pass.
-fn replace_whole_object(cp: &ControlPlane, ns: &str) -> bool {
-    let Some(cm) = cp.configmap(ns, CM) else { return false };
+/// One pass of the stand-in, as kube9-operator's writer makes it (a
+/// client of its own, so a GET and a PUT a few milliseconds apart): GET,
+/// then PUT of the whole object with its own status and without
+/// opstatus's annotation. A 409 (opstatus wrote in between) is what the
+/// real writer meets too: it tries again on its next pass.
+fn replace_whole_object(client: &mut opstatus::testing::Client, ns: &str) -> bool {
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}");
+    let Ok(Some(cm)) = client.get_path(&path, "get the status ConfigMap") else { return false };
+    let cm: Value = serde_json::from_slice(&cm).unwrap();
     let status = json!({"mode": "operated", "tier": "free", "version": STANDIN_VERSION, "health": "healthy",
         "lastUpdate": support_time(), "registered": false, "error": null, "namespace": ns});
     let body = json!({
@@ -35,8 +39,8 @@ fn replace_whole_object(cp: &ControlPlane, ns: &str) -> bool {
                      "labels": cm["metadata"]["labels"]},
         "data": {"status": status.to_string()},
     });
-    let out = cp.kubectl(&["replace", "--field-manager=kube9-operator", "-f", "-"], Some(&body.to_string()));
-    out.status.success()
+    let put = format!("{path}?fieldManager=kube9-operator");
+    client.put(&put, body.to_string().as_bytes(), "replace the status ConfigMap").is_ok()
 }
 
 fn support_time() -> String {
@@ -63,12 +67,13 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
     let standin = {
         let (stop, ns) = (stop.clone(), ns.clone());
         std::thread::spawn(move || {
+            let mut client = cp.admin_client();
             let mut replaced = 0;
             for _ in 0..60 {
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
-                replaced += usize::from(replace_whole_object(cp, &ns));
+                replaced += usize::from(replace_whole_object(&mut client, &ns));
                 std::thread::sleep(Duration::from_millis(1500));
             }
             replaced
