@@ -9,10 +9,11 @@
 //! `status` key over and drops opstatus's lock annotation with it;
 //! opstatus's next write, carrying the `resourceVersion` it last saw, is a
 //! 409. Writing back would start a tug of war that never ends and that
-//! readers see as a status flipping between two authors. So: once the
-//! `status` key belongs to another manager, every opstatus instance leaves
-//! the ConfigMap alone (its other sinks go on) until the ConfigMap has not
-//! changed for [`quiet_period`], then takes it back.
+//! readers see as a status flipping between two authors. So: once a
+//! holder finds its status replaced by another manager, it leaves the
+//! ConfigMap alone (its other sinks go on) until the ConfigMap has not
+//! changed for [`quiet_period`], then takes it back. (A status another
+//! manager left once, before opstatus ran, is simply taken over.)
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;

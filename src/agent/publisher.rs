@@ -8,6 +8,8 @@
 //! expired; with `--follow-leader-lease` everyone reads the operator's
 //! Lease once per check and the sidecar beside the operator's leader
 //! publishes. A holder that stops hands the lock over ([`Publisher::hand_over`]).
+//! A holder whose status another writer replaced leaves the ConfigMap to
+//! it until it has been quiet ([`crate::writers`]).
 
 use super::leader::{Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
