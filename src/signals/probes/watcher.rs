@@ -52,7 +52,6 @@ pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -244,7 +243,8 @@ impl Watcher {
         let (for_thread, thread_collection) = (shared.clone(), collection.clone());
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
-            let run = Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
+            let run =
+                Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
             run.run();
         })?;
         Ok(Watcher { collection, shared, _worker: worker })
