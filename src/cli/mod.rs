@@ -355,6 +355,8 @@ mod tests {
         assert!(parse_with(probe, &[("WATCH_NAMESPACE", &namespaces(32))]).is_ok());
         assert!(error_of(probe, &[("WATCH_NAMESPACE", &namespaces(33))]).starts_with("the probes would watch 33"));
         assert!(parse_with("", &[("WATCH_NAMESPACE", &namespaces(200))]).is_ok(), "no probe, nothing watched");
+        let get = format!("get {probe}");
+        assert!(parse_with(&get, &[("WATCH_NAMESPACE", &namespaces(33))]).is_ok(), "get probes nothing");
         assert_eq!(
             watched("Apps").unwrap_err().0,
             "WATCH_NAMESPACE: \"Apps\" is not a valid namespace name: only lowercase letters, digits and '-' are allowed"

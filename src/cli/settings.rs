@@ -192,7 +192,9 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     }
     crate::pro::client::check_transport(&s.pro.server_url, s.pro.allow_insecure_server_url, &s.pro.server_ca_file)
         .map_err(ConfigError)?;
-    check_collections(&s.probes)?;
+    if matches!(command, Command::Run | Command::Once) {
+        check_collections(&s.probes)?;
+    }
     if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }

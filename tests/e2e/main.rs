@@ -28,6 +28,7 @@ mod probe_scale;
 mod probe_standby;
 mod probe_unreadable;
 mod probe_watch;
+mod probe_watch_stop;
 mod publisher;
 mod quick_start;
 mod rbac_revoked;

@@ -30,7 +30,11 @@ fn a_stood_down_watch_closes_its_connection_within_a_second() {
     api.put_custom(&format!("{FOOS}/a"), foo("a"));
     let run = Run::every("2s").checks("1s").flag("--probe-from-crd-annotations", "foos.example.com");
     let run = run.flag("--probe-namespace", "ops").switch("--events=false").flag("--identity", "pod-a");
-    let mut agent = run.start(&opstatus_bin(), &pod_env(api.port(), &sa));
+    // The debug line says when the probes stand by (the check after the
+    // write that found the lock taken), which is when the watch stops.
+    let mut env = pod_env(api.port(), &sa);
+    env.push(("RUST_LOG".into(), "opstatus=debug".into()));
+    let mut agent = run.start(&opstatus_bin(), &env);
     let watching = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
         let watches = api.requests().iter().filter(|r| r.query.contains("watch=1")).count();
         let open = connections_to(agent.pid(), api.port());
@@ -48,7 +52,7 @@ fn a_stood_down_watch_closes_its_connection_within_a_second() {
     cm["metadata"]["resourceVersion"] = json!("999999");
     api.put_object("ops", "kube9-operator-status", cm);
     let stood_by = wait_for(Duration::from_secs(10), Duration::from_millis(10), || {
-        agent.stderr().contains("Standing by").then(Instant::now)
+        agent.stderr().contains("Standing by: the probes' watches stop").then(Instant::now)
     });
     let stood_by = stood_by.unwrap_or_else(|| panic!("never stood by\n{}", agent.stderr()));
     let closed = wait_for(Duration::from_secs(5), Duration::from_millis(10), || {
@@ -56,7 +60,7 @@ fn a_stood_down_watch_closes_its_connection_within_a_second() {
     });
     let open = connections_to(agent.pid(), api.port());
     let closed = closed.unwrap_or_else(|| panic!("{open} connections 5 s after standing by\n{}", agent.stderr()));
-    println!("the stood-down watch's connection closed {closed:.0?} after standing by was logged");
+    println!("the stood-down watch's connection closed {closed:.0?} after the probes stood by");
     assert!(closed <= Duration::from_secs(1), "{closed:?}");
     assert_eq!(agent.exited(), None);
 }

@@ -66,33 +66,35 @@ pub(crate) enum Parsed {
     },
 }
 
-/// Only the name, for a resource whose other fields cannot be read.
+/// A resource as a list or an event carries it: the status is read on
+/// its own, so a status that cannot be read still leaves the name.
 #[derive(Deserialize)]
-struct Named {
+struct Raw<'a> {
     metadata: ItemMeta,
+    #[serde(borrow, default)]
+    status: Option<&'a serde_json::value::RawValue>,
 }
 
 /// Reads one resource's JSON; `Err` only when not even its name can be
 /// read (then nothing can be said about which resource it was).
 pub(crate) fn parse_item(json: &str) -> Result<Parsed, serde_json::Error> {
-    match serde_json::from_str::<Item>(json) {
-        Ok(item) => Ok(Parsed::Read(item)),
-        Err(e) => {
-            let named = serde_json::from_str::<Named>(json)?;
-            let item = Item { metadata: named.metadata, status: None };
-            let why = sanitize(&e.to_string(), MAX_REASON).into();
-            Ok(Parsed::Unreadable { key: item.key(), version: item.metadata.resource_version, why })
-        }
-    }
+    let raw = serde_json::from_str::<Raw>(json)?;
+    let status = raw.status.map(|s| serde_json::from_str::<ItemStatus>(s.get())).transpose();
+    let item = Item { metadata: raw.metadata, conditions: Vec::new() };
+    Ok(match status {
+        Ok(status) => Parsed::Read(Item { conditions: status.and_then(|s| s.conditions).unwrap_or_default(), ..item }),
+        Err(e) => Parsed::Unreadable {
+            key: item.key(),
+            version: item.metadata.resource_version,
+            why: sanitize(&e.to_string(), MAX_REASON).into(),
+        },
+    })
 }
 
-/// A resource as a list or an event carries it, reduced to what the
-/// expressions read.
-#[derive(Deserialize)]
+/// A resource reduced to what the expressions read.
 pub(crate) struct Item {
     pub metadata: ItemMeta,
-    #[serde(default)]
-    status: Option<ItemStatus>,
+    conditions: Vec<ItemCondition>,
 }
 
 #[derive(Deserialize)]
@@ -154,8 +156,8 @@ impl Item {
         sanitize(&key, MAX_KEY).into()
     }
 
-    fn conditions(&self) -> &[super::tally::ItemCondition] {
-        self.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or_default()
+    fn conditions(&self) -> &[ItemCondition] {
+        &self.conditions
     }
 
     /// What `spec`'s expressions say about this resource.
@@ -606,11 +608,15 @@ mod tests {
     #[test]
     fn only_the_verdicts_are_kept() {
         let spec = spec();
-        let item: Item = serde_json::from_slice(&event("ADDED", "a", 1, &[("Migrating", "True"), ("Other", "x")]))
-            .map(|e: serde_json::Value| serde_json::from_value(e["object"].clone()).unwrap())
-            .unwrap();
+        let read = |json: &str| match parse_item(json) {
+            Ok(Parsed::Read(item)) => item,
+            _ => panic!("not read: {json}"),
+        };
+        let event: serde_json::Value =
+            serde_json::from_slice(&event("ADDED", "a", 1, &[("Migrating", "True"), ("Other", "x")])).unwrap();
+        let item = read(&event["object"].to_string());
         assert_eq!(item.marks(&spec), Marks { blocking: Some("Migrating".into()), ..Marks::default() });
-        let unknown: Item = serde_json::from_str(r#"{"metadata":{"name":"c"}}"#).unwrap();
+        let unknown = read(r#"{"metadata":{"name":"c"},"status":null}"#);
         assert_eq!(unknown.marks(&spec), Marks::default(), "unknown never blocks");
         assert_eq!(&*unknown.key(), "c", "cluster-scoped");
     }

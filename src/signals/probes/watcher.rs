@@ -52,7 +52,6 @@ pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
 
-
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -155,13 +154,15 @@ pub(crate) struct Machine {
     /// 410s since the last working watch: the first relists at once, more
     /// back off and are reported.
     gone: u32,
-    /// A watch failed since the last one that worked.
-    troubled: bool,
+    /// Why the last watch failed, since the last one that worked: what a
+    /// list that works leaves reported (a list's failure in between is
+    /// past).
+    troubled: Option<String>,
 }
 
 impl Default for Machine {
     fn default() -> Self {
-        Machine { backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP), gone: 0, troubled: false }
+        Machine { backoff: Backoff::new(BACKOFF_BASE, BACKOFF_CAP), gone: 0, troubled: None }
     }
 }
 
@@ -171,14 +172,14 @@ impl Machine {
     pub(crate) fn delivered(&mut self) {
         self.backoff.reset();
         self.gone = 0;
-        self.troubled = false;
+        self.troubled = None;
     }
 
     pub(crate) fn after(&mut self, ended: Ended, random: u64) -> Plan {
         let plan = |step, delay, problem| Plan { step, delay, problem };
         match ended {
             // A watch's trouble stands until a watch works.
-            Ended::Listed if self.troubled => plan(Step::Watch, Duration::ZERO, None),
+            Ended::Listed if self.troubled.is_some() => plan(Step::Watch, Duration::ZERO, Some(self.troubled.clone())),
             Ended::Listed => {
                 self.backoff.reset();
                 plan(Step::Watch, Duration::ZERO, Some(None))
@@ -192,7 +193,7 @@ impl Machine {
             }
             Ended::Closed { .. } => plan(Step::Watch, self.backoff.next_delay(random, None), None),
             Ended::WatchFailed { error, relist, retry_after } => {
-                self.troubled = true;
+                self.troubled = Some(error.clone());
                 let step = if relist { Step::List } else { Step::Watch };
                 plan(step, self.backoff.next_delay(random, retry_after), Some(Some(error)))
             }
@@ -201,7 +202,7 @@ impl Machine {
                 if self.gone == 1 {
                     return plan(Step::List, Duration::ZERO, None);
                 }
-                self.troubled = true;
+                self.troubled = Some(error.clone());
                 plan(Step::List, self.backoff.next_delay(random, None), Some(Some(error)))
             }
         }
@@ -242,7 +243,8 @@ impl Watcher {
         let (for_thread, thread_collection) = (shared.clone(), collection.clone());
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
-            let run = Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
+            let run =
+                Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
             run.run();
         })?;
         Ok(Watcher { collection, shared, _worker: worker })
@@ -449,7 +451,7 @@ mod tests {
         }
         assert_eq!(ceilings, [2, 4, 8, 16, 30, 30, 30, 30], "doubling up to the cap");
         // A list that works clears none of it, nor does the backoff start over.
-        assert_eq!(m.after(Ended::Listed, 0).problem, None);
+        assert_eq!(m.after(Ended::Listed, 0).problem, Some(Some("Cannot watch foos: refused".into())));
         m.after(failed(false), u64::MAX);
         assert_eq!(m.backoff.failures(), 10, "still counting");
         // Once a watch ran well, the next starts at once.
@@ -469,7 +471,8 @@ mod tests {
         assert_eq!(again.problem, Some(Some("Cannot watch foos: 410 Gone".into())), "and is reported");
         let ceilings: Vec<u64> = (0..6)
             .map(|_| {
-                assert_eq!(m.after(Ended::Listed, 0).problem, None, "a list does not clear it");
+                let listed = m.after(Ended::Listed, 0).problem;
+                assert_eq!(listed, Some(Some("Cannot watch foos: 410 Gone".into())), "a list does not clear it");
                 m.after(gone(), u64::MAX);
                 m.backoff.ceiling(m.backoff.failures() - 1).as_secs()
             })
@@ -485,9 +488,11 @@ mod tests {
         let mut m = Machine::default();
         m.after(Ended::Listed, 0);
         m.after(failed(true), u64::MAX);
-        assert_eq!(m.after(Ended::Listed, 0).problem, None);
+        m.after(Ended::ListFailed { error: "Cannot list foos: 503".into(), retry_after: None }, 0);
+        let listed = m.after(Ended::Listed, 0).problem;
+        assert_eq!(listed, Some(Some("Cannot watch foos: refused".into())), "the watch's, not the list's");
         let quick = m.after(Ended::Closed { lasted: S(1), delivered: false }, u64::MAX);
-        assert_eq!((quick.problem, m.backoff.failures()), (None, 2), "an empty watch: still backing off");
+        assert_eq!((quick.problem, m.backoff.failures()), (None, 3), "an empty watch: still backing off");
         m.delivered();
         let plan = m.after(Ended::Closed { lasted: S(1), delivered: true }, u64::MAX);
         assert_eq!((plan.problem, plan.delay), (Some(None), Duration::ZERO));
@@ -513,6 +518,7 @@ mod tests {
         let plan = m.after(failed(true), 0);
         assert_eq!(plan.step, Step::List, "the store may have missed events");
         assert!(plan.problem.is_some());
-        assert_eq!(m.after(Ended::Listed, 0).problem, None, "a watch's problem waits for a watch that works");
+        let listed = m.after(Ended::Listed, 0).problem;
+        assert_eq!(listed, plan.problem, "a watch's problem waits for a watch that works");
     }
 }
