@@ -225,7 +225,9 @@ fn e2e_cluster_operator_lifecycle() {
 
 /// must-gather collects what drives `Upgradeable`: each probed resource
 /// type (every object of it: an empty name) in the probed namespace, and
-/// its CRD, are related objects of the ClusterOperator.
+/// its CRD, are related objects of the ClusterOperator; and the log says
+/// once, at start, that its `Upgradeable=False` holds back the whole
+/// cluster's upgrade.
 #[test]
 fn the_probed_types_and_their_crds_are_related_objects() {
     let cp = shared();
@@ -241,7 +243,13 @@ fn the_probed_types_and_their_crds_are_related_objects() {
     let args =
         ["once", "--cluster-operator", &name, "--operator-version", "1.0.0", "--probe", probe, "--probe-namespace", ns];
     let out = run_to_end(&release_bin(), &args, &cp.pod_env(&pod), Duration::from_secs(30));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    // Where it may say Upgradeable=False, the consequence is said at start.
+    let said =
+        format!("ClusterOperator {name}: while a probed resource blocks, it says Upgradeable=False, which holds back");
+    assert_eq!(log.matches(&said).count(), 1, "{log}");
+    assert!(log.contains("the upgrade of the whole cluster"), "{log}");
     let co = cp.cluster_operator(&name).expect("created");
     let related = co["status"]["relatedObjects"]
         .as_array()
