@@ -30,41 +30,31 @@ fn files() -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     walk(Path::new(ROOT), &mut out);
-    out.retain(|p| !p.ends_with("tests/it/docs.rs"));
     assert!(out.len() > 100, "found only {} files", out.len());
     out
 }
 
-/// What history sounds like, lowercased.
-fn history_in(line: &str) -> Option<&'static str> {
+/// What history sounds like, lowercased. The phrases are put together
+/// here, so that this file holds none of them and is checked like any other.
+fn history_in(line: &str) -> Option<String> {
     let lower = line.to_lowercase();
-    for phrase in [
-        "last session",
-        "this session",
-        "previous session",
-        "next session",
-        "end of session",
-        "last round",
-        "this round",
-        "previous round",
-        "next round",
-        "round two",
-        "issue #",
-    ] {
-        if lower.contains(phrase) {
-            return Some(phrase);
-        }
+    let mut phrases = vec![["end of", "session"].join(" "), ["round", "two"].join(" "), ["issue", "#"].join(" ")];
+    for when in ["last", "this", "previous", "next"] {
+        phrases.extend(["session", "round"].map(|what| format!("{when} {what}")));
+    }
+    if let Some(phrase) = phrases.into_iter().find(|p| lower.contains(p.as_str())) {
+        return Some(phrase);
     }
     let words: Vec<&str> = lower.split(|c: char| !c.is_ascii_alphanumeric() && c != '#').collect();
     for pair in words.windows(2) {
         if pair[0] == "session" && pair[1].chars().all(|c| c.is_ascii_digit()) && !pair[1].is_empty() {
-            return Some("session N");
+            return Some("session N".into());
         }
     }
     for word in &words {
-        // `#19`: an issue or pull request number.
+        // A hash and digits: an issue or pull request number.
         if word.len() > 1 && word.starts_with('#') && word[1..].chars().all(|c| c.is_ascii_digit()) {
-            return Some("#N");
+            return Some("#N".into());
         }
     }
     None
@@ -105,7 +95,15 @@ fn nothing_speaks_of_sessions_rounds_issue_numbers_or_commit_ids() {
 
 #[test]
 fn the_checks_see_what_they_look_for() {
-    for line in ["Measured at the end of session 5", "as last round's branch did", "(issue #18)", "purpose (#19):"] {
+    let (session, round) = ("session", "round");
+    let history = [
+        format!("Measured at the end of {session} 5"),
+        format!("as last {round}'s branch did"),
+        format!("(issue {}{})", '#', 18),
+        format!("purpose (#{}):", 19),
+        format!("See the {session} {} notes", 4),
+    ];
+    for line in &history {
         assert!(history_in(line).is_some(), "{line}");
     }
     for line in ["A new connection resumes the TLS session", "a debugging session", "round-trips", "around"] {
