@@ -8,13 +8,14 @@ pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
+use crate::util::transport;
+use rustls::ClientConfig;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
-use ureq::tls::{RootCerts, TlsConfig};
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
@@ -120,6 +121,8 @@ enum Token {
 /// A client for one API server. Not `Clone`: it owns the token state.
 pub struct Client {
     pub(super) agent: ureq::Agent,
+    /// The TLS configuration, shared with [`Client::sibling`]s.
+    tls: Arc<ClientConfig>,
     server: String,
     ca_source: String,
     token: Token,
@@ -145,9 +148,7 @@ impl Client {
 
     fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, ConfigError> {
         let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(ConfigError)?;
-        let mut tls = TlsConfig::builder()
-            .root_certs(RootCerts::new_with_certs(&roots))
-            .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()));
+        let mut identity = None;
         let mut token = Token::None;
         match &creds.auth {
             Auth::Token(t) => token = Token::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
@@ -158,17 +159,19 @@ impl Client {
             }
             Auth::ClientCert { cert_pem, key_pem } => {
                 let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
-                let identity = client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?;
-                tls = tls.client_cert(Some(identity));
+                identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
             }
             Auth::Anonymous => {}
         }
-        let mut config = http::agent_config(TIMEOUTS).tls_config(tls.build()).https_only(true);
+        let tls = transport::tls_config(&roots, identity)
+            .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
+        let mut config = http::agent_config(TIMEOUTS).https_only(true);
         if let Some(idle) = keep_alive {
             config = http::kept_alive(config, idle);
         }
         Ok(Client {
-            agent: config.build().new_agent(),
+            agent: transport::agent(config.build(), Some(tls.clone())),
+            tls,
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
             token,
@@ -183,7 +186,8 @@ impl Client {
     /// long-lived watch never takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
         Client {
-            agent: ureq::Agent::new_with_config(self.agent.config().clone()),
+            agent: transport::agent(self.agent.config().clone(), Some(self.tls.clone())),
+            tls: self.tls.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
             token: self.token.clone(),

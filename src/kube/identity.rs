@@ -1,9 +1,8 @@
 //! A client certificate and its key, checked before they are used.
 //!
-//! ureq hands them to rustls when it builds its TLS configuration and
-//! aborts the process (`expect`) when rustls refuses them: at the first
-//! handshake, not at start. [`client_identity`] runs the very check rustls
-//! runs (`CertifiedKey::from_der` with the ring provider: the key parses, is
+//! rustls refuses a bad pair when the TLS configuration is built, with an
+//! error that names no cause an admin can act on. [`client_identity`] runs
+//! the very check rustls runs (`CertifiedKey::from_der` with the ring provider: the key parses, is
 //! a kind ring signs with, and matches the certificate's public key, which
 //! must parse as X.509 v3) at start, so a bad identity is a configuration
 //! error (exit code 2) with a sentence saying what is wrong.
@@ -12,20 +11,22 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 use rustls::{CertificateError, Error, InconsistentKeys};
-use ureq::tls::{Certificate, ClientCert, PrivateKey};
+use ureq::tls::Certificate;
 
-/// The identity ureq will present (`chain` parsed from the client
+/// The certificate chain and key a TLS client presents.
+pub(crate) type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+/// The identity the client will present (`chain` parsed from the client
 /// certificate's PEM, `key_pem` the key), once rustls is known to accept
 /// it; else a sentence for the person who configured it (never the key
 /// itself).
-pub(super) fn client_identity(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<ClientCert, String> {
+pub(super) fn client_identity(chain: &[Certificate<'static>], key_pem: &[u8]) -> Result<Identity, String> {
     let not_a_key = || "the client key is not a PEM private key (PKCS#8, SEC1 or PKCS#1)".to_string();
     let key_der = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| not_a_key())?;
-    let chain_der = chain.iter().map(|c| CertificateDer::from(c.der()).into_owned()).collect();
+    let chain_der: Vec<_> = chain.iter().map(|c| CertificateDer::from(c.der()).into_owned()).collect();
     let provider = rustls::crypto::ring::default_provider();
-    CertifiedKey::from_der(chain_der, key_der, &provider).map_err(|e| explain(&e))?;
-    let key = PrivateKey::from_pem(key_pem).map_err(|_| not_a_key())?;
-    Ok(ClientCert::new_with_certs(chain, key))
+    CertifiedKey::from_der(chain_der.clone(), key_der.clone_key(), &provider).map_err(|e| explain(&e))?;
+    Ok((chain_der, key_der))
 }
 
 /// rustls's refusal, worded for an admin.
@@ -56,7 +57,7 @@ mod tests {
     use rcgen::{CertificateParams, KeyPair, PKCS_ECDSA_P256_SHA256, PKCS_ED25519};
 
     /// As the credentials use it: the PEM parsed, then checked.
-    fn identity(cert_pem: &[u8], key_pem: &str) -> Result<ClientCert, String> {
+    fn identity(cert_pem: &[u8], key_pem: &str) -> Result<Identity, String> {
         client_identity(&pem_certificates(cert_pem, "the client certificate")?, key_pem.as_bytes())
     }
 

@@ -20,14 +20,14 @@ use crate::pro::registration::Outcome;
 use crate::util::files;
 use crate::util::http::{self, Timeouts};
 use crate::util::text::{MAX_FOREIGN, sanitize};
+use crate::util::transport;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
-use ureq::tls::{PemItem, RootCerts, TlsConfig};
+use ureq::tls::PemItem;
 
 pub(crate) const DEFAULT_SERVER_URL: &str = "https://api.kube9.dev";
 
@@ -168,7 +168,7 @@ impl Kube9Client {
                 "kube9-server {server} is plain http:// (--allow-insecure-server-url): the API key is sent unencrypted"
             );
         }
-        let mut config = http::agent_config(TIMEOUTS);
+        let mut tls = None;
         if https && need_tls_roots {
             let (pem, source) = match ca_file {
                 Some(path) => (
@@ -178,14 +178,10 @@ impl Kube9Client {
                 None => system_bundle()?,
             };
             let roots = pem_certificates(&pem, &format!("CA bundle {source}"))?;
-            let tls = TlsConfig::builder()
-                .root_certs(RootCerts::new_with_certs(&roots))
-                .unversioned_rustls_crypto_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .build();
-            config = config.tls_config(tls);
+            tls = Some(transport::tls_config(&roots, None).map_err(|why| format!("CA bundle {source}: {why}"))?);
         }
         Ok(Kube9Client {
-            agent: config.build().new_agent(),
+            agent: transport::agent(http::agent_config(TIMEOUTS).build(), tls),
             register_url: format!("{server}/v1/operator/register"),
             server,
         })

@@ -56,13 +56,17 @@ pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
 /// that calls one server one request at a time: one idle connection is all
 /// it ever has to keep.
 ///
-/// ureq probes a pooled connection before reusing it (a non-blocking read:
-/// a peer's FIN, RST or stray bytes mean "closed") and then connects afresh,
-/// so a connection the server closed cleanly while idle costs a handshake,
-/// not a failed call. A close the probe cannot see (the request crossing
-/// the server's close, or a middlebox that forgot the flow) surfaces as a
-/// transport error on the reused connection: ureq does not retry, so the
-/// caller decides (the Kubernetes client retries idempotent requests once).
+/// A pooled connection that idled past [`PROBE_AFTER`] is probed before it
+/// is reused (a non-blocking read: a peer's FIN, RST or stray bytes mean
+/// "closed") and replaced, so a connection the server closed cleanly while
+/// idle costs a handshake, not a failed call; one used more recently is
+/// taken as it is (`src/util/transport.rs`). A close the probe cannot see
+/// (the request crossing the server's close, or a middlebox that forgot the
+/// flow) surfaces as a transport error on the reused connection: ureq does
+/// not retry, so the caller decides (the Kubernetes client retries
+/// idempotent requests once).
+///
+/// [`PROBE_AFTER`]: crate::util::transport::PROBE_AFTER
 pub(crate) fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
     config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
 }

@@ -1,6 +1,7 @@
 //! Small mechanisms every room uses and none owns: backoff and jitter,
 //! RFC 3339 time, signals and the shutdown watchdog, logging, the outbound
-//! HTTP policy, a problem that is logged once per change, bounded,
+//! HTTP policy and opstatus's own transport under it, a problem that is
+//! logged once per change, bounded,
 //! non-blocking reads of files from outside, foreign text made safe to
 //! show, and the rule about credentials in URLs.
 
@@ -14,4 +15,5 @@ pub(crate) mod shutdown;
 pub(crate) mod spelling;
 pub(crate) mod text;
 pub(crate) mod time;
+pub(crate) mod transport;
 pub(crate) mod url;

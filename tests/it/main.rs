@@ -27,6 +27,7 @@ mod image;
 mod insecure_server_url;
 mod kept_connection_closed;
 mod monitoring;
+mod one_write;
 mod operator_condition_conflict;
 mod operator_condition_ownership;
 mod operator_watch;
