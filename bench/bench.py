@@ -381,20 +381,24 @@ def ratio(x):
 def real_intervals(cp, args, work, named_rules, writer_rules):
     """--intervals: at each interval in turn, every tool at once."""
     tools = [("opstatus", args.opstatus)] + [tuple(a.split("=", 1)) for a in args.also]
-    tools += [("python", "python")] + ([("kubectl", "kubectl")] if args.kubectl else [])
+    tools += [(label, ("peer", path)) for label, path in (p.split("=", 1) for p in args.peer)]
+    tools += ([("python", "python")] if args.python else []) + ([("kubectl", "kubectl")] if args.kubectl else [])
     jobs = []
-    for interval in args.intervals:
+    for interval in [i for i in args.intervals for _ in range(args.repeat)]:
         # Fewer heartbeats at 1 s would be noise; more at 60 s would be hours.
         beats = args.long_heartbeats if interval >= 10 else max(args.long_heartbeats, 30)
         group = []
         for label, binary in tools:
-            ns = f"{label}-{interval}s".replace("_", "-").lower()
-            rules = named_rules if binary not in ("python", "kubectl") else writer_rules
+            ns = f"{label}-{interval}s-{len(jobs) + len(group)}".replace("_", "-").replace(".", "-").lower()
+            rules = named_rules if isinstance(binary, str) and binary not in ("python", "kubectl") else writer_rules
             sa_dir, kubeconfig, user = cp.identity(ns, "writer", rules, work)
             env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
                        KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"], OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
             children = False
-            if binary == "python":
+            if isinstance(binary, tuple):
+                # A peer of bench/peers: the same job, one "wrote" line per write.
+                argv, marker = [binary[1], str(interval)], "wrote"
+            elif binary == "python":
                 argv, marker = [args.python, f"{ROOT}/bench/python_writer.py", str(interval)], "wrote"
             elif binary == "kubectl":
                 argv, marker, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], "wrote", True
@@ -413,16 +417,33 @@ def real_intervals(cp, args, work, named_rules, writer_rules):
     print(f"\nEach interval in turn, every tool at once against one kube-apiserver "
           f"{cp.env.get('KUBE_GIT_VERSION', '')} on loopback; medians per heartbeat over the heartbeats after the "
           f"second write ({', '.join(f'{b} at {i} s' for i, b in sorted({(i, b) for _, i, b, _, _ in jobs}))}).\n")
-    print("| tool | interval | CPU per heartbeat | Python ÷ tool | RSS | API requests per heartbeat "
-          "| TLS handshakes per heartbeat |")
-    print("|---|---|---|---|---|---|---|")
+    # With --repeat, each cell is the median of the runs' medians.
+    cells = {}
     for label, interval, _, r, _ in jobs:
-        python = next(x for lb, i, _, x, _ in jobs if lb == "python" and i == interval)
-        if not r or not python:
-            print(f"| {label} | {interval} s | failed | | | | |")
+        cells.setdefault((label, interval), []).append(r)
+    runs = {key: [r for r in rs if r] for key, rs in cells.items()}
+
+    def median(key, field):
+        values = [r[field] for r in runs.get(key, [])]
+        return statistics.median(values) if values else float("nan")
+
+    refs = [label for label in ("kube-rs", "floor", "python") if any(k[0] == label for k in runs)]
+    print("| tool | interval | runs | CPU per heartbeat (median; runs' medians) | "
+          + " | ".join(f"{'tool ÷ floor' if ref == 'floor' else ref + ' ÷ tool'}" for ref in refs)
+          + " | RSS | API requests per heartbeat | TLS handshakes per heartbeat |")
+    print("|---|---|---|---|" + "---|" * len(refs) + "---|---|---|")
+    for (label, interval), rs in cells.items():
+        if not runs[(label, interval)]:
+            print(f"| {label} | {interval} s | 0 of {len(rs)} | failed |" + " |" * (len(refs) + 3))
             continue
-        print(f"| {label} | {interval} s | {r['cpu_ms']:.3f} ms | {ratio(python['cpu_ms'] / r['cpu_ms'])} | "
-              f"{r['rss_kib'] / 1024:.1f} MiB | {r['requests']:.2f} | {r['handshakes']:.2f} |")
+        cpu = median((label, interval), "cpu_ms")
+        each = ", ".join(f"{r['cpu_ms']:.3f}" for r in runs[(label, interval)])
+        ratios = [cpu / median((ref, interval), "cpu_ms") if ref == "floor" else
+                  median((ref, interval), "cpu_ms") / cpu for ref in refs]
+        print(f"| {label} | {interval} s | {len(runs[(label, interval)])} | {cpu:.3f} ms ({each}) | "
+              + " | ".join(f"{x:.2f}×" for x in ratios)
+              + f" | {median((label, interval), 'rss_kib') / 1024:.1f} MiB | "
+              f"{median((label, interval), 'requests'):.2f} | {median((label, interval), 'handshakes'):.2f} |")
     for label, interval, _, r, _ in jobs:
         if r:
             print(f"{label} {interval} s: CPU per heartbeat " + ", ".join(f"{c:.3f}" for c in r["cpu_ms_all"]) +
@@ -442,7 +463,8 @@ def du_bytes(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--opstatus", required=True, help="the static opstatus binary")
-    ap.add_argument("--python", required=True, help="the Python interpreter with the kubernetes client")
+    ap.add_argument("--python", help="the Python interpreter with the kubernetes client (the --intervals mode "
+                    "runs without it when not given)")
     ap.add_argument("--heartbeats", type=int, default=30, help="heartbeats per run (1 s interval)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--idle-interval", type=int, default=20, help="seconds; over ureq's default 15 s idle limit")
@@ -457,6 +479,11 @@ def main():
                     help="heartbeats per tool at each of --intervals (5: 3.5 min at 30 s, 6.5 min at 60 s)")
     ap.add_argument("--kubectl", action=argparse.BooleanOptionalAction, default=True,
                     help="include the kubectl loop in the --intervals mode")
+    ap.add_argument("--peer", action="append", default=[], metavar="LABEL=PATH",
+                    help="in the --intervals mode, a writer of bench/peers (kube-rs, floor): PATH INTERVAL, "
+                    "one 'wrote' line per write (repeatable)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="in the --intervals mode, runs per interval; each cell is the median of the runs' medians")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
                     help="another opstatus build beside the first in the --intervals mode (repeatable)")
     args = ap.parse_args()

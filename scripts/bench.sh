@@ -10,9 +10,16 @@
 #   scripts/bench.sh [--runs 3] [--heartbeats 30] [--long-heartbeats 5]
 #                    [--default-intervals 1,30,60] [--also before=PATH]
 #
-# Only the real-intervals table, at the intervals given:
+# Only the real-intervals table, at the intervals given (--repeat: runs per
+# interval, each cell the median of the runs' medians):
 #
-#   scripts/bench.sh --intervals 30,60 [--no-kubectl]
+#   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 3]
+#
+# The real-intervals table also runs the peers of bench/peers (a dev-only
+# Cargo project, not part of the workspace; built here, release profile):
+# kube-rs doing the same server-side apply ("kube-rs"), and the floor, a
+# bare rustls connection writing one pre-serialised PATCH per heartbeat
+# ("floor"). --no-peers leaves them out.
 #
 # The probe-scale mode instead (bench/probe_scale.py: OLM probes over 100,
 # 2,000 and 10,000 CRs with nothing changing; 10–15 minutes):
@@ -33,11 +40,19 @@ if [ "${1:-}" = --probe-scale ]; then
   shift
   exec python3 bench/probe_scale.py --opstatus "$bin" "$@"
 fi
+peers=()
+if [[ " $* " != *" --no-peers "* ]]; then
+  cargo build --quiet --release --manifest-path bench/peers/Cargo.toml
+  peers=(--peer kube-rs=bench/peers/target/release/kube-writer --peer floor=bench/peers/target/release/floor-writer)
+fi
+args=()
+for a in "$@"; do [ "$a" = --no-peers ] || args+=("$a"); done
+set -- "${args[@]}"
 venv="$cache/bench-venv-$(sha256sum bench/requirements.txt | cut -c1-12)"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r bench/requirements.txt
 fi
-exec python3 bench/bench.py --opstatus "$bin" --python "$venv/bin/python" \
+exec python3 bench/bench.py --opstatus "$bin" --python "$venv/bin/python" "${peers[@]}" \
   --static x86_64="${bins[0]}" --static arm64="${bins[1]}" --static armv7="${bins[2]}" \
   --qemu-arm64 /usr/bin/qemu-aarch64-static "$@"

@@ -11,6 +11,7 @@ use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
 use crate::util::reported::Reported;
+use crate::util::transport;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -32,7 +33,7 @@ pub(crate) struct Watches {
 
 impl Watches {
     pub(crate) fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
-        let agent = http::agent_config(Timeouts {
+        let config = http::agent_config(Timeouts {
             connect: URL_TIMEOUT,
             send: URL_TIMEOUT,
             response: URL_TIMEOUT,
@@ -41,8 +42,10 @@ impl Watches {
         // Probed every few seconds: keeping the connection saves a
         // handshake per check and costs the operator nothing.
         .max_idle_connections(urls.len().max(1))
-        .build()
-        .new_agent();
+        .build();
+        // Plain http:// only (`check_url`): opstatus's transport without TLS,
+        // so ureq's own TCP and TLS stack is not linked at all.
+        let agent = transport::agent(config, None);
         Watches { urls, file, critical, agent, problem: Reported::default() }
     }
 
