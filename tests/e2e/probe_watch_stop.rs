@@ -7,12 +7,13 @@
 //! second of that, only the heartbeat's kept connection is left.
 
 use crate::support;
+use crate::support::run_args::Run;
 
 use serde_json::json;
 use std::time::{Duration, Instant};
 use support::control_plane::{release_bin, shared};
 use support::sockets::connections_to;
-use support::{RunningAgent, wait_for};
+use support::wait_for;
 
 /// The check interval: the probes stand by at the check after the write
 /// that found the lock taken.
@@ -24,25 +25,11 @@ fn e2e_a_stood_down_watch_closes_its_connection() {
     cp.install_crd("foos.example.com");
     let pod = cp.deploy("probe-watch-stop");
     let ns = pod.namespace.as_str();
-    let subject = format!("namespace: {ns}");
-    cp.apply_manifests("manifests/olm", ns, &[("namespace: kube9-system", &subject)]);
+    cp.apply_manifests("manifests/olm", ns, &[]);
     cp.create_foo(ns, "quiet", &[("Migrating", "False")]);
     let probe = "example.com/v1/foos:Upgradeable=!Migrating";
-    let args = [
-        "run",
-        "--interval",
-        "2s",
-        "--check-interval",
-        "1s",
-        "--probe",
-        probe,
-        "--probe-namespace",
-        ns,
-        "--identity",
-        "pod-a",
-        "--events=false",
-    ];
-    let mut agent = RunningAgent::start(&release_bin(), &args, &cp.pod_env(&pod));
+    let run = Run::every("2s").checks("1s").flag("--probe", probe).flag("--probe-namespace", ns);
+    let mut agent = run.flag("--identity", "pod-a").switch("--events=false").start(&release_bin(), &cp.pod_env(&pod));
     // Watching: the watch's connection beside the heartbeat's.
     let open = wait_for(Duration::from_secs(20), Duration::from_millis(50), || {
         let status = cp.status_document(ns, "kube9-operator-status")?;
