@@ -103,7 +103,9 @@ pub(crate) struct StatusDocument {
 
 impl StatusDocument {
     pub(crate) fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a struct of strings and enums always serialises")
+        let mut out = Vec::with_capacity(512);
+        serde_json::to_writer(&mut out, self).expect("a struct of strings and enums always serialises");
+        String::from_utf8(out).expect("serde_json writes UTF-8")
     }
 
     /// The kube9 spec's own example (free tier), for tests.

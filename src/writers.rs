@@ -17,6 +17,7 @@
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 /// The longest manager name kept from outside (a field manager is at most
@@ -24,12 +25,14 @@ use std::time::{Duration, Instant};
 const MAX_MANAGER: usize = 128;
 
 /// One `metadata.managedFields` entry, as far as the `status` key goes.
+/// Read on every heartbeat's answer: the names are borrowed from it, and
+/// copied only for another writer.
 #[derive(Deserialize)]
-pub(crate) struct ManagedEntry {
-    #[serde(default)]
-    manager: String,
-    #[serde(default)]
-    operation: String,
+pub(crate) struct ManagedEntry<'a> {
+    #[serde(default, borrow)]
+    manager: Cow<'a, str>,
+    #[serde(default, borrow)]
+    operation: Cow<'a, str>,
     #[serde(default, rename = "fieldsV1")]
     fields: Option<Fields>,
 }
@@ -62,10 +65,10 @@ impl std::fmt::Display for Writer {
 }
 
 /// The first manager other than `ours` that owns the `status` key.
-pub(crate) fn foreign_writer(entries: &[ManagedEntry], ours: &[&str]) -> Option<Writer> {
+pub(crate) fn foreign_writer(entries: &[ManagedEntry<'_>], ours: &[&str]) -> Option<Writer> {
     let owns_status =
-        |e: &&ManagedEntry| e.fields.as_ref().and_then(|f| f.data.as_ref()).is_some_and(|d| d.status.is_some());
-    let entry = entries.iter().filter(owns_status).find(|e| !ours.contains(&e.manager.as_str()))?;
+        |e: &&ManagedEntry<'_>| e.fields.as_ref().and_then(|f| f.data.as_ref()).is_some_and(|d| d.status.is_some());
+    let entry = entries.iter().filter(owns_status).find(|e| !ours.contains(&e.manager.as_ref()))?;
     let text = |s: &str| crate::util::text::sanitize(s, MAX_MANAGER);
     Some(Writer { manager: text(&entry.manager), operation: text(&entry.operation) })
 }
@@ -146,7 +149,7 @@ mod tests {
     const OURS: [&str; 2] = ["opstatus", "opstatus-init"];
     const S: fn(u64) -> Duration = Duration::from_secs;
 
-    fn entries(json: &str) -> Vec<ManagedEntry> {
+    fn entries(json: &str) -> Vec<ManagedEntry<'_>> {
         serde_json::from_str(json).unwrap()
     }
 

@@ -220,13 +220,17 @@ impl Agent {
     }
 
     fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
+        self.document_stamped(verdict, format_rfc3339(now))
+    }
+
+    fn document_stamped(&self, verdict: Verdict, last_update: String) -> StatusDocument {
         let pro = &self.observation.pro;
         StatusDocument {
             mode: pro.mode,
             tier: pro.tier,
             version: self.config.settings.operator_version.clone(),
             health: verdict.health,
-            last_update: format_rfc3339(now),
+            last_update,
             registered: pro.registered,
             error: verdict.error,
             namespace: self.config.operator_namespace.clone(),
@@ -238,7 +242,7 @@ impl Agent {
     /// a change is measured against (health, reason, mode, tier,
     /// registration, clusterId).
     fn content(&self) -> StatusDocument {
-        StatusDocument { last_update: String::new(), ..self.document(self.publishable(), SystemTime::UNIX_EPOCH) }
+        self.document_stamped(self.publishable(), String::new())
     }
 
     /// One check: who publishes; every signal looks again (one

@@ -4,6 +4,7 @@ use super::credentials::{Auth, Credentials, Secret, pem_certificates, read_token
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
+use super::request::{Action, Method, Request};
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
@@ -84,7 +85,7 @@ impl ObjectRef<'_> {
     }
 
     /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
-    fn action(&self, verb: &str) -> String {
+    pub(super) fn action(&self, verb: &str) -> String {
         match self.namespace {
             Some(ns) => format!("{verb} {} {:?} in namespace {ns:?}", self.resource, self.name),
             None => format!("{verb} {} {:?}", self.resource, self.name),
@@ -244,7 +245,7 @@ impl Client {
     ) -> Result<Vec<u8>, KubeError> {
         let force = if force { "&force=true" } else { "" };
         let url = format!("{}{}?fieldManager={field_manager}{force}", self.server, object.path());
-        let request = Request { method: Method::Apply(body), url: &url, action: &object.action("patch") };
+        let request = Request { method: Method::Apply(body), url: &url, action: Action::On(object, "patch") };
         self.send(request, true).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
@@ -285,7 +286,7 @@ impl Client {
     /// ([`KubeError::is_missing_object`]).
     pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Get, url: &url, action }, true)
+        self.send(Request { method: Method::Get, url: &url, action: Action::Said(action) }, true)
     }
 
     /// PUT a whole object (an update: the body carries the
@@ -294,7 +295,7 @@ impl Client {
     /// read (bounded) and dropped: it is as large as what was sent.
     pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action }, false).map(drop)
+        self.send(Request { method: Method::Put(body), url: &url, action: Action::Said(action) }, false).map(drop)
     }
 
     /// JSON merge patch (`application/merge-patch+json`) of an existing
@@ -302,13 +303,14 @@ impl Client {
     /// drained and dropped.
     pub fn merge_patch(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::MergePatch(body), url: &url, action }, false).map(drop)
+        self.send(Request { method: Method::MergePatch(body), url: &url, action: Action::Said(action) }, false)
+            .map(drop)
     }
 
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Post(body), url: &url, action }, true)
+        self.send(Request { method: Method::Post(body), url: &url, action: Action::Said(action) }, true)
     }
 
     /// `want_body` false: a success's body is drained (bounded, so the
@@ -401,7 +403,7 @@ impl Client {
             return Ok(Vec::new());
         }
         if !(200..300).contains(&code) {
-            return Err(self.error_answer(body, code, request.action, retry_after).into());
+            return Err(self.error_answer(body, code, &request.action.text(), retry_after).into());
         }
         // Sized once from Content-Length (one byte over the limit, so a
         // longer body fails without growing the buffer): a buffer that
@@ -474,30 +476,6 @@ impl From<KubeError> for Failed {
     }
 }
 
-struct Request<'a> {
-    method: Method<'a>,
-    url: &'a str,
-    action: &'a str,
-}
-
-enum Method<'a> {
-    Get,
-    /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
-    Apply(&'a [u8]),
-    /// A JSON merge patch: fields set to absolute values, so sending it
-    /// twice is the same as once.
-    MergePatch(&'a [u8]),
-    Put(&'a [u8]),
-    Post(&'a [u8]),
-}
-
-impl Method<'_> {
-    /// Whether sending it twice does no harm (see [`Client::send_on_kept`]).
-    fn safe_to_repeat(&self) -> bool {
-        !matches!(self, Method::Post(_))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,16 +485,5 @@ mod tests {
         assert_eq!(keep_alive_for(Duration::from_secs(60)), Duration::from_secs(90));
         assert_eq!(keep_alive_for(crate::status::MAX_INTERVAL), Duration::from_secs(270));
         assert!(keep_alive_for(crate::status::MIN_INTERVAL) > ONE_SHOT_IDLE);
-    }
-
-    #[test]
-    fn a_post_is_never_sent_twice() {
-        assert!(!Method::Post(b"{}").safe_to_repeat());
-        assert!(
-            Method::Get.safe_to_repeat()
-                && Method::Apply(b"{}").safe_to_repeat()
-                && Method::MergePatch(b"{}").safe_to_repeat()
-                && Method::Put(b"{}").safe_to_repeat()
-        );
     }
 }

@@ -18,6 +18,7 @@ mod error;
 mod failures;
 mod identity;
 pub(crate) mod names;
+mod request;
 mod watch_stream;
 mod worker;
 pub(crate) mod yaml;

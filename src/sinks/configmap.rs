@@ -21,7 +21,7 @@ use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
 use crate::writers::{ManagedEntry, Writer, foreign_writer};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -59,29 +59,104 @@ pub(crate) struct Current {
     pub lock: Seen,
     /// The object's uid (events about the ConfigMap name it).
     pub uid: String,
-    /// Another manager that owns the status key ([`crate::writers`]).
+    /// Another manager that owns the status key ([`crate::writers`]), as
+    /// a read saw it; `None` after a write, whose answer is not searched
+    /// for one.
     pub foreign: Option<Writer>,
 }
 
-/// The ConfigMap as far as the lock needs it: nothing of `data` is kept.
+/// The ConfigMap as a read sees it: the lock, and who else writes the
+/// status (the field managers' names borrowed); nothing of `data`, of the
+/// annotations only the lock's.
 #[derive(Deserialize)]
-struct Head {
-    metadata: HeadMeta,
+struct Head<'a> {
+    #[serde(borrow)]
+    metadata: HeadMeta<'a>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct HeadMeta {
+struct HeadMeta<'a> {
     #[serde(default)]
     resource_version: String,
     #[serde(default)]
     uid: String,
     #[serde(default)]
-    annotations: BTreeMap<String, String>,
+    annotations: LockAnnotation,
+    #[serde(default, borrow)]
+    managed_fields: Vec<ManagedEntry<'a>>,
+}
+
+/// A write's answer, as far as the next write needs it. Who else writes
+/// the status is judged on reads only (a holder's refused write is
+/// followed by one), so every heartbeat skips `managedFields`.
+#[derive(Deserialize)]
+struct WriteHead {
+    metadata: WriteMeta,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WriteMeta {
+    #[serde(default)]
+    resource_version: String,
+    #[serde(default)]
+    uid: String,
+    #[serde(default)]
+    annotations: LockAnnotation,
+}
+
+/// The one annotation read, [`lock::ANNOTATION`] (serde needs the name
+/// spelled out; a test holds the two together).
+#[derive(Default, Deserialize)]
+struct LockAnnotation {
+    #[serde(rename = "opstatus.kube9.dev/publisher")]
+    lock: Option<String>,
+}
+
+/// The labels, read once at start.
+#[derive(Deserialize)]
+struct Labelled {
+    metadata: LabelledMeta,
+}
+
+#[derive(Deserialize)]
+struct LabelledMeta {
     #[serde(default)]
     labels: BTreeMap<String, String>,
-    #[serde(default)]
-    managed_fields: Vec<ManagedEntry>,
+}
+
+/// The heartbeat's apply body, serialised as it stands (no JSON tree
+/// built first: this is written on every heartbeat).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplyBody<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ApplyMeta<'a>,
+    data: OneEntry<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplyMeta<'a> {
+    name: &'a str,
+    namespace: &'a str,
+    annotations: OneEntry<'a>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    resource_version: &'a str,
+}
+
+/// A map of one key, serialised without building one.
+struct OneEntry<'a>(&'static str, &'a str);
+
+impl Serialize for OneEntry<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(1))?;
+        map.serialize_entry(self.0, self.1)?;
+        map.end()
+    }
 }
 
 /// The labels opstatus gives a status ConfigMap nobody else labelled.
@@ -96,22 +171,22 @@ impl StatusConfigMap {
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending).
     pub(crate) fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
-        let mut metadata = json!({
-            "name": self.name,
-            "namespace": self.namespace,
-            "annotations": { lock::ANNOTATION: record.to_json() },
-        });
-        if !resource_version.is_empty() {
-            metadata["resourceVersion"] = json!(resource_version);
-        }
-        json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": metadata,
-            "data": { STATUS_KEY: status.to_json() },
-        })
-        .to_string()
-        .into_bytes()
+        let body = ApplyBody {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: ApplyMeta {
+                name: &self.name,
+                namespace: &self.namespace,
+                annotations: OneEntry(lock::ANNOTATION, &record.to_json()),
+                resource_version,
+            },
+            data: OneEntry(STATUS_KEY, &status.to_json()),
+        };
+        // Sized for the usual body at once: grown step by step, its
+        // copies were a visible part of a heartbeat.
+        let mut out = Vec::with_capacity(2048);
+        serde_json::to_writer(&mut out, &body).expect("a body of strings serialises");
+        out
     }
 
     /// The first look: reads the ConfigMap; creates it if it is missing
@@ -165,7 +240,7 @@ impl StatusConfigMap {
     ) -> Result<Current, KubeError> {
         let body = self.apply_body(status, record, resource_version);
         let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
-        seen(&answer)
+        written(&answer)
     }
 
     /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
@@ -175,16 +250,26 @@ impl StatusConfigMap {
 }
 
 fn labels(body: &[u8]) -> Option<BTreeMap<String, String>> {
-    serde_json::from_slice::<Head>(body).ok().map(|h| h.metadata.labels)
+    serde_json::from_slice::<Labelled>(body).ok().map(|h| h.metadata.labels)
 }
 
-/// The version and lock of a ConfigMap body.
+/// The version, lock and other writer of a ConfigMap body (a read).
 pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
-    let head: Head = serde_json::from_slice(body)
-        .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })?;
-    let lock = Seen::parse(head.metadata.annotations.get(lock::ANNOTATION).map(String::as_str));
+    let head: Head = parse(body)?;
+    let lock = Seen::parse(head.metadata.annotations.lock.as_deref());
     let foreign = foreign_writer(&head.metadata.managed_fields, &[FIELD_MANAGER, INIT_FIELD_MANAGER]);
     Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid, foreign })
+}
+
+/// The version and lock of a write's answer (`foreign` stays unread).
+fn written(body: &[u8]) -> Result<Current, KubeError> {
+    let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
+    Ok(Current { resource_version, lock: Seen::parse(annotations.lock.as_deref()), uid, foreign: None })
+}
+
+fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
+    serde_json::from_slice(body)
+        .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })
 }
 
 #[cfg(test)]
@@ -224,6 +309,17 @@ mod tests {
         let s = seen(body.to_string().as_bytes()).unwrap();
         let foreign = None;
         assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record), uid: "u-1".into(), foreign });
+        // A write's answer: the same version and lock; other writers are
+        // a read's business.
+        let managed = json!([{"manager": "kube9-operator", "operation": "Update",
+                              "fieldsV1": {"f:data": {"f:status": {}}}}]);
+        let mut answer = body.clone();
+        answer["metadata"]["managedFields"] = managed;
+        let after_write = written(answer.to_string().as_bytes()).unwrap();
+        assert_eq!(after_write, Current { foreign: None, ..s.clone() });
+        let read = seen(answer.to_string().as_bytes()).unwrap();
+        assert_eq!(read.foreign.map(|w| w.manager), Some("kube9-operator".to_string()));
+        assert!(written(b"[]").is_err());
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

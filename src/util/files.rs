@@ -117,11 +117,15 @@ pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8
     }
     let file: File = OpenOptions::new().read(true).custom_flags(O_NONBLOCK).open(path).map_err(io_error)?;
     // The type of what was opened, not of what the path named a moment ago.
-    let kind = file.metadata().map_err(io_error)?.file_type();
+    let metadata = file.metadata().map_err(io_error)?;
+    let kind = metadata.file_type();
     if !kind.is_file() {
         return Err(refuse(describe(kind)));
     }
-    let mut data = Vec::new();
+    // Room for the whole file and the byte that would be one too many: one
+    // read brings it all and the next finds its end (an empty Vec grows
+    // from 32 bytes, a read per step: the token file took seven).
+    let mut data = Vec::with_capacity(metadata.len().min(limit) as usize + 1);
     file.take(limit + 1).read_to_end(&mut data).map_err(io_error)?;
     if data.len() as u64 > limit {
         return Err(FileError::TooLarge { what: what.to_string(), path: shown(), limit });

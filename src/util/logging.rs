@@ -8,7 +8,7 @@
 //! collector never splits an event.
 
 use std::fmt::{self, Write as _};
-use std::io::Write;
+use std::io::{self, Write};
 
 pub fn init() {
     let mut builder = env_logger::Builder::new();
@@ -19,33 +19,40 @@ pub fn init() {
     // After RUST_LOG, so it cannot be overridden.
     builder.filter_module("ureq_proto", log::LevelFilter::Warn);
     builder.format(|buf, record| {
-        let mut line = OneLine(String::new());
+        // The message goes straight into env_logger's buffer, not through
+        // a copy first: a heartbeat writes one of these lines.
+        let mut stamp = String::with_capacity(24);
+        crate::util::time::write_rfc3339(&mut stamp, std::time::SystemTime::now());
+        write!(buf, "{stamp} {:<5} ", record.level())?;
+        let mut line = OneLine { out: &mut *buf, failed: None };
         let _ = write!(line, "{}", record.args());
-        writeln!(
-            buf,
-            "{} {:<5} {}",
-            crate::util::time::format_rfc3339(std::time::SystemTime::now()),
-            record.level(),
-            line.0
-        )
+        if let Some(e) = line.failed {
+            return Err(e);
+        }
+        writeln!(buf)
     });
     builder.target(env_logger::Target::Stderr);
     let _ = builder.try_init();
 }
 
-/// Collects a message with line breaks (and the indentation after them)
+/// Writes a message with line breaks (and the indentation after them)
 /// folded into single spaces.
-struct OneLine(String);
+struct OneLine<W: Write> {
+    out: W,
+    /// Why writing to `out` failed (`fmt::Error` carries nothing).
+    failed: Option<io::Error>,
+}
 
-impl fmt::Write for OneLine {
+impl<W: Write> fmt::Write for OneLine<W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let mut parts = s.split('\n');
+        let mut write = |bytes: &[u8]| self.out.write_all(bytes).map_err(|e| self.failed = Some(e));
         if let Some(first) = parts.next() {
-            self.0.push_str(first.trim_end_matches('\r'));
+            write(first.trim_end_matches('\r').as_bytes()).map_err(|_| fmt::Error)?;
         }
         for part in parts {
-            self.0.push(' ');
-            self.0.push_str(part.trim_start().trim_end_matches('\r'));
+            write(b" ").map_err(|_| fmt::Error)?;
+            write(part.trim_start().trim_end_matches('\r').as_bytes()).map_err(|_| fmt::Error)?;
         }
         Ok(())
     }
@@ -60,8 +67,8 @@ mod tests {
         // The formatter hands over the pieces separately: breaks in the
         // template and in the arguments are both folded.
         let payload = "[\n      1,\n    ]";
-        let mut line = OneLine(String::new());
+        let mut line = OneLine { out: Vec::new(), failed: None };
         write!(line, "Message {{\r\n    version: 1,\n    payload: {payload}\n}}").unwrap();
-        assert_eq!(line.0, "Message { version: 1, payload: [ 1, ] }");
+        assert_eq!(String::from_utf8(line.out).unwrap(), "Message { version: 1, payload: [ 1, ] }");
     }
 }

@@ -12,10 +12,35 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Times before 1970 are clamped to the epoch: a status is never written
 /// with such a clock, and clamping keeps the function total.
 pub fn format_rfc3339(t: SystemTime) -> String {
+    let mut out = String::with_capacity(20);
+    write_rfc3339(&mut out, t);
+    out
+}
+
+/// [`format_rfc3339`] appended to `out`. Every heartbeat and log line
+/// carries one: the usual four-digit years are written digit by digit,
+/// without the formatting machinery.
+pub(crate) fn write_rfc3339(out: &mut String, t: SystemTime) {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    if !(0..=9999).contains(&y) {
+        use std::fmt::Write as _;
+        let _ = write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
+        return;
+    }
+    let mut push = |n: i64, width: u32, then: char| {
+        for place in (0..width).rev() {
+            out.push(char::from(b'0' + (n / 10i64.pow(place) % 10) as u8));
+        }
+        out.push(then);
+    };
+    push(y, 4, '-');
+    push(m, 2, '-');
+    push(d, 2, 'T');
+    push(rem / 3600, 2, ':');
+    push(rem % 3600 / 60, 2, ':');
+    push(rem % 60, 2, 'Z');
 }
 
 /// Parses an RFC 3339 date-time: `2025-11-10T15:30:00Z`, with optional
@@ -127,6 +152,9 @@ mod tests {
         // Sub-second parts are dropped, not rounded.
         let t = at(1_762_788_600) + Duration::from_millis(999);
         assert_eq!(format_rfc3339(t), "2025-11-10T15:30:00Z");
+        // Past year 9999 the year takes the digits it needs.
+        assert_eq!(format_rfc3339(at(253_402_300_799)), "9999-12-31T23:59:59Z");
+        assert_eq!(format_rfc3339(at(253_402_300_800)), "10000-01-01T00:00:00Z");
     }
 
     #[test]

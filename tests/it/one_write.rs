@@ -5,6 +5,9 @@
 //! A TCP relay between opstatus and the fake API server reads the TLS
 //! record headers opstatus sends (their framing is in clear: type,
 //! version, length) and counts the encrypted records after the handshake.
+//!
+//! And a heartbeat is the agent thread's work alone: no other thread of
+//! the process wakes for it.
 
 use crate::support;
 use crate::support::run_args::Run;
@@ -115,4 +118,45 @@ fn each_heartbeat_is_one_tls_record_on_the_kept_connection() {
         sent.len()
     );
     assert_eq!(relay.connections.load(Ordering::Relaxed), 1, "the connection was kept");
+}
+
+/// A heartbeat wakes no thread but the agent's: the Events sender sleeps
+/// until there is an Event to send (waking it on every check cost a
+/// system call and two context switches per heartbeat).
+#[test]
+fn a_heartbeat_wakes_no_other_thread() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let agent = Run::every("1s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    let heartbeats = || agent.stderr().matches("Status updated:").count();
+    let reached = |n: usize| {
+        wait_for(Duration::from_secs(20), Duration::from_millis(20), || (heartbeats() >= n).then_some(())).is_some()
+    };
+    assert!(reached(2), "{}", agent.stderr());
+    let before = other_threads_switches(agent.pid());
+    assert!(before.keys().any(|name| name == "events"), "the Events sender runs: {before:?}");
+    assert!(reached(heartbeats() + 4), "{}", agent.stderr());
+    let after = other_threads_switches(agent.pid());
+    assert_eq!(before, after, "context switches of the threads other than the agent's, over 4 heartbeats");
+}
+
+/// Each thread but the main one, by name, with its voluntary context
+/// switches so far.
+fn other_threads_switches(pid: u32) -> std::collections::BTreeMap<String, u64> {
+    let mut threads = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let task = task.unwrap().path();
+        if task.file_name().and_then(|n| n.to_str()) == Some(&pid.to_string()) {
+            continue;
+        }
+        let name = std::fs::read_to_string(task.join("comm")).unwrap().trim().to_string();
+        let status = std::fs::read_to_string(task.join("status")).unwrap();
+        let switches = status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .map(|v| v.trim().parse::<u64>().unwrap())
+            .unwrap();
+        threads.insert(name, switches);
+    }
+    threads
 }

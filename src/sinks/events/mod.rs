@@ -254,13 +254,26 @@ impl Events {
     /// Queues `occurrence` (if the rate limit lets it through) and wakes
     /// the sender.
     pub(crate) fn record(&self, occurrence: Occurrence, now: Instant) {
-        self.recorder().record(occurrence, now);
-        self.shared.1.notify_one();
+        let mut recorder = self.recorder();
+        recorder.record(occurrence, now);
+        self.wake_if_queued(recorder);
     }
 
     pub(crate) fn observe_upgradeable(&self, upgradeable: Option<&Desired>, now: Instant, wall: SystemTime) {
-        self.recorder().observe_upgradeable(upgradeable, now, wall);
-        self.shared.1.notify_one();
+        let mut recorder = self.recorder();
+        recorder.observe_upgradeable(upgradeable, now, wall);
+        self.wake_if_queued(recorder);
+    }
+
+    /// Wakes the sender only when there is something to send: this runs on
+    /// every check, and waking a thread for nothing (a system call and a
+    /// context switch each way) was a good part of a heartbeat's cost.
+    fn wake_if_queued(&self, recorder: MutexGuard<'_, Recorder>) {
+        let queued = !recorder.queue.is_empty();
+        drop(recorder);
+        if queued {
+            self.shared.1.notify_one();
+        }
     }
 
     pub(crate) fn stand_by(&self) {

@@ -1,0 +1,60 @@
+//! One request as the [`super::Client`] sends it: the method (with its
+//! body), the URL, and what it is for, as error messages say it.
+
+use super::client::ObjectRef;
+
+pub(super) struct Request<'a> {
+    pub method: Method<'a>,
+    pub url: &'a str,
+    pub action: Action<'a>,
+}
+
+/// What a request is for, as error messages say it. An object's is spelled
+/// out only when an error needs it: the heartbeat's apply succeeds.
+pub(super) enum Action<'a> {
+    Said(&'a str),
+    On(&'a ObjectRef<'a>, &'static str),
+}
+
+impl Action<'_> {
+    pub(super) fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Action::Said(text) => (*text).into(),
+            Action::On(object, verb) => object.action(verb).into(),
+        }
+    }
+}
+
+pub(super) enum Method<'a> {
+    Get,
+    /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
+    Apply(&'a [u8]),
+    /// A JSON merge patch: fields set to absolute values, so sending it
+    /// twice is the same as once.
+    MergePatch(&'a [u8]),
+    Put(&'a [u8]),
+    Post(&'a [u8]),
+}
+
+impl Method<'_> {
+    /// Whether sending it twice does no harm (see [`super::Client`]'s `send_on_kept`).
+    pub(super) fn safe_to_repeat(&self) -> bool {
+        !matches!(self, Method::Post(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_post_is_never_sent_twice() {
+        assert!(!Method::Post(b"{}").safe_to_repeat());
+        assert!(
+            Method::Get.safe_to_repeat()
+                && Method::Apply(b"{}").safe_to_repeat()
+                && Method::MergePatch(b"{}").safe_to_repeat()
+                && Method::Put(b"{}").safe_to_repeat()
+        );
+    }
+}
