@@ -30,6 +30,7 @@ mod publisher;
 mod schedule;
 mod served;
 mod write;
+mod write_log;
 
 use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
@@ -49,6 +50,7 @@ use schedule::{Schedule, check_cadence};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use write_log::WriteLog;
 
 /// The first retry after a failed write waits at least this long.
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
@@ -129,6 +131,11 @@ pub(crate) struct Agent {
     shared: Shared,
     /// The longest a tick can take (for the liveness window).
     worst_tick: Duration,
+    /// Status writes since the last hourly summary line.
+    write_log: WriteLog,
+    /// Whether `RUST_LOG` asked for a line on every heartbeat
+    /// ([`write_log::HEARTBEAT_TARGET`]); read once, not on every write.
+    heartbeat_lines: bool,
 }
 
 impl Agent {
@@ -180,6 +187,8 @@ impl Agent {
             events,
             shared,
             worst_tick,
+            write_log: WriteLog::new(Instant::now()),
+            heartbeat_lines: log::log_enabled!(target: write_log::HEARTBEAT_TARGET, log::Level::Info),
         }
     }
 

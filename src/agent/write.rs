@@ -3,6 +3,7 @@
 //! metrics, Events and log lines ([`Agent::record`]); a new holder's first
 //! write is followed by its other sinks ([`Agent::publish`]).
 
+use super::write_log::HEARTBEAT_TARGET;
 use super::{Agent, SHUTDOWN_REASON};
 use crate::kube::KubeError;
 use crate::sinks::events::correlator as events;
@@ -15,18 +16,38 @@ pub(super) enum Written {
     /// Another instance publishes: nothing was written.
     NotOurs,
     /// The document went out at `at`; `before` is the health published
-    /// before it, `ended_failures` the failed attempts this write ended.
+    /// before it, `changed` whether the document (its timestamp aside)
+    /// differs from the last one published, `ended_failures` the failed
+    /// attempts this write ended.
     Done {
         doc: StatusDocument,
         at: SystemTime,
         took: Duration,
         before: Option<Health>,
+        changed: bool,
         ended_failures: Option<u32>,
     },
     Failed {
         error: KubeError,
         took: Duration,
     },
+}
+
+/// A document as the log says it: `mode=…, tier=…, health=…, registered=…`.
+struct Said<'a>(&'a StatusDocument);
+
+impl std::fmt::Display for Said<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let doc = self.0;
+        write!(
+            f,
+            "mode={}, tier={}, health={}, registered={}",
+            doc.mode.as_str(),
+            doc.tier.as_str(),
+            doc.health,
+            doc.registered
+        )
+    }
 }
 
 impl Agent {
@@ -80,9 +101,11 @@ impl Agent {
                 let ended_failures = self.write_error.take().map(|_| self.backoff.failures());
                 self.backoff.reset();
                 let published = StatusDocument { last_update: String::new(), ..doc.clone() };
-                let before = self.published.replace(published).map(|p| p.health);
+                let previous = self.published.replace(published);
+                let changed = previous.as_ref() != self.published.as_ref();
+                let before = previous.map(|p| p.health);
                 self.last_written = Some(doc.clone());
-                Written::Done { doc, at, took, before, ended_failures }
+                Written::Done { doc, at, took, before, changed, ended_failures }
             }
             Err(error) => {
                 self.write_error = Some(Problem::status_write(&error.to_string()));
@@ -91,7 +114,9 @@ impl Agent {
         }
     }
 
-    /// A write's outcome as metrics, Events and log lines.
+    /// A write's outcome as metrics, Events and log lines: a line when the
+    /// published status changed, each heartbeat only when asked for
+    /// ([`super::write_log`]).
     fn record(&mut self, written: Written) -> Result<(), KubeError> {
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         match written {
@@ -100,7 +125,7 @@ impl Agent {
                 shared.metrics.record_error(error.kind(), took);
                 Err(error)
             }
-            Written::Done { doc, at, took, before, ended_failures } => {
+            Written::Done { doc, at, took, before, changed, ended_failures } => {
                 shared.metrics.record_update(doc.mode, doc.health, took, at);
                 drop(shared);
                 if let Some(failures) = ended_failures {
@@ -111,13 +136,19 @@ impl Agent {
                     );
                 }
                 self.note_events(before, &doc, at);
-                log::info!(
-                    "Status updated: mode={}, tier={}, health={}, registered={}",
-                    doc.mode.as_str(),
-                    doc.tier.as_str(),
-                    doc.health,
-                    doc.registered
-                );
+                if changed {
+                    log::info!("Status updated: {}", Said(&doc));
+                } else if self.heartbeat_lines {
+                    log::info!(target: HEARTBEAT_TARGET, "Status updated: {}", Said(&doc));
+                }
+                if let Some(summary) = self.write_log.wrote(Instant::now()) {
+                    log::info!(
+                        "Status kept current: {} writes in the last {} min ({})",
+                        summary.writes,
+                        summary.over.as_secs() / 60,
+                        Said(&doc)
+                    );
+                }
                 Ok(())
             }
         }
@@ -206,7 +237,9 @@ mod tests {
         let doc = agent.document(Verdict { health: Health::Degraded, error: Some("why".into()) }, at);
         assert_eq!(doc.mode, Mode::Operated);
         let took = Duration::from_millis(3);
-        agent.record(Written::Done { doc, at, took, before: None, ended_failures: Some(2) }).expect("a success");
+        agent
+            .record(Written::Done { doc, at, took, before: None, changed: true, ended_failures: Some(2) })
+            .expect("a success");
         assert!(agent.record(Written::NotOurs).is_ok(), "a standby's write is no failure");
         let error = KubeError::Api {
             code: 403,

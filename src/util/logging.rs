@@ -1,6 +1,7 @@
 //! Logging: one line per event on stderr, `TIMESTAMP LEVEL message`.
 //!
-//! `RUST_LOG` sets the level (default `info`). Whatever it says, the HTTP
+//! `RUST_LOG` sets the level (default `info`). The line on every heartbeat
+//! (target `opstatus::heartbeat`) is off unless `RUST_LOG` names it. Whatever it says, the HTTP
 //! protocol layer's wire dump (`ureq_proto` at TRACE, documented by ureq as
 //! "NOT REDACTED") stays off: a debugging session must never be one library
 //! upgrade away from printing an `Authorization` header. Messages that span
@@ -10,9 +11,15 @@
 use std::fmt::{self, Write as _};
 use std::io::{self, Write};
 
+/// The log target of the line on every heartbeat: off unless `RUST_LOG`
+/// names it (`RUST_LOG=info,opstatus::heartbeat=info`).
+pub(crate) const HEARTBEAT_TARGET: &str = "opstatus::heartbeat";
+
 pub fn init() {
     let mut builder = env_logger::Builder::new();
     builder.filter_level(log::LevelFilter::Info);
+    // Before RUST_LOG, which may turn it on: a line on every heartbeat.
+    builder.filter_module(HEARTBEAT_TARGET, log::LevelFilter::Off);
     if let Ok(spec) = std::env::var("RUST_LOG") {
         builder.parse_filters(&spec);
     }

@@ -139,3 +139,39 @@ fn a_hanging_events_api_never_delays_a_heartbeat() {
     assert!(events_sent >= 1, "an event was sent (and hangs): {paths:?}\n{}", agent.stderr());
     assert!(during >= 4, "{during} status writes in 10 s at a 2 s interval while Events hang:\n{}", agent.stderr());
 }
+
+/// At opstatus's default log level the log says each change of the
+/// published status, not each heartbeat (at 60 s that would be 1,440
+/// identical lines a day): one line for the first write, one when the
+/// operator's health changes, none for the heartbeats between.
+#[test]
+fn the_default_log_says_each_change_of_the_status_not_each_heartbeat() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let operator = support::http::FakeOperator::start();
+    let mut env = pod_env(server.port(), &sa);
+    env.push(("RUST_LOG".into(), "info".into()));
+    let agent = Run::every("1s").checks("1s").flag("--watch-url", operator.url()).start(&opstatus_bin(), &env);
+    let writes = || server.requests().iter().filter(|r| r.query.ends_with("&force=true")).count();
+    let lines = |health: &str| agent.stderr().matches(&format!("Status updated: {health}")).count();
+    let healthy = "mode=operated, tier=free, health=healthy, registered=false";
+    let wait_writes = |n: usize| {
+        wait_for(Duration::from_secs(20), Duration::from_millis(50), || (writes() >= n).then_some(()))
+            .unwrap_or_else(|| panic!("{n} writes:\n{}", agent.stderr()))
+    };
+    wait_writes(4);
+    assert_eq!(lines(healthy), 1, "one line for four healthy heartbeats:\n{}", agent.stderr());
+    operator.set_code(500);
+    wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        (lines("mode=operated, tier=free, health=degraded") == 1).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the change is said:\n{}", agent.stderr()));
+    wait_writes(writes() + 3);
+    operator.set_code(200);
+    wait_for(Duration::from_secs(10), Duration::from_millis(50), || (lines(healthy) == 2).then_some(()))
+        .unwrap_or_else(|| panic!("the way back is said:\n{}", agent.stderr()));
+    wait_writes(writes() + 3);
+    let stderr = agent.stderr();
+    assert_eq!(stderr.matches("Status updated:").count(), 3, "three changes, three lines:\n{stderr}");
+    assert!(!stderr.contains("Status kept current"), "the summary is hourly:\n{stderr}");
+}

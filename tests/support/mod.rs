@@ -110,9 +110,14 @@ pub fn run_to_end(bin: &Path, args: &[&str], env: &[(String, String)], timeout: 
     child.wait_with_output().unwrap()
 }
 
+/// The log the tests read: opstatus's default (`info`), plus the line on
+/// every heartbeat (off by default), which tests count heartbeats by. A
+/// test's own `RUST_LOG` replaces it.
+pub const TEST_LOG: &str = "info,opstatus::heartbeat=info";
+
 fn command(bin: &Path, args: &[&str], env: &[(String, String)]) -> Command {
     let mut c = Command::new(bin);
-    c.args(args).env_clear().env("HOME", "/nonexistent").env("RUST_LOG", "info");
+    c.args(args).env_clear().env("HOME", "/nonexistent").env("RUST_LOG", TEST_LOG);
     for (k, v) in env {
         c.env(k, v);
     }
