@@ -6,19 +6,21 @@
 //! grace period. signal-hook writes a byte to a socket from the handler
 //! (async-signal-safe; no `unsafe` here). A small watchdog thread blocks on
 //! that socket: on a signal it marks shutdown as requested, wakes the agent
-//! (which sleeps by reading a second socket with a timeout, so it never
-//! polls), and, if the agent has not finished within [`GRACE`], runs the
+//! (whose thread sleeps parked with a timeout: one futex wait per sleep, no
+//! polling), and, if the agent has not finished within [`GRACE`], runs the
 //! last-resort cleanup and exits.
 //!
-//! The same socket wakes the agent early for another reason: a [`Nudge`]
-//! (a probe's watch saw a resource's verdict change) asks for a check now
-//! instead of at the next check tick.
+//! The agent is woken early for another reason: a [`Nudge`] (a probe's
+//! watch saw a resource's verdict change) asks for a check now instead of
+//! at the next check tick. The flags say what happened; the wake-up only
+//! ends the sleep, so a spurious or early one costs a look, never an event.
 
 use signal_hook::consts::{SIGINT, SIGTERM};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// How long the agent has to publish its last status and clean up after a
@@ -27,9 +29,8 @@ use std::time::{Duration, Instant};
 pub(crate) const GRACE: Duration = Duration::from_millis(1500);
 
 pub(crate) struct Shutdown {
-    wake: UnixStream,
-    /// The other end of `wake`, for nudges.
-    waker: Arc<UnixStream>,
+    /// The thread that installed this and waits in [`Shutdown::wait_until`].
+    agent: Thread,
     nudged: Arc<AtomicBool>,
     requested: Arc<AtomicBool>,
     /// A later deadline the agent asked for while it hands over (its API
@@ -38,15 +39,16 @@ pub(crate) struct Shutdown {
 }
 
 impl Shutdown {
-    /// Installs the handlers. `on_overrun` runs (on the watchdog thread)
-    /// when the agent has not exited within [`GRACE`] of a signal, just
-    /// before the process exits with code 0.
+    /// Installs the handlers; the calling thread is the one
+    /// [`Shutdown::wait_until`] wakes. `on_overrun` runs (on the watchdog
+    /// thread) when the agent has not exited within [`GRACE`] of a signal,
+    /// just before the process exits with code 0.
     pub(crate) fn install(on_overrun: impl FnOnce() + Send + 'static) -> io::Result<Shutdown> {
         let (mut signals, from_handler) = UnixStream::pair()?;
         signal_hook::low_level::pipe::register(SIGTERM, from_handler.try_clone()?)?;
         signal_hook::low_level::pipe::register(SIGINT, from_handler)?;
-        let (wake, mut waker) = UnixStream::pair()?;
-        let nudges = Arc::new(waker.try_clone()?);
+        let agent = std::thread::current();
+        let waker = agent.clone();
         let requested = Arc::new(AtomicBool::new(false));
         let flag = requested.clone();
         let extended = Arc::new(Mutex::new(None::<Instant>));
@@ -62,7 +64,7 @@ impl Shutdown {
                 }
             }
             flag.store(true, Ordering::SeqCst);
-            let _ = waker.write_all(&[1]);
+            waker.unpark();
             std::thread::sleep(GRACE);
             let until = *extension.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(until) = until {
@@ -72,7 +74,7 @@ impl Shutdown {
             on_overrun();
             std::process::exit(0);
         })?;
-        Ok(Shutdown { wake, waker: nudges, nudged: Arc::new(AtomicBool::new(false)), requested, extended })
+        Ok(Shutdown { agent, nudged: Arc::new(AtomicBool::new(false)), requested, extended })
     }
 
     /// Lets the shutdown run until `deadline` (plus [`GRACE`] for the last
@@ -89,7 +91,7 @@ impl Shutdown {
 
     /// A handle that wakes [`Shutdown::wait_until`] early, from any thread.
     pub(crate) fn nudge(&self) -> Nudge {
-        Nudge { waker: self.waker.clone(), nudged: self.nudged.clone() }
+        Nudge { agent: self.agent.clone(), nudged: self.nudged.clone() }
     }
 
     /// Whether a nudge came since the last call (and forgets it).
@@ -98,49 +100,34 @@ impl Shutdown {
     }
 
     /// Sleeps until `deadline`, a signal or a nudge; true when a signal
-    /// arrived.
+    /// arrived. One futex wait per sleep (`park_timeout`), woken early by
+    /// [`Thread::unpark`]; an early or spurious wake-up looks at the flags
+    /// and sleeps again.
     pub(crate) fn wait_until(&mut self, deadline: Instant) -> bool {
-        let mut buf = [0u8; 8];
         while !self.requested() && !self.nudged.load(Ordering::SeqCst) {
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 break;
             }
-            if self.wake.set_read_timeout(Some(remaining)).is_err() {
-                // Cannot wait on the socket: keep the schedule with a sleep.
-                std::thread::sleep(remaining);
-                continue;
-            }
-            match self.wake.read(&mut buf) {
-                Ok(n) if n > 0 => {}
-                // The watchdog is gone (cannot happen while the process
-                // lives); keep the schedule with a plain sleep.
-                Ok(_) => std::thread::sleep(remaining),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => std::thread::sleep(remaining),
-            }
+            std::thread::park_timeout(remaining);
         }
         self.requested()
     }
 }
 
 /// Asks the agent's loop for a check now. Nudges before the loop took the
-/// last one are one: at most one byte is ever waiting in the socket, so a
-/// nudge never blocks and a burst of changes costs one check.
+/// last one are one: a nudge never blocks and a burst of changes costs one
+/// check.
 #[derive(Clone)]
 pub(crate) struct Nudge {
-    waker: Arc<UnixStream>,
+    agent: Thread,
     nudged: Arc<AtomicBool>,
 }
 
 impl Nudge {
     pub(crate) fn nudge(&self) {
         if !self.nudged.swap(true, Ordering::SeqCst) {
-            let _ = (&*self.waker).write(&[2]);
+            self.agent.unpark();
         }
     }
 }
@@ -161,8 +148,8 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(5), "woken early");
         assert!(shutdown.take_nudge());
         assert!(!shutdown.take_nudge(), "taken once");
-        // The byte the burst left is read by the next wait, which then
-        // sleeps to its deadline.
+        // A wake-up the burst left ends the next sleep early; the wait
+        // still lasts to its deadline.
         let started = Instant::now();
         shutdown.wait_until(started + Duration::from_millis(200));
         assert!(started.elapsed() >= Duration::from_millis(200));
