@@ -102,10 +102,11 @@ pub(crate) struct StatusDocument {
 }
 
 impl StatusDocument {
+    /// The document as the status key holds it (the ConfigMap's body
+    /// writes it in place: [`crate::sinks::configmap`]).
+    #[cfg(test)]
     pub(crate) fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(512);
-        serde_json::to_writer(&mut out, self).expect("a struct of strings and enums always serialises");
-        String::from_utf8(out).expect("serde_json writes UTF-8")
+        serde_json::to_string(self).expect("a struct of strings and enums always serialises")
     }
 
     /// The kube9 spec's own example (free tier), for tests.

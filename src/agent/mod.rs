@@ -164,7 +164,7 @@ impl Agent {
         let shared = Arc::new(Mutex::new(Snapshot {
             verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
             readiness: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
-            status_json: String::new(),
+            status: None,
             metrics: Metrics::default(),
             last_tick: Instant::now(),
             liveness_window: liveness::window(config.settings.interval, worst_tick),

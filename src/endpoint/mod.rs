@@ -23,16 +23,18 @@
 //! loop goes on serving and closing connections, which frees descriptors.
 //!
 //! [`routes`] is the pure half (parsing and answering), unit-tested;
-//! [`prometheus`] renders `/metrics`.
+//! [`prometheus`] renders `/metrics`, [`status_view`] `/status`.
 
 pub(crate) mod prometheus;
 pub(crate) mod routes;
+pub(crate) mod status_view;
 
 use crate::status::Verdict;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use prometheus::Metrics;
 use routes::{Parsed, encode, parse_request, respond};
+use status_view::StatusView;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -57,8 +59,8 @@ pub(crate) struct Snapshot {
     pub verdict: Verdict,
     /// What `/readyz` answers for (see the agent's readiness contract).
     pub readiness: Verdict,
-    /// The current status document, as JSON.
-    pub status_json: String,
+    /// What `/status` serves; `None` until the first tick.
+    pub status: Option<StatusView>,
     pub metrics: Metrics,
     /// When the agent's loop last completed a tick.
     pub last_tick: Instant,

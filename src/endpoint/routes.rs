@@ -104,10 +104,10 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
             }
             text(200, body + "\n")
         }
-        "/status" if snapshot.status_json.is_empty() => text(503, "no status yet: the agent is starting\n"),
-        "/status" => {
-            Response { code: 200, content_type: "application/json", body: snapshot.status_json.clone() + "\n" }
-        }
+        "/status" => match &snapshot.status {
+            None => text(503, "no status yet: the agent is starting\n"),
+            Some(view) => Response { code: 200, content_type: "application/json", body: view.to_json() + "\n" },
+        },
         _ => Response {
             code: 200,
             content_type: "text/plain; version=0.0.4; charset=utf-8",
@@ -145,14 +145,22 @@ pub(crate) fn encode(r: &Response) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::endpoint::prometheus::Metrics;
-    use crate::status::Verdict;
+    use crate::endpoint::status_view::StatusView;
+    use crate::status::{StatusDocument, Verdict};
     use std::time::{Duration, Instant};
 
     fn snapshot(health: Health, error: Option<&str>) -> Snapshot {
         Snapshot {
             verdict: Verdict { health, error: error.map(String::from) },
             readiness: Verdict { health, error: error.map(String::from) },
-            status_json: r#"{"mode":"operated"}"#.into(),
+            status: Some(StatusView {
+                doc: StatusDocument::example(),
+                publisher: None,
+                publishing: true,
+                write_error: None,
+                unseen: Vec::new(),
+                yielded_to: None,
+            }),
             metrics: Metrics::default(),
             last_tick: Instant::now(),
             liveness_window: Duration::from_secs(180),
@@ -223,7 +231,11 @@ mod tests {
         assert_eq!(answer(&get("/readyz")), text(200, "degraded: Operator health check http://x failed: HTTP 500\n"));
         assert_eq!(
             answer(&get("/status")),
-            Response { code: 200, content_type: "application/json", body: "{\"mode\":\"operated\"}\n".into() }
+            Response {
+                code: 200,
+                content_type: "application/json",
+                body: s.status.as_ref().expect("a view").to_json() + "\n"
+            }
         );
         let metrics = answer(&get("/metrics"));
         assert_eq!((metrics.code, metrics.content_type), (200, "text/plain; version=0.0.4; charset=utf-8"));
@@ -242,7 +254,7 @@ mod tests {
         assert_eq!(r, text(503, "unhealthy: Failed to write status ConfigMap: 403 Forbidden\n"));
         let healthy = respond(&parse_request(get("/readyz").as_bytes()), &snapshot(Health::Healthy, None), now);
         assert_eq!(healthy, text(200, "healthy\n"));
-        let starting = Snapshot { status_json: String::new(), ..s.clone() };
+        let starting = Snapshot { status: None, ..s.clone() };
         assert_eq!(respond(&parse_request(get("/status").as_bytes()), &starting, now).code, 503);
         let stalled = respond(&parse_request(get("/healthz").as_bytes()), &s, now + Duration::from_secs(181));
         assert_eq!(stalled, text(503, "the agent loop has not completed a tick for 181s\n"));

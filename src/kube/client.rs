@@ -16,7 +16,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
-use ureq::http::header::AUTHORIZATION;
+use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const APPLY_PATCH: HeaderValue = HeaderValue::from_static("application/apply-patch+yaml");
+const MERGE_PATCH: HeaderValue = HeaderValue::from_static("application/merge-patch+json");
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
@@ -362,24 +366,26 @@ impl Client {
             Token::None => None,
             Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
         };
+        // Header names and values as constants: nothing parsed, checked or
+        // copied per request.
         let result = match request.method {
             Method::Get => {
-                let mut r = self.agent.get(request.url).header("Accept", "application/json");
-                if let Some(a) = &authorization {
-                    r = r.header(AUTHORIZATION, a.clone());
+                let mut r = self.agent.get(request.url).header(ACCEPT, JSON);
+                if let Some(a) = authorization {
+                    r = r.header(AUTHORIZATION, a);
                 }
                 r.call()
             }
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
                 let (builder, content_type) = match request.method {
-                    Method::Apply(_) => (self.agent.patch(request.url), "application/apply-patch+yaml"),
-                    Method::MergePatch(_) => (self.agent.patch(request.url), "application/merge-patch+json"),
-                    Method::Put(_) => (self.agent.put(request.url), "application/json"),
-                    _ => (self.agent.post(request.url), "application/json"),
+                    Method::Apply(_) => (self.agent.patch(request.url), APPLY_PATCH),
+                    Method::MergePatch(_) => (self.agent.patch(request.url), MERGE_PATCH),
+                    Method::Put(_) => (self.agent.put(request.url), JSON),
+                    _ => (self.agent.post(request.url), JSON),
                 };
-                let mut r = builder.header("Accept", "application/json").header("Content-Type", content_type);
-                if let Some(a) = &authorization {
-                    r = r.header(AUTHORIZATION, a.clone());
+                let mut r = builder.header(ACCEPT, JSON).header(CONTENT_TYPE, content_type);
+                if let Some(a) = authorization {
+                    r = r.header(AUTHORIZATION, a);
                 }
                 r.send(body)
             }
@@ -389,21 +395,22 @@ impl Client {
             error: transport_error(&self.server, &self.ca_source, e),
         })?;
         let code = response.status().as_u16();
-        let retry_after = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| parse_retry_after(v, SystemTime::now()));
+        if !(200..300).contains(&code) {
+            let retry_after = response
+                .headers()
+                .get(RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let action = request.action.text();
+            return Err(self.error_answer(response.body_mut(), code, &action, retry_after).into());
+        }
         let body = response.body_mut();
-        if (200..300).contains(&code) && !want_body {
+        if !want_body {
             // Drain (bounded) so the connection can be reused, keeping nothing.
             let mut reader = body.with_config().limit(MAX_BODY).reader();
             std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink())
                 .map_err(|e| body_error(&self.server, e))?;
             return Ok(Vec::new());
-        }
-        if !(200..300).contains(&code) {
-            return Err(self.error_answer(body, code, &request.action.text(), retry_after).into());
         }
         // Sized once from Content-Length (one byte over the limit, so a
         // longer body fails without growing the buffer): a buffer that

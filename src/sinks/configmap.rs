@@ -21,9 +21,11 @@ use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
 use crate::writers::{ManagedEntry, Writer, foreign_writer};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::io::Write as _;
 
 /// The field manager that owns the status and the lock.
 pub(crate) const FIELD_MANAGER: &str = "opstatus";
@@ -81,8 +83,8 @@ struct HeadMeta<'a> {
     resource_version: String,
     #[serde(default)]
     uid: String,
-    #[serde(default)]
-    annotations: LockAnnotation,
+    #[serde(default, borrow)]
+    annotations: LockAnnotation<'a>,
     #[serde(default, borrow)]
     managed_fields: Vec<ManagedEntry<'a>>,
 }
@@ -91,27 +93,28 @@ struct HeadMeta<'a> {
 /// the status is judged on reads only (a holder's refused write is
 /// followed by one), so every heartbeat skips `managedFields`.
 #[derive(Deserialize)]
-struct WriteHead {
-    metadata: WriteMeta,
+struct WriteHead<'a> {
+    #[serde(borrow)]
+    metadata: WriteMeta<'a>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WriteMeta {
+struct WriteMeta<'a> {
     #[serde(default)]
     resource_version: String,
     #[serde(default)]
     uid: String,
-    #[serde(default)]
-    annotations: LockAnnotation,
+    #[serde(default, borrow)]
+    annotations: LockAnnotation<'a>,
 }
 
 /// The one annotation read, [`lock::ANNOTATION`] (serde needs the name
 /// spelled out; a test holds the two together).
 #[derive(Default, Deserialize)]
-struct LockAnnotation {
-    #[serde(rename = "opstatus.kube9.dev/publisher")]
-    lock: Option<String>,
+struct LockAnnotation<'a> {
+    #[serde(rename = "opstatus.kube9.dev/publisher", borrow)]
+    lock: Option<Cow<'a, str>>,
 }
 
 /// The labels, read once at start.
@@ -126,39 +129,6 @@ struct LabelledMeta {
     labels: BTreeMap<String, String>,
 }
 
-/// The heartbeat's apply body, serialised as it stands (no JSON tree
-/// built first: this is written on every heartbeat).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ApplyBody<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    metadata: ApplyMeta<'a>,
-    data: OneEntry<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ApplyMeta<'a> {
-    name: &'a str,
-    namespace: &'a str,
-    annotations: OneEntry<'a>,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    resource_version: &'a str,
-}
-
-/// A map of one key, serialised without building one.
-struct OneEntry<'a>(&'static str, &'a str);
-
-impl Serialize for OneEntry<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(1))?;
-        map.serialize_entry(self.0, self.1)?;
-        map.end()
-    }
-}
-
 /// The labels opstatus gives a status ConfigMap nobody else labelled.
 const LABELS: [(&str, &str); 2] =
     [("app.kubernetes.io/name", "opstatus"), ("app.kubernetes.io/managed-by", "opstatus")];
@@ -169,23 +139,32 @@ impl StatusConfigMap {
     }
 
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
-    /// (apply removes what a manager stops sending).
-    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
-        let body = ApplyBody {
-            api_version: "v1",
-            kind: "ConfigMap",
-            metadata: ApplyMeta {
-                name: &self.name,
-                namespace: &self.namespace,
-                annotations: OneEntry(lock::ANNOTATION, &record.to_json()),
-                resource_version,
-            },
-            data: OneEntry(STATUS_KEY, &status.to_json()),
-        };
-        // Sized for the usual body at once: grown step by step, its
-        // copies were a visible part of a heartbeat.
-        let mut out = Vec::with_capacity(2048);
-        serde_json::to_writer(&mut out, &body).expect("a body of strings serialises");
+    /// (apply removes what a manager stops sending). `record` is the lock
+    /// record's JSON. Written as it stands, no JSON tree built first: the
+    /// status document and the record are JSON strings inside the body,
+    /// escaped as they are written rather than serialised twice.
+    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &str, resource_version: &str) -> Vec<u8> {
+        // Sized for the usual body at once: grown step by step, its copies
+        // were a visible part of a heartbeat.
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"#);
+        json_string(&mut out, &self.name);
+        out.extend_from_slice(br#","namespace":"#);
+        json_string(&mut out, &self.namespace);
+        out.extend_from_slice(br#","annotations":{"#);
+        json_string(&mut out, lock::ANNOTATION);
+        out.extend_from_slice(b":\"");
+        InString(&mut out).write_all(record.as_bytes()).expect("a Vec takes every write");
+        out.extend_from_slice(b"\"}");
+        if !resource_version.is_empty() {
+            out.extend_from_slice(br#","resourceVersion":"#);
+            json_string(&mut out, resource_version);
+        }
+        out.extend_from_slice(br#"},"data":{"#);
+        json_string(&mut out, STATUS_KEY);
+        out.extend_from_slice(b":\"");
+        serde_json::to_writer(InString(&mut out), status).expect("a struct of strings and enums serialises");
+        out.extend_from_slice(b"\"}}");
         out
     }
 
@@ -238,9 +217,10 @@ impl StatusConfigMap {
         record: &Record,
         resource_version: &str,
     ) -> Result<Current, KubeError> {
-        let body = self.apply_body(status, record, resource_version);
+        let record_json = record.to_json();
+        let body = self.apply_body(status, &record_json, resource_version);
         let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
-        written(&answer)
+        written(&answer, record, &record_json)
     }
 
     /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
@@ -261,10 +241,48 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
     Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid, foreign })
 }
 
-/// The version and lock of a write's answer (`foreign` stays unread).
-fn written(body: &[u8]) -> Result<Current, KubeError> {
+/// The version and lock of a write's answer (`foreign` stays unread). The
+/// lock is the `record` just sent (as `sent`, its JSON) when the answer
+/// shows it unchanged, as it does unless something between rewrote it:
+/// then it is parsed as any other.
+fn written(body: &[u8], record: &Record, sent: &str) -> Result<Current, KubeError> {
     let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
-    Ok(Current { resource_version, lock: Seen::parse(annotations.lock.as_deref()), uid, foreign: None })
+    let lock = match annotations.lock {
+        Some(text) if text == sent => Seen::Record(record.clone()),
+        other => Seen::parse(other.as_deref()),
+    };
+    Ok(Current { resource_version, lock, uid, foreign: None })
+}
+
+/// `s` as a JSON string, quotes and escapes included.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    serde_json::to_writer(out, s).expect("a string serialises");
+}
+
+/// Writes JSON text as the inside of a JSON string. serde_json's output
+/// holds no raw control characters (its strings escape them), so `"` and
+/// `\` are all there is to escape.
+struct InString<'a>(&'a mut Vec<u8>);
+
+impl std::io::Write for InString<'_> {
+    fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
+        // Each run up to a character to escape is copied whole; the
+        // character starts the next run, after its backslash.
+        let mut run = 0;
+        for (at, byte) in text.iter().enumerate() {
+            if matches!(byte, b'"' | b'\\') {
+                self.0.extend_from_slice(&text[run..at]);
+                self.0.push(b'\\');
+                run = at;
+            }
+        }
+        self.0.extend_from_slice(&text[run..]);
+        Ok(text.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
@@ -282,7 +300,7 @@ mod tests {
         let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
         let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record, "42")).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "42")).unwrap();
         assert_eq!(
             body,
             json!({
@@ -295,10 +313,23 @@ mod tests {
         );
         assert_eq!(cm.object().path(), "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
         // No labels: they are set once by init, never forced.
-        let unversioned: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record, "")).unwrap();
+        let unversioned: serde_json::Value =
+            serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "")).unwrap();
         assert!(
             unversioned["metadata"].get("resourceVersion").is_none() && unversioned["metadata"].get("labels").is_none()
         );
+    }
+
+    #[test]
+    fn the_status_and_the_lock_are_escaped_inside_the_body_exactly() {
+        let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
+        let error = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}".to_string();
+        let doc = StatusDocument { error: Some(error), ..StatusDocument::example() };
+        let record = Record::claim("pod-\"a\\", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
+        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "4\"2")).unwrap();
+        assert_eq!(body["data"]["status"].as_str(), Some(doc.to_json().as_str()));
+        assert_eq!(body["metadata"]["annotations"][lock::ANNOTATION].as_str(), Some(record.to_json().as_str()));
+        assert_eq!(body["metadata"]["resourceVersion"], "4\"2");
     }
 
     #[test]
@@ -308,18 +339,25 @@ mod tests {
                           "data": {"status": "{}"}});
         let s = seen(body.to_string().as_bytes()).unwrap();
         let foreign = None;
-        assert_eq!(s, Current { resource_version: "7".into(), lock: Seen::Record(record), uid: "u-1".into(), foreign });
+        assert_eq!(
+            s,
+            Current { resource_version: "7".into(), lock: Seen::Record(record.clone()), uid: "u-1".into(), foreign }
+        );
         // A write's answer: the same version and lock; other writers are
         // a read's business.
         let managed = json!([{"manager": "kube9-operator", "operation": "Update",
                               "fieldsV1": {"f:data": {"f:status": {}}}}]);
         let mut answer = body.clone();
         answer["metadata"]["managedFields"] = managed;
-        let after_write = written(answer.to_string().as_bytes()).unwrap();
+        let after_write = written(answer.to_string().as_bytes(), &record, &record.to_json()).unwrap();
         assert_eq!(after_write, Current { foreign: None, ..s.clone() });
+        // Rewritten on the way (a webhook): the answer's lock is read.
+        let other = Record::claim("pod-b", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
+        let rewritten = written(answer.to_string().as_bytes(), &other, &other.to_json()).unwrap();
+        assert_eq!(rewritten.lock, Seen::Record(record.clone()));
         let read = seen(answer.to_string().as_bytes()).unwrap();
         assert_eq!(read.foreign.map(|w| w.manager), Some("kube9-operator".to_string()));
-        assert!(written(b"[]").is_err());
+        assert!(written(b"[]", &record, "").is_err());
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

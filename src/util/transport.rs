@@ -17,6 +17,9 @@
 //! - **Socket timeouts set only when they change**: each phase's remaining
 //!   time is rounded down to [`TIMEOUT_STEP`], so a steady client sets them
 //!   once, not before every read and write.
+//! - **The host resolved when a connection is opened**, not before every
+//!   request: ureq resolves before it looks in its pool, and nearly every
+//!   request goes out on the kept connection ([`AtConnect`]).
 //!
 //! The per-phase timeouts are ureq's (a held request is written under its
 //! own send deadline, not the answer's). `Agent::shutdown` reaches the
@@ -30,6 +33,9 @@ use std::time::{Duration, Instant};
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use ureq::config::Config;
+use ureq::http::Uri;
+use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::time::Duration as Remaining;
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle, Transport,
@@ -91,7 +97,29 @@ impl std::fmt::Debug for Connect {
 
 /// An agent on [`Connect`] with `config`.
 pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>) -> ureq::Agent {
-    ureq::Agent::with_parts(config, Connect { tls }, ureq::unversioned::resolver::DefaultResolver::default())
+    ureq::Agent::with_parts(config, Connect { tls }, AtConnect)
+}
+
+/// ureq's resolver, asked before every request: it answers with no
+/// address, and [`Connect`] resolves the host when it opens a connection
+/// (an IP address is parsed; a name is looked up as ureq would, without a
+/// thread).
+#[derive(Debug)]
+struct AtConnect;
+
+impl Resolver for AtConnect {
+    fn resolve(&self, _: &Uri, _: &Config, _: NextTimeout) -> Result<ResolvedSocketAddrs, Error> {
+        Ok(self.empty())
+    }
+}
+
+/// The addresses to connect to for `details`: those given, else the host's.
+fn addresses(details: &ConnectionDetails) -> Result<ResolvedSocketAddrs, Error> {
+    if !details.addrs.is_empty() {
+        return Ok(details.addrs.clone());
+    }
+    let unbounded = NextTimeout { after: Remaining::NotHappening, reason: Timeout::Resolve, ..NextTimeout::default() };
+    DefaultResolver::default().resolve(details.uri, details.config, unbounded)
 }
 
 impl Connector<()> for Connect {
@@ -134,7 +162,7 @@ impl Connector<()> for Connect {
 
 fn connect_tcp(details: &ConnectionDetails, deadline: &Deadline) -> Result<TcpStream, Error> {
     let mut last = None;
-    for addr in &details.addrs {
+    for addr in &addresses(details)? {
         let result = match deadline.left()? {
             Some(left) => TcpStream::connect_timeout(addr, left),
             None => TcpStream::connect(addr),

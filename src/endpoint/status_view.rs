@@ -1,0 +1,97 @@
+//! What `/status` serves: the status document (what this instance
+//! publishes, or would) with who publishes, whether this instance does,
+//! why its last write failed (readers of the ConfigMap cannot see that: it
+//! is the write that failed), the condition names no probed resource
+//! carries and the other writer the ConfigMap is left to. The agent leaves
+//! the parts after each tick; they become JSON only when `/status` is asked
+//! for, not on every tick.
+
+use crate::status::StatusDocument;
+
+#[derive(Clone, Debug)]
+pub(crate) struct StatusView {
+    pub doc: StatusDocument,
+    pub publisher: Option<String>,
+    pub publishing: bool,
+    pub write_error: Option<String>,
+    pub unseen: Vec<String>,
+    pub yielded_to: Option<String>,
+}
+
+impl StatusView {
+    /// The document's own JSON with the view's fields after it, written
+    /// by hand: serde's `flatten` costs kilobytes of a binary with a size
+    /// budget. Readers ignore fields they do not know.
+    pub(crate) fn to_json(&self) -> String {
+        let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+        let mut json = serde_json::to_string(&self.doc).expect("a document serialises");
+        json.pop(); // the closing brace
+        json.push_str(",\"publisher\":");
+        json.push_str(&self.publisher.as_deref().map_or("null".into(), text));
+        json.push_str(if self.publishing { ",\"publishing\":true" } else { ",\"publishing\":false" });
+        if let Some(why) = &self.write_error {
+            json.push_str(",\"writeError\":");
+            json.push_str(&text(why));
+        }
+        if let Some(writer) = &self.yielded_to {
+            json.push_str(",\"yieldedTo\":");
+            json.push_str(&text(writer));
+        }
+        if !self.unseen.is_empty() {
+            json.push_str(",\"unseenConditions\":");
+            json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
+        }
+        json + "}"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::{Health, Mode, Tier};
+
+    #[test]
+    fn status_adds_its_fields_after_the_document() {
+        let doc = StatusDocument {
+            mode: Mode::Operated,
+            tier: Tier::Free,
+            version: "1.0.0".into(),
+            health: Health::Healthy,
+            last_update: "2026-11-24T10:00:00Z".into(),
+            registered: false,
+            error: None,
+            namespace: "ops".into(),
+            cluster_id: None,
+        };
+        let view = StatusView {
+            doc,
+            publisher: None,
+            publishing: false,
+            write_error: None,
+            unseen: Vec::new(),
+            yielded_to: None,
+        };
+        let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
+        assert_eq!(
+            (&plain["mode"], &plain["publisher"], &plain["publishing"]),
+            (&"operated".into(), &serde_json::Value::Null, &false.into())
+        );
+        for absent in ["writeError", "unseenConditions", "yieldedTo"] {
+            assert!(plain.get(absent).is_none(), "{plain}");
+        }
+        let all = StatusView {
+            publisher: Some("pod-\"a".into()),
+            publishing: true,
+            write_error: Some("Failed to write".into()),
+            unseen: vec!["No Foo carries X".into()],
+            yielded_to: Some("kube9-operator (Update)".into()),
+            ..view
+        };
+        let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
+        assert_eq!(all["publisher"], "pod-\"a");
+        assert_eq!(all["writeError"], "Failed to write");
+        assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
+        assert_eq!(all["namespace"], "ops");
+        assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
+    }
+}
