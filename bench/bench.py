@@ -25,7 +25,9 @@ Then the real-settings table (--default-intervals, 1,30,60): at each
 interval in turn, opstatus (and any --also LABEL=PATH builds of it), the
 Python client and the kubectl loop all at once (--long-heartbeats each at 30
 s and 60 s, at least 30 at 1 s; steady state from the second write), and
-prints per tool and interval the median CPU per heartbeat, RSS (the
+prints per tool and interval the median CPU per heartbeat (the process's
+CPU between the completions of consecutive writes, which the audit log
+times: no tool needs to print anything per write), RSS (the
 process's median VmRSS over the second half; for the kubectl loop, the
 median peak of its kubectl processes), API requests per heartbeat (audit
 log) and TLS handshakes per heartbeat (new TCP connections to the API
@@ -320,11 +322,17 @@ def sample_connections(pid, port, seen, stop, rss):
         stop.wait(0.1)
 
 
-def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker, result, children=False):
-    """One writer at a real interval: CPU at each write (from its log's write
-    lines), connections and RSS sampled, requests from the audit log. With
-    `children` (the kubectl loop), the CPU is the loop's and its reaped
-    children's (each `kubectl` is a new process) and the RSS each kubectl's."""
+def long_interval_writer(cp, argv, env, user, interval, beats, log_path, result, children=False):
+    """One writer at a real interval. Its CPU time is sampled all along
+    (every 10 ms at 1 s, 50 ms at longer intervals); its writes come from
+    the audit log afterwards (no tool prints anything per write). CPU per
+    heartbeat is the CPU between one write's completion and the next's
+    (each taken a moment after the write ended: 0.3 s, or a third of the
+    interval, whichever is less), so a log line a tool writes per write
+    counts if it writes one, and nothing else does. Connections and RSS are
+    sampled, requests come from the audit log. With `children` (the kubectl loop), the CPU is
+    the loop's and its reaped children's (each `kubectl` is a new process)
+    and the RSS each kubectl's."""
     port = cp.env["APISERVER_PORT"]
     log = open(log_path, "wb")
     p = subprocess.Popen(argv, env=env, stdout=log, stderr=log, start_new_session=children)
@@ -335,14 +343,23 @@ def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker,
     def cpu():
         return proc_tasks_cpu_ns(p.pid) + (children_cpu_ns(p.pid) if children else 0)
 
-    marks = []  # (time, cpu ns) at each write seen in the log
+    samples = []  # (time, cpu ns)
+    period = 0.01 if interval <= 1 else 0.05
     try:
-        deadline = time.time() + interval * (beats + 3) + 60
-        while len(marks) < beats + 2 and time.time() < deadline:
-            n = open(log_path, errors="replace").read().count(marker)
-            if n > len(marks):
-                marks.append((time.time(), cpu()))
-            time.sleep(0.02 if interval <= 1 else 0.05)
+        # The first write comes within seconds of the start; then one per
+        # interval. Past the expected end, the audit log says whether all
+        # writes were made (read once a second: it is large).
+        expected = time.time() + interval * (beats + 2) + 3
+        deadline = expected + interval * 3 + 60
+        next_look = expected
+        while time.time() < deadline:
+            samples.append((time.time(), cpu()))
+            if time.time() >= next_look:
+                if len(writes(cp, user)) >= beats + 2:
+                    break
+                next_look = time.time() + 1
+            time.sleep(period)
+        samples.append((time.time(), cpu()))
     finally:
         stop.set()
         if children:
@@ -351,19 +368,25 @@ def long_interval_writer(cp, argv, env, user, interval, beats, log_path, marker,
             p.send_signal(signal.SIGTERM)
         p.wait(10)
         sampler.join()
-    assert len(marks) >= beats + 2, f"{argv[0]}: {len(marks)} writes ({open(log_path).read()[-500:]})"
+    written = writes(cp, user)
+    assert len(written) >= beats + 2, f"{argv[0]}: {len(written)} writes ({open(log_path).read()[-500:]})"
+    ends = [parse_time(e["stageTimestamp"]) for e in written[:beats + 2]]
+    settle = min(0.3, interval / 3)
+
+    def cpu_after(t):
+        return next(c for at, c in samples if at >= t + settle)
+
+    marks = [(t, cpu_after(t)) for t in ends]
     # Steady state: from the second write on (the first opens the connection).
-    # A write reaches the API server (and opens any connection) before its
-    # log line: writes 3..N and their connections fall in (t0, t1].
-    (t0, cpu0), (t1, _) = marks[1], marks[-1]
+    (t0, _), (t1, _) = marks[1], marks[-1]
     per_beat = [(b[1] - a[1]) / 1e6 for a, b in zip(marks[1:], marks[2:])]
     events = [e for e in cp.audit(user) if t0 < parse_time(e["requestReceivedTimestamp"]) <= t1]
     new_connections = [t for t in seen.values() if t0 < t <= t1]
     if children:
         rss_kib = statistics.median(max(v) for v in rss.values()) if rss else float("nan")
     else:
-        samples = rss.get(p.pid, [])
-        rss_kib = statistics.median(samples[len(samples) // 2:]) if samples else float("nan")
+        samples_kib = rss.get(p.pid, [])
+        rss_kib = statistics.median(samples_kib[len(samples_kib) // 2:]) if samples_kib else float("nan")
     result.update({
         "cpu_ms": statistics.median(per_beat),
         "cpu_ms_all": per_beat,
@@ -396,19 +419,20 @@ def real_intervals(cp, args, work, named_rules, writer_rules):
                        KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"], OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
             children = False
             if isinstance(binary, tuple):
-                # A peer of bench/peers: the same job, one "wrote" line per write.
-                argv, marker = [binary[1], str(interval)], "wrote"
+                # A peer of bench/peers: the same job, silent.
+                argv = [binary[1], str(interval)]
             elif binary == "python":
-                argv, marker = [args.python, f"{ROOT}/bench/python_writer.py", str(interval)], "wrote"
+                argv = [args.python, f"{ROOT}/bench/python_writer.py", str(interval)]
             elif binary == "kubectl":
-                argv, marker, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], "wrote", True
+                argv, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], True
                 env["KUBECONFIG"] = kubeconfig
             else:
-                argv, marker = [binary, "run", "--interval", f"{interval}s", "--no-final-status"], "Status updated:"
-                env["RUST_LOG"] = "info"
+                # As users run it: opstatus's default log (a line when the
+                # status changes, not on every heartbeat).
+                argv = [binary, "run", "--interval", f"{interval}s", "--no-final-status"]
             result = {}
             t = threading.Thread(target=long_interval_writer, args=(cp, argv, env, user, interval, beats,
-                                                                   f"{work}/{ns}.log", marker, result, children))
+                                                                   f"{work}/{ns}.log", result, children))
             group.append((label, interval, beats, result, t))
             t.start()
         for *_, t in group:
@@ -481,7 +505,7 @@ def main():
                     help="include the kubectl loop in the --intervals mode")
     ap.add_argument("--peer", action="append", default=[], metavar="LABEL=PATH",
                     help="in the --intervals mode, a writer of bench/peers (kube-rs, floor): PATH INTERVAL, "
-                    "one 'wrote' line per write (repeatable)")
+                    "silent (repeatable)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="in the --intervals mode, runs per interval; each cell is the median of the runs' medians")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",

@@ -40,7 +40,7 @@ use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
-use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, ProFields, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
@@ -84,6 +84,17 @@ pub struct AgentSettings {
     pub follow_leader_lease: Option<String>,
 }
 
+/// What of the status can change while the agent runs: the verdict and
+/// the pro tier's fields. The version and namespace are fixed at start and
+/// the timestamp moves on every write, so a change of this is a change of
+/// what the status says (health, reason, mode, tier, registration,
+/// clusterId).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Content {
+    pub verdict: Verdict,
+    pub pro: ProFields,
+}
+
 /// What the agent needs to know, fixed at start: its settings and what
 /// the composition root resolved (where to write, who it is).
 #[derive(Clone, Debug)]
@@ -110,9 +121,9 @@ pub(crate) struct Agent {
     jitter: Jitter,
     /// Why the last status write failed (rule 1); `None` after a success.
     write_error: Option<Problem>,
-    /// The last status written, without its timestamp; `None` while
-    /// another instance publishes.
-    published: Option<StatusDocument>,
+    /// What the last status written said; `None` while another instance
+    /// publishes.
+    published: Option<Content>,
     /// The last status written, as written (what a stopping holder leaves
     /// for readers while it hands over).
     last_written: Option<StatusDocument>,
@@ -228,30 +239,31 @@ impl Agent {
         evaluate_health(self.observation.problems.iter().chain(self.sinks.problems()))
     }
 
-    fn document(&self, verdict: Verdict, now: SystemTime) -> StatusDocument {
-        self.document_stamped(verdict, format_rfc3339(now))
-    }
-
-    fn document_stamped(&self, verdict: Verdict, last_update: String) -> StatusDocument {
-        let pro = &self.observation.pro;
+    /// The document of `content`, stamped `now`: the version and namespace
+    /// fixed at start, the rest from the content.
+    fn document(&self, content: &Content, now: SystemTime) -> StatusDocument {
+        let Content { verdict, pro } = content;
         StatusDocument {
             mode: pro.mode,
             tier: pro.tier,
             version: self.config.settings.operator_version.clone(),
             health: verdict.health,
-            last_update,
+            last_update: format_rfc3339(now),
             registered: pro.registered,
-            error: verdict.error,
+            error: verdict.error.clone(),
             namespace: self.config.operator_namespace.clone(),
             cluster_id: pro.cluster_id.clone(),
         }
     }
 
-    /// The status as it would be written now, without its timestamp: what
-    /// a change is measured against (health, reason, mode, tier,
-    /// registration, clusterId).
-    fn content(&self) -> StatusDocument {
-        self.document_stamped(self.publishable(), String::new())
+    /// The status as it would be written now, its fixed parts and its
+    /// timestamp aside: what a change is measured against.
+    fn content(&self) -> Content {
+        self.content_with(self.publishable())
+    }
+
+    fn content_with(&self, verdict: Verdict) -> Content {
+        Content { verdict, pro: self.observation.pro.clone() }
     }
 
     /// One check: who publishes; every signal looks again (one
@@ -399,7 +411,7 @@ impl Agent {
         if !self.publisher.publishing() {
             return;
         }
-        let last = self.last_written.clone().unwrap_or_else(|| self.document(self.publishable(), SystemTime::now()));
+        let last = self.last_written.clone().unwrap_or_else(|| self.document(&self.content(), SystemTime::now()));
         // A standby looks once per check interval.
         let wait = if self.config.settings.final_status {
             (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)

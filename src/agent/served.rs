@@ -3,12 +3,11 @@
 //! answer from. Readiness answers for the operator, not for opstatus's own
 //! publishing ([`Agent::readiness`]).
 
-use super::Agent;
+use super::{Agent, Content};
 use crate::endpoint::status_view::StatusView;
 use crate::ready_file;
 use crate::sinks::events::Events;
-use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
-use crate::util::time::format_rfc3339;
+use crate::status::{Health, Rule, Verdict, evaluate_health};
 use std::time::{Instant, SystemTime};
 
 impl Agent {
@@ -29,7 +28,7 @@ impl Agent {
     /// After each tick: the readiness file and what the endpoint serves.
     /// `content` is this tick's [`Self::content`], reused rather than
     /// rendered again.
-    pub(super) fn after_tick(&mut self, content: StatusDocument) {
+    pub(super) fn after_tick(&mut self, content: Content) {
         let verdict = self.verdict();
         let readiness = self.readiness();
         let now = SystemTime::now();
@@ -46,7 +45,7 @@ impl Agent {
         // fields they do not know); the ConfigMap holds the document alone.
         // Rendered when asked for, not here.
         let status = StatusView {
-            doc: StatusDocument { last_update: format_rfc3339(now), ..content },
+            doc: self.document(&content, now),
             publisher: self.publisher.holder().map(String::from),
             publishing,
             write_error: self.write_error.as_ref().map(|p| p.reason.clone()),

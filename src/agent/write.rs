@@ -88,7 +88,8 @@ impl Agent {
     /// was published, why a write failed); [`Self::record`] does the rest.
     fn write(&mut self, verdict: Verdict, release: bool) -> Written {
         let at = SystemTime::now();
-        let doc = self.document(verdict, at);
+        let content = self.content_with(verdict);
+        let doc = self.document(&content, at);
         let started = Instant::now();
         let result = self.publisher.write(&mut self.client, &self.config.target, &doc, release);
         let took = started.elapsed();
@@ -100,11 +101,9 @@ impl Agent {
             Ok(true) => {
                 let ended_failures = self.write_error.take().map(|_| self.backoff.failures());
                 self.backoff.reset();
-                let published = StatusDocument { last_update: String::new(), ..doc.clone() };
-                let previous = self.published.replace(published);
+                let previous = self.published.replace(content);
                 let changed = previous.as_ref() != self.published.as_ref();
-                let before = previous.map(|p| p.health);
-                self.last_written = Some(doc.clone());
+                let before = previous.map(|p| p.verdict.health);
                 Written::Done { doc, at, took, before, changed, ended_failures }
             }
             Err(error) => {
@@ -114,7 +113,8 @@ impl Agent {
         }
     }
 
-    /// A write's outcome as metrics, Events and log lines: a line when the
+    /// A write's outcome as metrics, Events and log lines (and, for a
+    /// success, the document kept as the last written): a line when the
     /// published status changed, each heartbeat only when asked for
     /// ([`super::write_log`]).
     fn record(&mut self, written: Written) -> Result<(), KubeError> {
@@ -149,6 +149,7 @@ impl Agent {
                         Said(&doc)
                     );
                 }
+                self.last_written = Some(doc);
                 Ok(())
             }
         }
@@ -234,7 +235,8 @@ mod tests {
     fn a_write_outcome_becomes_metrics_and_only_a_failure_is_an_error() {
         let mut agent = agent();
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let doc = agent.document(Verdict { health: Health::Degraded, error: Some("why".into()) }, at);
+        let content = agent.content_with(Verdict { health: Health::Degraded, error: Some("why".into()) });
+        let doc = agent.document(&content, at);
         assert_eq!(doc.mode, Mode::Operated);
         let took = Duration::from_millis(3);
         agent

@@ -1,10 +1,11 @@
 //! [`Client`]: requests to one API server over verified TLS.
 
-use super::credentials::{Auth, Credentials, Secret, pem_certificates, read_token};
+use super::credentials::{Auth, Credentials, pem_certificates};
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
 use super::request::{Action, Method, Request};
+use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
@@ -12,19 +13,29 @@ use crate::util::http::{self, Timeouts};
 use crate::util::transport;
 use rustls::ClientConfig;
 use std::io::Read;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use ureq::http::HeaderValue;
-use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const APPLY_PATCH: HeaderValue = HeaderValue::from_static("application/apply-patch+yaml");
 const MERGE_PATCH: HeaderValue = HeaderValue::from_static("application/merge-patch+json");
+const OPSTATUS: HeaderValue = HeaderValue::from_static(crate::util::http::USER_AGENT);
 
-/// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
-/// of their life: re-reading it every minute never sends an expired token.
-pub(super) const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
+/// The `Host` header for `server` as ureq writes it: the host, and the port
+/// unless it is the scheme's own.
+fn host_header(server: &str) -> Result<HeaderValue, ConfigError> {
+    let bad = || ConfigError(format!("the API server URL {server} has no host"));
+    let uri: ureq::http::Uri = server.parse().map_err(|_| bad())?;
+    let host = uri.host().filter(|h| !h.is_empty()).ok_or_else(bad)?;
+    let default = if uri.scheme_str() == Some("http") { 80 } else { 443 };
+    let value = match uri.port_u16() {
+        Some(port) if port != default => format!("{host}:{port}"),
+        _ => host.to_string(),
+    };
+    HeaderValue::from_str(&value).map_err(|_| bad())
+}
 
 /// The largest response body read. A ConfigMap holds at most 1 MiB of data;
 /// anything much larger is not an answer we asked for.
@@ -82,10 +93,23 @@ pub struct ObjectRef<'a> {
 
 impl ObjectRef<'_> {
     pub fn path(&self) -> String {
-        match self.namespace {
-            Some(ns) => format!("{}/namespaces/{ns}/{}/{}", self.api, self.resource, self.name),
-            None => format!("{}/{}/{}", self.api, self.resource, self.name),
+        let mut path = String::new();
+        self.push_path(&mut path);
+        path
+    }
+
+    /// Appends the object's path to `out` (no formatting machinery: the
+    /// heartbeat's URL is built this way).
+    fn push_path(&self, out: &mut String) {
+        out.push_str(self.api);
+        if let Some(ns) = self.namespace {
+            out.push_str("/namespaces/");
+            out.push_str(ns);
         }
+        out.push('/');
+        out.push_str(self.resource);
+        out.push('/');
+        out.push_str(self.name);
     }
 
     /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
@@ -95,32 +119,6 @@ impl ObjectRef<'_> {
             None => format!("{verb} {} {:?}", self.resource, self.name),
         }
     }
-}
-
-/// A bearer token with its `Authorization` header, built once. A bound
-/// service-account token is ~1 KB, and validating it into a header on every
-/// request was a measurable share of a heartbeat's CPU. The header is marked
-/// sensitive, so the HTTP stack never prints it.
-#[derive(Clone)]
-struct Bearer {
-    token: Secret,
-    header: HeaderValue,
-}
-
-impl Bearer {
-    fn new(token: Secret) -> Result<Bearer, String> {
-        let mut header = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-            .map_err(|_| "the token holds characters that cannot be sent in an HTTP header".to_string())?;
-        header.set_sensitive(true);
-        Ok(Bearer { token, header })
-    }
-}
-
-#[derive(Clone)]
-enum Token {
-    None,
-    Static(Bearer),
-    File { path: PathBuf, current: Bearer, read_at: Instant },
 }
 
 /// A client for one API server. Not `Clone`: it owns the token state.
@@ -135,6 +133,9 @@ pub struct Client {
     idle: Duration,
     /// When the last answer came back over a connection ureq then kept.
     last_answer: Option<Instant>,
+    /// The `Host` header of every request, built once: ureq would build it
+    /// (with `format!`) on each.
+    host: HeaderValue,
 }
 
 impl Client {
@@ -154,19 +155,10 @@ impl Client {
     fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, ConfigError> {
         let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(ConfigError)?;
         let mut identity = None;
-        let mut token = Token::None;
-        match &creds.auth {
-            Auth::Token(t) => token = Token::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
-            Auth::TokenFile { path, initial } => {
-                let current = Bearer::new(initial.clone())
-                    .map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
-                token = Token::File { path: path.clone(), current, read_at: Instant::now() };
-            }
-            Auth::ClientCert { cert_pem, key_pem } => {
-                let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
-                identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
-            }
-            Auth::Anonymous => {}
+        let token = Token::of(&creds.auth)?;
+        if let Auth::ClientCert { cert_pem, key_pem } = &creds.auth {
+            let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
+            identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
         }
         let tls = transport::tls_config(&roots, identity)
             .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
@@ -177,6 +169,7 @@ impl Client {
         Ok(Client {
             agent: transport::agent(config.build(), Some(tls.clone())),
             tls,
+            host: host_header(&creds.server)?,
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
             token,
@@ -198,6 +191,7 @@ impl Client {
             token: self.token.clone(),
             idle: self.idle,
             last_answer: None,
+            host: self.host.clone(),
         }
     }
 
@@ -207,9 +201,9 @@ impl Client {
     /// server ends it; the bound catches a server that went silent). An
     /// error status (a 410 Gone among them) is a [`KubeError::Api`].
     pub fn watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
-        self.refresh_token_if_due();
+        self.token.refresh_if_due();
         match self.open_watch(path, action, lasting) {
-            Err(e) if e.code() == Some(401) && self.reload_token() => self.open_watch(path, action, lasting),
+            Err(e) if e.code() == Some(401) && self.token.reload() => self.open_watch(path, action, lasting),
             other => other,
         }
     }
@@ -218,8 +212,8 @@ impl Client {
         let url = format!("{}{path}", self.server);
         let mut request =
             self.agent.get(&url).config().timeout_recv_body(Some(lasting)).build().header("Accept", "application/json");
-        if let Token::Static(b) | Token::File { current: b, .. } = &self.token {
-            request = request.header(AUTHORIZATION, b.header.clone());
+        if let Some(authorization) = self.token.header() {
+            request = request.header(AUTHORIZATION, authorization);
         }
         let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();
@@ -247,8 +241,14 @@ impl Client {
         force: bool,
         body: &[u8],
     ) -> Result<Vec<u8>, KubeError> {
-        let force = if force { "&force=true" } else { "" };
-        let url = format!("{}{}?fieldManager={field_manager}{force}", self.server, object.path());
+        let mut url = String::with_capacity(self.server.len() + 160);
+        url.push_str(&self.server);
+        object.push_path(&mut url);
+        url.push_str("?fieldManager=");
+        url.push_str(field_manager);
+        if force {
+            url.push_str("&force=true");
+        }
         let request = Request { method: Method::Apply(body), url: &url, action: Action::On(object, "patch") };
         self.send(request, true).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
@@ -320,12 +320,12 @@ impl Client {
     /// `want_body` false: a success's body is drained (bounded, so the
     /// connection can be reused) and dropped.
     fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
-        self.refresh_token_if_due();
+        self.token.refresh_if_due();
         let first = self.send_on_kept(&request, want_body);
         match first {
             // A rotated token answers 401 until we read the new one: read it
             // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.reload_token() => self.send_on_kept(&request, want_body),
+            Err(e) if e.code() == Some(401) && self.token.reload() => self.send_on_kept(&request, want_body),
             other => other,
         }
     }
@@ -362,15 +362,13 @@ impl Client {
     }
 
     fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        let authorization = match &self.token {
-            Token::None => None,
-            Token::Static(b) | Token::File { current: b, .. } => Some(b.header.clone()),
-        };
+        let authorization = self.token.header();
         // Header names and values as constants: nothing parsed, checked or
         // copied per request.
         let result = match request.method {
             Method::Get => {
-                let mut r = self.agent.get(request.url).header(ACCEPT, JSON);
+                let mut r = self.agent.get(request.url).header(HOST, self.host.clone()).header(ACCEPT, JSON);
+                r = r.header(USER_AGENT, OPSTATUS);
                 if let Some(a) = authorization {
                     r = r.header(AUTHORIZATION, a);
                 }
@@ -383,7 +381,8 @@ impl Client {
                     Method::Put(_) => (self.agent.put(request.url), JSON),
                     _ => (self.agent.post(request.url), JSON),
                 };
-                let mut r = builder.header(ACCEPT, JSON).header(CONTENT_TYPE, content_type);
+                let mut r = builder.header(HOST, self.host.clone()).header(USER_AGENT, OPSTATUS);
+                r = r.header(ACCEPT, JSON).header(CONTENT_TYPE, content_type);
                 if let Some(a) = authorization {
                     r = r.header(AUTHORIZATION, a);
                 }
@@ -425,38 +424,6 @@ impl Client {
         }
     }
 
-    fn refresh_token_if_due(&mut self) {
-        if let Token::File { read_at, .. } = &self.token
-            && read_at.elapsed() >= TOKEN_RELOAD_INTERVAL
-        {
-            self.reload_token();
-        }
-    }
-
-    /// Re-reads the token file; true when the token changed. A failed read
-    /// keeps the old token: kubelet may be mid-rewrite.
-    fn reload_token(&mut self) -> bool {
-        let Token::File { path, current, read_at } = &mut self.token else {
-            return false;
-        };
-        *read_at = Instant::now();
-        match read_token(path)
-            .map_err(|e| e.to_string())
-            .and_then(|fresh| if fresh == current.token { Ok(None) } else { Bearer::new(fresh).map(Some) })
-        {
-            Ok(Some(fresh)) => {
-                *current = fresh;
-                log::info!("Reloaded the changed token from {}", path.display());
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                log::warn!("Keeping the previous token: {e}");
-                false
-            }
-        }
-    }
-
     /// The error an answer with a non-2xx `code` stands for. A `Status` is
     /// a few hundred bytes: the head of a larger error body is all the
     /// message needs, so a huge one costs no memory.
@@ -486,6 +453,18 @@ impl From<KubeError> for Failed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_header_is_what_ureq_would_write() {
+        let host = |server: &str| host_header(server).map(|v| v.to_str().unwrap().to_string());
+        assert_eq!(host("https://10.96.0.1:443").unwrap(), "10.96.0.1");
+        assert_eq!(host("https://10.96.0.1").unwrap(), "10.96.0.1");
+        assert_eq!(host("https://127.0.0.1:6443").unwrap(), "127.0.0.1:6443");
+        assert_eq!(host("https://[fd00::1]:443").unwrap(), "[fd00::1]");
+        assert_eq!(host("https://[::1]:6443").unwrap(), "[::1]:6443");
+        assert_eq!(host("https://api.example:8443/prefix").unwrap(), "api.example:8443");
+        assert!(host("not a url").is_err());
+    }
 
     #[test]
     fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {

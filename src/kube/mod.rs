@@ -19,6 +19,7 @@ mod failures;
 mod identity;
 pub(crate) mod names;
 mod request;
+mod token;
 mod watch_stream;
 mod worker;
 pub(crate) mod yaml;

@@ -23,6 +23,7 @@ use crate::status::StatusDocument;
 use crate::writers::{ManagedEntry, Writer, foreign_writer};
 use serde::Deserialize;
 use serde_json::json;
+use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -106,7 +107,14 @@ struct WriteMeta<'a> {
     #[serde(default)]
     uid: String,
     #[serde(default, borrow)]
-    annotations: LockAnnotation<'a>,
+    annotations: RawLockAnnotation<'a>,
+}
+
+/// [`LockAnnotation`] as the answer has it, escapes and all.
+#[derive(Default, Deserialize)]
+struct RawLockAnnotation<'a> {
+    #[serde(rename = "opstatus.kube9.dev/publisher", borrow)]
+    lock: Option<&'a RawValue>,
 }
 
 /// The one annotation read, [`lock::ANNOTATION`] (serde needs the name
@@ -140,10 +148,10 @@ impl StatusConfigMap {
 
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending). `record` is the lock
-    /// record's JSON. Written as it stands, no JSON tree built first: the
-    /// status document and the record are JSON strings inside the body,
-    /// escaped as they are written rather than serialised twice.
-    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &str, resource_version: &str) -> Vec<u8> {
+    /// record's JSON, [`escaped`]. Written as it stands, no JSON tree built
+    /// first: the status document and the record are JSON strings inside
+    /// the body, escaped as they are written rather than serialised twice.
+    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &[u8], resource_version: &str) -> Vec<u8> {
         // Sized for the usual body at once: grown step by step, its copies
         // were a visible part of a heartbeat.
         let mut out = Vec::with_capacity(1024);
@@ -154,7 +162,7 @@ impl StatusConfigMap {
         out.extend_from_slice(br#","annotations":{"#);
         json_string(&mut out, lock::ANNOTATION);
         out.extend_from_slice(b":\"");
-        InString(&mut out).write_all(record.as_bytes()).expect("a Vec takes every write");
+        out.extend_from_slice(record);
         out.extend_from_slice(b"\"}");
         if !resource_version.is_empty() {
             out.extend_from_slice(br#","resourceVersion":"#);
@@ -217,10 +225,10 @@ impl StatusConfigMap {
         record: &Record,
         resource_version: &str,
     ) -> Result<Current, KubeError> {
-        let record_json = record.to_json();
-        let body = self.apply_body(status, &record_json, resource_version);
+        let sent = escaped(&record.to_json());
+        let body = self.apply_body(status, &sent, resource_version);
         let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
-        written(&answer, record, &record_json)
+        written(&answer, record, &sent)
     }
 
     /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
@@ -242,16 +250,27 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 }
 
 /// The version and lock of a write's answer (`foreign` stays unread). The
-/// lock is the `record` just sent (as `sent`, its JSON) when the answer
-/// shows it unchanged, as it does unless something between rewrote it:
-/// then it is parsed as any other.
-fn written(body: &[u8], record: &Record, sent: &str) -> Result<Current, KubeError> {
+/// lock is the `record` just sent (`sent`: its JSON, [`escaped`]) when the
+/// answer shows it as sent, which it does unless something between
+/// rewrote it: then it is read as any other. Compared as it stands in the
+/// answer, not unescaped first.
+fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
     let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
-    let lock = match annotations.lock {
-        Some(text) if text == sent => Seen::Record(record.clone()),
-        other => Seen::parse(other.as_deref()),
+    let lock = match annotations.lock.map(RawValue::get) {
+        Some(raw) if raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).is_some_and(|r| r.as_bytes() == sent) => {
+            Seen::Record(record.clone())
+        }
+        Some(raw) => Seen::parse(serde_json::from_str::<String>(raw).ok().as_deref()),
+        None => Seen::Absent,
     };
     Ok(Current { resource_version, lock, uid, foreign: None })
+}
+
+/// JSON text escaped to stand inside a JSON string.
+fn escaped(json: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + json.len() / 4);
+    InString(&mut out).write_all(json.as_bytes()).expect("a Vec takes every write");
+    out
 }
 
 /// `s` as a JSON string, quotes and escapes included.
@@ -300,7 +319,8 @@ mod tests {
         let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
         let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "42")).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "42")).unwrap();
         assert_eq!(
             body,
             json!({
@@ -314,7 +334,7 @@ mod tests {
         assert_eq!(cm.object().path(), "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
         // No labels: they are set once by init, never forced.
         let unversioned: serde_json::Value =
-            serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "")).unwrap();
+            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "")).unwrap();
         assert!(
             unversioned["metadata"].get("resourceVersion").is_none() && unversioned["metadata"].get("labels").is_none()
         );
@@ -326,7 +346,8 @@ mod tests {
         let error = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}".to_string();
         let doc = StatusDocument { error: Some(error), ..StatusDocument::example() };
         let record = Record::claim("pod-\"a\\", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let body: serde_json::Value = serde_json::from_slice(&cm.apply_body(&doc, &record.to_json(), "4\"2")).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "4\"2")).unwrap();
         assert_eq!(body["data"]["status"].as_str(), Some(doc.to_json().as_str()));
         assert_eq!(body["metadata"]["annotations"][lock::ANNOTATION].as_str(), Some(record.to_json().as_str()));
         assert_eq!(body["metadata"]["resourceVersion"], "4\"2");
@@ -349,15 +370,21 @@ mod tests {
                               "fieldsV1": {"f:data": {"f:status": {}}}}]);
         let mut answer = body.clone();
         answer["metadata"]["managedFields"] = managed;
-        let after_write = written(answer.to_string().as_bytes(), &record, &record.to_json()).unwrap();
+        let after_write = written(answer.to_string().as_bytes(), &record, &escaped(&record.to_json())).unwrap();
         assert_eq!(after_write, Current { foreign: None, ..s.clone() });
         // Rewritten on the way (a webhook): the answer's lock is read.
         let other = Record::claim("pod-b", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let rewritten = written(answer.to_string().as_bytes(), &other, &other.to_json()).unwrap();
+        let rewritten = written(answer.to_string().as_bytes(), &other, &escaped(&other.to_json())).unwrap();
         assert_eq!(rewritten.lock, Seen::Record(record.clone()));
+        // The same record escaped otherwise (`\u0022` for `"`) is still read.
+        let spelled = record.to_json().replace('"', "\\u0022");
+        let other_escapes =
+            format!(r#"{{"metadata":{{"resourceVersion":"9","annotations":{{"{}":"{spelled}"}}}}}}"#, lock::ANNOTATION);
+        let read_back = written(other_escapes.as_bytes(), &record, &escaped(&record.to_json())).unwrap();
+        assert_eq!((read_back.lock, read_back.resource_version), (Seen::Record(record.clone()), "9".to_string()));
         let read = seen(answer.to_string().as_bytes()).unwrap();
         assert_eq!(read.foreign.map(|w| w.manager), Some("kube9-operator".to_string()));
-        assert!(written(b"[]", &record, "").is_err());
+        assert!(written(b"[]", &record, b"").is_err());
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

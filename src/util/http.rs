@@ -21,6 +21,9 @@ impl Timeouts {
     }
 }
 
+/// What every request of opstatus says it comes from.
+pub(crate) const USER_AGENT: &str = concat!("opstatus/", env!("CARGO_PKG_VERSION"));
+
 /// Requests are ~1.5 KB and bodies stream through; ureq's 128 KiB buffers
 /// cost RSS (2.2 → 1.8 MiB steady) and buy nothing here. Also the cap on a
 /// response's headers (Kubernetes sends a few hundred bytes).
@@ -40,7 +43,7 @@ pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
         .http_status_as_error(false)
         .proxy(None)
         .max_redirects(0)
-        .user_agent(concat!("opstatus/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .timeout_connect(Some(t.connect))
         .timeout_send_request(Some(t.send))
         .timeout_send_body(Some(t.send))

@@ -18,7 +18,7 @@ pub fn format_rfc3339(t: SystemTime) -> String {
 }
 
 /// [`format_rfc3339`] appended to `out`. Every heartbeat and log line
-/// carries one: the usual four-digit years are written digit by digit,
+/// carries one: the usual four-digit years are filled in digit by digit,
 /// without the formatting machinery.
 pub(crate) fn write_rfc3339(out: &mut String, t: SystemTime) {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
@@ -29,18 +29,17 @@ pub(crate) fn write_rfc3339(out: &mut String, t: SystemTime) {
         let _ = write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
         return;
     }
-    let mut push = |n: i64, width: u32, then: char| {
-        for place in (0..width).rev() {
-            out.push(char::from(b'0' + (n / 10i64.pow(place) % 10) as u8));
+    let mut text = *b"0000-00-00T00:00:00Z";
+    // Each field's digits, right to left, ending just before `end`.
+    let fields = [(y, 4), (m, 7), (d, 10), (rem / 3600, 13), (rem % 3600 / 60, 16), (rem % 60, 19)];
+    for (mut value, end) in fields {
+        let width = if end == 4 { 4 } else { 2 };
+        for digit in text[end - width..end].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
         }
-        out.push(then);
-    };
-    push(y, 4, '-');
-    push(m, 2, '-');
-    push(d, 2, 'T');
-    push(rem / 3600, 2, ':');
-    push(rem % 3600 / 60, 2, ':');
-    push(rem % 60, 2, 'Z');
+    }
+    out.push_str(std::str::from_utf8(&text).expect("ASCII digits"));
 }
 
 /// Parses an RFC 3339 date-time: `2025-11-10T15:30:00Z`, with optional

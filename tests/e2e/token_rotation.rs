@@ -37,7 +37,12 @@ fn e2e_token_rotation_to_a_second_service_account() {
     pod.sa.write_token(&next_token);
     cp.kubectl_ok(&["-n", ns, "delete", "serviceaccount", "opstatus"]);
     let rotated = SystemTime::now();
-    wait_for(Duration::from_secs(15), Duration::from_millis(100), || {
+    // The API server keeps accepting the deleted ServiceAccount's token for
+    // the ~10 s it caches an authentication (counted from its first use,
+    // just before the rotation); a heartbeat that lands just inside that
+    // window delays the first 401 by one interval. Then three heartbeats
+    // with the new token: at most 10 + 2 + 2 × 2 = 16 s.
+    wait_for(Duration::from_secs(20), Duration::from_millis(100), || {
         (cp.audit_events(&next_user).len() >= 3).then_some(())
     })
     .expect("heartbeats with the second token");

@@ -2,9 +2,9 @@
 //! connection kept open; one PATCH (server-side apply of the kube9 status
 //! ConfigMap) serialised once, its timestamp overwritten in place, written
 //! in one write per heartbeat; the answer read (head, then its
-//! Content-Length or chunked body) and dropped. Same environment and
-//! arguments as kube_writer.rs; the token is read once (the benchmark's
-//! tokens last an hour).
+//! Content-Length or chunked body) and dropped; nothing printed. Same
+//! environment and arguments as kube_writer.rs; the token is read once (the
+//! benchmark's tokens last an hour).
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use std::io::{Read, Write};
@@ -51,7 +51,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         request[stamp_at..stamp_at + STAMP.len()].copy_from_slice(format!("{now:010}").as_bytes());
         tls.write_all(&request)?;
         read_answer(&mut tls, &mut answer)?;
-        println!("wrote");
         std::thread::sleep(Duration::from_secs_f64(interval));
     }
 }

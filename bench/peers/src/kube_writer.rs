@@ -3,8 +3,8 @@
 //! the kube9 status ConfigMap (one PATCH on kube's kept-alive connection).
 //! In-cluster style: the API server from KUBERNETES_SERVICE_HOST/_PORT, the
 //! token (re-read by kube as it rotates), CA and namespace from the
-//! service-account directory in OPSTATUS_SERVICE_ACCOUNT_DIR. Prints one
-//! line per write. Tokio's current-thread runtime: the lightest a sidecar
+//! service-account directory in OPSTATUS_SERVICE_ACCOUNT_DIR. Prints
+//! nothing (the benchmark reads the writes from the audit log). Tokio's current-thread runtime: the lightest a sidecar
 //! would pick.
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -42,7 +42,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "data": {"status": status.to_string()},
         });
         api.patch(CM, &params, &Patch::Apply(&body)).await?;
-        println!("wrote");
         tokio::time::sleep(Duration::from_secs_f64(interval)).await;
     }
 }
