@@ -10,7 +10,7 @@ pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
-use crate::util::transport;
+use crate::util::transport::{self, Probe};
 use rustls::ClientConfig;
 use std::io::Read;
 use std::sync::Arc;
@@ -167,7 +167,7 @@ impl Client {
             config = http::kept_alive(config, idle);
         }
         Ok(Client {
-            agent: transport::agent(config.build(), Some(tls.clone())),
+            agent: transport::agent(config.build(), Some(tls.clone()), Probe::Never),
             tls,
             host: host_header(&creds.server)?,
             server: creds.server.clone(),
@@ -184,7 +184,7 @@ impl Client {
     /// long-lived watch never takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
         Client {
-            agent: transport::agent(self.agent.config().clone(), Some(self.tls.clone())),
+            agent: transport::agent(self.agent.config().clone(), Some(self.tls.clone()), Probe::Never),
             tls: self.tls.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
@@ -210,8 +210,10 @@ impl Client {
 
     fn open_watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
         let url = format!("{}{path}", self.server);
-        let mut request =
-            self.agent.get(&url).config().timeout_recv_body(Some(lasting)).build().header("Accept", "application/json");
+        // A watch is not sent again when its connection turns out closed:
+        // like a POST, it never takes one that idled long.
+        let config = self.agent.get(&url).config().timeout_recv_body(Some(lasting));
+        let mut request = config.max_idle_age(transport::PROBE_AFTER).build().header(ACCEPT, JSON);
         if let Some(authorization) = self.token.header() {
             request = request.header(AUTHORIZATION, authorization);
         }
@@ -379,7 +381,10 @@ impl Client {
                     Method::Apply(_) => (self.agent.patch(request.url), APPLY_PATCH),
                     Method::MergePatch(_) => (self.agent.patch(request.url), MERGE_PATCH),
                     Method::Put(_) => (self.agent.put(request.url), JSON),
-                    _ => (self.agent.post(request.url), JSON),
+                    // Sent at most once (see `send_on_kept`): never on a
+                    // connection that idled long enough for the server to
+                    // have closed it (the transport does not probe for us).
+                    _ => (self.agent.post(request.url).config().max_idle_age(transport::PROBE_AFTER).build(), JSON),
                 };
                 let mut r = builder.header(HOST, self.host.clone()).header(USER_AGENT, OPSTATUS);
                 r = r.header(ACCEPT, JSON).header(CONTENT_TYPE, content_type);

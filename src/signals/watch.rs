@@ -11,7 +11,7 @@ use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
 use crate::util::reported::Reported;
-use crate::util::transport;
+use crate::util::transport::{self, Probe};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,7 +45,7 @@ impl Watches {
         .build();
         // Plain http:// only (`check_url`): opstatus's transport without TLS,
         // so ureq's own TCP and TLS stack is not linked at all.
-        let agent = transport::agent(config, None);
+        let agent = transport::agent(config, None, Probe::IdleConnections);
         Watches { urls, file, critical, agent, problem: Reported::default() }
     }
 

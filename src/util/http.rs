@@ -59,17 +59,16 @@ pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
 /// that calls one server one request at a time: one idle connection is all
 /// it ever has to keep.
 ///
-/// A pooled connection that idled past [`PROBE_AFTER`] is probed before it
-/// is reused (a non-blocking read: a peer's FIN, RST or stray bytes mean
-/// "closed") and replaced, so a connection the server closed cleanly while
-/// idle costs a handshake, not a failed call; one used more recently is
-/// taken as it is (`src/util/transport.rs`). A close the probe cannot see
-/// (the request crossing the server's close, or a middlebox that forgot the
-/// flow) surfaces as a transport error on the reused connection: ureq does
-/// not retry, so the caller decides (the Kubernetes client retries
-/// idempotent requests once).
+/// The connection is taken again as it is, unprobed (the Kubernetes
+/// client's agents: [`Probe::Never`]). One the server closed while it idled
+/// surfaces as a transport error on the request that reuses it: ureq does
+/// not retry, so the Kubernetes client sends the request once more on a new
+/// connection when it may be sent twice (reads, apply, update, merge
+/// patch), and sends the rest (a POST, a watch) only on a connection used
+/// less than [`PROBE_AFTER`] ago.
 ///
 /// [`PROBE_AFTER`]: crate::util::transport::PROBE_AFTER
+/// [`Probe::Never`]: crate::util::transport::Probe::Never
 pub(crate) fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
     config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
 }

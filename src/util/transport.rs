@@ -11,9 +11,14 @@
 //! - **No probe of a connection it has just used.** ureq's pool asks a
 //!   connection whether it is open when it is returned and when it is taken
 //!   again; ureq's TCP transport answers each with a non-blocking read (three
-//!   system calls). Here a connection used less than [`PROBE_AFTER`] ago
-//!   answers from what it knows (an error or a close seen, bytes left
-//!   unread); only one that idled longer is probed, when it is taken.
+//!   system calls). Here a connection answers from what it knows (an error
+//!   or a close seen, bytes left unread). An agent whose caller cannot send
+//!   a request again ([`Probe::IdleConnections`]: the operator health checks,
+//!   kube9-server) also probes a connection that idled [`PROBE_AFTER`] or
+//!   more, when it is taken; the Kubernetes client needs no probe
+//!   ([`Probe::Never`]): it sends a request again when a kept connection
+//!   broke under it, and sends none that cannot be repeated on a connection
+//!   idle that long.
 //! - **Socket timeouts set only when they change**: each phase's remaining
 //!   time is rounded down to [`TIMEOUT_STEP`], so a steady client sets them
 //!   once, not before every read and write.
@@ -82,11 +87,24 @@ pub(crate) fn tls_config(
     Ok(Arc::new(config))
 }
 
+/// Whether a kept connection is probed before it is used again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Probe {
+    /// When it idled [`PROBE_AFTER`] or more: for callers that cannot send
+    /// a request again when the server closed the connection meanwhile.
+    IdleConnections,
+    /// Never: the caller sends a request again on a new connection when a
+    /// kept one broke under it, and keeps a request that cannot be sent
+    /// twice off connections idle [`PROBE_AFTER`] or more.
+    Never,
+}
+
 /// Opens [`Connection`]s: TLS for `https://` with `tls`; plain TCP for
 /// `http://`. An `https://` URL without a TLS configuration is refused.
 #[derive(Clone)]
 pub(crate) struct Connect {
     pub tls: Option<Arc<ClientConfig>>,
+    pub probe: Probe,
 }
 
 impl std::fmt::Debug for Connect {
@@ -96,8 +114,8 @@ impl std::fmt::Debug for Connect {
 }
 
 /// An agent on [`Connect`] with `config`.
-pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>) -> ureq::Agent {
-    ureq::Agent::with_parts(config, Connect { tls }, AtConnect)
+pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>, probe: Probe) -> ureq::Agent {
+    ureq::Agent::with_parts(config, Connect { tls, probe }, AtConnect)
 }
 
 /// ureq's resolver, asked before every request: it answers with no
@@ -148,6 +166,7 @@ impl Connector<()> for Connect {
             write_timeout: None,
             last_used: Instant::now(),
             broken: false,
+            probe: self.probe,
         };
         if let Some(config) = tls {
             let host = details.uri.host().unwrap_or_default();
@@ -228,6 +247,7 @@ pub(crate) struct Connection {
     last_used: Instant,
     /// An error or the server's close was seen: never reused.
     broken: bool,
+    probe: Probe,
 }
 
 impl std::fmt::Debug for Connection {
@@ -394,7 +414,7 @@ impl Transport for Connection {
                 _ => return false,
             }
         }
-        self.last_used.elapsed() < PROBE_AFTER || self.probe()
+        self.probe == Probe::Never || self.last_used.elapsed() < PROBE_AFTER || self.probe()
     }
 
     fn is_tls(&self) -> bool {

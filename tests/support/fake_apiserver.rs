@@ -171,6 +171,16 @@ impl FakeApiServer {
         format!("https://127.0.0.1:{}", self.port())
     }
 
+    /// Closes connections that idle `after` (see [`HttpsServer::close_idle_after`]).
+    pub fn close_idle_after(&self, after: Duration) {
+        self._server.close_idle_after(after);
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self._server.connections()
+    }
+
     /// Accept only `token` from now on.
     pub fn set_token(&self, token: &str) {
         let mut s = self.state.lock().unwrap();

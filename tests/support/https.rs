@@ -8,7 +8,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -66,7 +66,14 @@ pub struct HttpsServer {
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
     accept_thread: Option<JoinHandle<()>>,
+    /// How long a connection may idle before the server closes it, in ms.
+    idle_close: Arc<AtomicU64>,
+    connections: Arc<AtomicUsize>,
 }
+
+/// A connection the server has waited on this long for a request is
+/// closed, as real servers close idle keep-alive connections.
+const IDLE_CLOSE: Duration = Duration::from_secs(20);
 
 impl HttpsServer {
     pub fn start(pki: &TestPki, handler: Arc<Handler>) -> HttpsServer {
@@ -82,18 +89,33 @@ impl HttpsServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let sp = stop.clone();
+        let idle_close = Arc::new(AtomicU64::new(IDLE_CLOSE.as_millis() as u64));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (sp, idle, count) = (stop.clone(), idle_close.clone(), connections.clone());
         let accept_thread = std::thread::spawn(move || {
             for conn in listener.incoming() {
                 if sp.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(conn) = conn else { continue };
-                let (tls, handler, sp) = (tls.clone(), handler.clone(), sp.clone());
-                std::thread::spawn(move || serve_connection(conn, tls, &*handler, &sp));
+                count.fetch_add(1, Ordering::SeqCst);
+                let (tls, handler, sp, idle) = (tls.clone(), handler.clone(), sp.clone(), idle.clone());
+                std::thread::spawn(move || serve_connection(conn, tls, &*handler, &sp, &idle));
             }
         });
-        HttpsServer { addr, stop, accept_thread: Some(accept_thread) }
+        HttpsServer { addr, stop, accept_thread: Some(accept_thread), idle_close, connections }
+    }
+
+    /// From now on, close a connection that waited `after` for its next
+    /// request (a connection already waiting keeps its old limit for that
+    /// wait).
+    pub fn close_idle_after(&self, after: Duration) {
+        self.idle_close.store(after.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
 }
 
@@ -108,11 +130,18 @@ impl Drop for HttpsServer {
     }
 }
 
-fn serve_connection(tcp: TcpStream, tls: Arc<rustls::ServerConfig>, handler: &Handler, stop: &AtomicBool) {
-    let _ = tcp.set_read_timeout(Some(Duration::from_secs(20)));
+fn serve_connection(
+    tcp: TcpStream,
+    tls: Arc<rustls::ServerConfig>,
+    handler: &Handler,
+    stop: &AtomicBool,
+    idle_close: &AtomicU64,
+) {
     let Ok(conn) = rustls::ServerConnection::new(tls) else { return };
     let mut stream = BufReader::new(rustls::StreamOwned::new(conn, tcp));
     while !stop.load(Ordering::SeqCst) {
+        let idle = Duration::from_millis(idle_close.load(Ordering::SeqCst).max(1));
+        let _ = stream.get_ref().sock.set_read_timeout(Some(idle));
         let Some(request) = read_request(&mut stream) else { return };
         match handler(&request) {
             Reply::Hang(d) => {
