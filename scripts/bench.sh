@@ -14,6 +14,7 @@
 # interval, each cell the median of the runs' medians):
 #
 #   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 3]
+#                    [--also LABEL=PATH [--also-env LABEL=VAR=VALUE]]
 #
 # The real-intervals table also runs the peers of bench/peers (a dev-only
 # Cargo project, not part of the workspace; built here, release profile):

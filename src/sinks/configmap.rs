@@ -254,7 +254,7 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 /// answer shows it as sent, which it does unless something between
 /// rewrote it: then it is read as any other. Compared as it stands in the
 /// answer, not unescaped first.
-fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
+pub(crate) fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
     let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
     let lock = match annotations.lock.map(RawValue::get) {
         Some(raw) if raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).is_some_and(|r| r.as_bytes() == sent) => {
@@ -267,7 +267,7 @@ fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeErr
 }
 
 /// JSON text escaped to stand inside a JSON string.
-fn escaped(json: &str) -> Vec<u8> {
+pub(crate) fn escaped(json: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(json.len() + json.len() / 4);
     InString(&mut out).write_all(json.as_bytes()).expect("a Vec takes every write");
     out
