@@ -48,21 +48,10 @@ impl StatusView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::status::{Health, Mode, Tier};
 
     #[test]
     fn status_adds_its_fields_after_the_document() {
-        let doc = StatusDocument {
-            mode: Mode::Operated,
-            tier: Tier::Free,
-            version: "1.0.0".into(),
-            health: Health::Healthy,
-            last_update: "2026-11-24T10:00:00Z".into(),
-            registered: false,
-            error: None,
-            namespace: "ops".into(),
-            cluster_id: None,
-        };
+        let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let view = StatusView {
             doc,
             publisher: None,

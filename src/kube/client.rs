@@ -213,10 +213,7 @@ impl Client {
         // A watch is not sent again when its connection turns out closed:
         // like a POST, it never takes one that idled long.
         let config = self.agent.get(&url).config().timeout_recv_body(Some(lasting));
-        let mut request = config.max_idle_age(transport::PROBE_AFTER).build().header(ACCEPT, JSON);
-        if let Some(authorization) = self.token.header() {
-            request = request.header(AUTHORIZATION, authorization);
-        }
+        let request = self.with_headers(config.max_idle_age(transport::PROBE_AFTER).build());
         let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();
         let mut body = response.into_body();
@@ -363,19 +360,19 @@ impl Client {
         answer
     }
 
+    /// The headers every request carries, names and values as constants or
+    /// built once: nothing parsed, checked or copied per request.
+    fn with_headers<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        let request = request.header(HOST, self.host.clone()).header(USER_AGENT, OPSTATUS).header(ACCEPT, JSON);
+        match self.token.header() {
+            Some(authorization) => request.header(AUTHORIZATION, authorization),
+            None => request,
+        }
+    }
+
     fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        let authorization = self.token.header();
-        // Header names and values as constants: nothing parsed, checked or
-        // copied per request.
         let result = match request.method {
-            Method::Get => {
-                let mut r = self.agent.get(request.url).header(HOST, self.host.clone()).header(ACCEPT, JSON);
-                r = r.header(USER_AGENT, OPSTATUS);
-                if let Some(a) = authorization {
-                    r = r.header(AUTHORIZATION, a);
-                }
-                r.call()
-            }
+            Method::Get => self.with_headers(self.agent.get(request.url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
                 let (builder, content_type) = match request.method {
                     Method::Apply(_) => (self.agent.patch(request.url), APPLY_PATCH),
@@ -386,12 +383,7 @@ impl Client {
                     // have closed it (the transport does not probe for us).
                     _ => (self.agent.post(request.url).config().max_idle_age(transport::PROBE_AFTER).build(), JSON),
                 };
-                let mut r = builder.header(HOST, self.host.clone()).header(USER_AGENT, OPSTATUS);
-                r = r.header(ACCEPT, JSON).header(CONTENT_TYPE, content_type);
-                if let Some(a) = authorization {
-                    r = r.header(AUTHORIZATION, a);
-                }
-                r.send(body)
+                self.with_headers(builder).header(CONTENT_TYPE, content_type).send(body)
             }
         };
         let mut response = result.map_err(|e| Failed {
