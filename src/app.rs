@@ -340,9 +340,10 @@ pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result
     agent.check_once();
     match agent.write_once() {
         Ok(true) => Ok(()),
-        Ok(false) => {
-            Err(Failure::Runtime("not written: another instance publishes this status (see the log line above)".into()))
-        }
+        Ok(false) => Err(Failure::Runtime(
+            "not written: another instance publishes this status, or another writer keeps it (see the log line above)"
+                .into(),
+        )),
         Err(e) => Err(Failure::Runtime(format!("failed to write status ConfigMap: {e}"))),
     }
 }
@@ -388,7 +389,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     let record = current.as_ref().and_then(|c| c.lock.record());
     // Another manager of the status key (sanitised where it is parsed):
     // opstatus leaves the ConfigMap to it rather than fight.
-    let foreign = current.as_ref().and_then(|c| c.foreign.as_ref());
+    let foreign = current.as_ref().and_then(|c| c.foreign.as_ref()).map(|f| &f.writer);
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");

@@ -74,7 +74,7 @@ pub mod testing {
     pub fn status_configmap_parties(body: &[u8]) -> Option<(Option<String>, Option<String>)> {
         let current = crate::sinks::configmap::seen(body).ok()?;
         let holder = current.lock.record().map(|r| r.holder_identity.clone());
-        Some((holder, current.foreign.map(|w| w.to_string())))
+        Some((holder, current.foreign.map(|f| f.writer.to_string())))
     }
 
     /// What a heartbeat takes from its write's answer, read by the write's

@@ -161,6 +161,7 @@ impl Agent {
             config.identity.clone(),
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
+            config.settings.check_interval,
         );
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
@@ -285,12 +286,7 @@ impl Agent {
         let was_publishing = self.publisher.publishing();
         self.publisher.check(&mut self.client, &self.config.target, now);
         self.note_yield();
-        if was_publishing && !self.publisher.publishing() {
-            self.published = None;
-            if let Some(events) = &self.events {
-                events.stand_by();
-            }
-        }
+        self.note_stepped_down(was_publishing);
         // Until the lock is read, the instance acts as a publisher would
         // (its first write reads it), so that write says all it knows.
         let active = self.publisher.may_write();
@@ -311,6 +307,18 @@ impl Agent {
             events.observe_upgradeable(upgradeable, now, SystemTime::now());
         }
         self.sync_sinks(now);
+    }
+
+    /// After the lock or another writer of the status made a publisher
+    /// stand by (on a check or in a write): nothing it published is its
+    /// own to keep any more.
+    fn note_stepped_down(&mut self, was_publishing: bool) {
+        if was_publishing && !self.publisher.publishing() {
+            self.published = None;
+            if let Some(events) = &self.events {
+                events.stand_by();
+            }
+        }
     }
 
     /// Brings every other sink up to date with the observation, if this

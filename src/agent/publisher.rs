@@ -8,16 +8,19 @@
 //! expired; with `--follow-leader-lease` everyone reads the operator's
 //! Lease once per check and the sidecar beside the operator's leader
 //! publishes. A holder that stops hands the lock over ([`Publisher::hand_over`]).
-//! A holder whose status another writer replaced leaves the ConfigMap to
-//! it until it has been quiet ([`crate::writers`]).
+//! While another writer keeps the status key, no instance writes anything:
+//! every read of the ConfigMap (a holder's after a refused write, a
+//! standby's, the first look of one just started) applies the same rule
+//! to what the object says ([`crate::writers`]).
 
-use super::leader::{Leader, LeaseRead};
+use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
 use crate::lock::{self, Decision, Observer, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
 use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
-use crate::writers::{self, Turn, Writer, Yielding};
+use crate::util::time::format_rfc3339;
+use crate::writers::{Patience, Turn, Writer, Yielding};
 use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -55,6 +58,8 @@ pub(super) struct Publisher {
     leader: Leader,
     /// A failed Lease read, logged once per change.
     lease_error: Reported,
+    /// A Lease that names no live leader, logged once per change.
+    lease_unheld: Reported,
     role: Role,
     /// Why this instance stands by, as last logged.
     standing_by: Reported,
@@ -69,11 +74,10 @@ pub(super) struct Publisher {
     took_over: Option<Option<String>>,
     /// Whether the ConfigMap is left to another writer ([`crate::writers`]).
     yielding: Yielding,
-    /// The heartbeat interval as it is now: a yielding instance reads the
-    /// ConfigMap once per interval, and its quiet period follows it.
-    interval: Duration,
-    /// When the ConfigMap was last read while yielding.
-    last_read: Option<Instant>,
+    /// How long another writer keeps the status, and how often a yielding
+    /// instance looks: they follow the heartbeat interval as it is now.
+    patience: Patience,
+    check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
 }
@@ -85,10 +89,10 @@ impl Publisher {
     /// standby between two heartbeats.
     pub(super) fn follow_interval(&mut self, interval: Duration) {
         self.lease = lock::lease_duration(interval);
-        self.interval = interval;
+        self.patience = Patience::new(interval, self.check_interval);
     }
 
-    pub(super) fn new(me: String, follow: Option<String>, interval: Duration) -> Publisher {
+    pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
         Publisher {
             me,
             follow,
@@ -97,6 +101,7 @@ impl Publisher {
             current: None,
             leader: Leader::default(),
             lease_error: Reported::default(),
+            lease_unheld: Reported::default(),
             role: Role::Unknown,
             standing_by: Reported::default(),
             read_error: Reported::default(),
@@ -104,8 +109,8 @@ impl Publisher {
             last_other: None,
             took_over: None,
             yielding: Yielding::default(),
-            interval,
-            last_read: None,
+            patience: Patience::new(interval, check_interval),
+            check_interval,
             yielded: None,
         }
     }
@@ -119,9 +124,10 @@ impl Publisher {
         crate::kube::call_bound().saturating_mul(calls)
     }
 
-    /// Whether this instance publishes now.
+    /// Whether this instance publishes now (never while the status is
+    /// another writer's).
     pub(super) fn publishing(&self) -> bool {
-        self.role == Role::Holding
+        self.role == Role::Holding && self.yielding.to().is_none()
     }
 
     /// Whether this instance should try to write: it publishes, or it has
@@ -172,24 +178,21 @@ impl Publisher {
             self.decide(now);
         }
         // Not read yet: the first write reads it. The holder's writes tell
-        // it all it needs, unless it left the ConfigMap to another writer:
-        // then it looks once per heartbeat whether that one went quiet.
-        let yielding = self.yielding.to().is_some();
-        if self.current.is_none() || (self.role == Role::Holding && !yielding) {
+        // it all it needs. While another writer keeps the status, every
+        // instance looks once per heartbeat and when the status is due back.
+        if self.current.is_none() || self.publishing() {
             return;
         }
-        if yielding && self.last_read.is_some_and(|at| now.saturating_duration_since(at) < self.interval) {
+        let wall = SystemTime::now();
+        if !self.yielding.due(wall, &self.patience) {
             return;
         }
         let read = target.read(client);
         match read {
             Ok(current) => {
                 self.read_error.update(None, log::Level::Warn, "");
-                self.last_read = Some(now);
                 self.current = Some(current.unwrap_or_else(missing));
-                if self.observe_writers(now, false) {
-                    self.decide(now);
-                }
+                self.look(now, wall);
             }
             Err(e) => {
                 let why = format!("Cannot read the status ConfigMap to see who publishes: {e}");
@@ -198,32 +201,44 @@ impl Publisher {
         }
     }
 
-    /// Whether the status key is another writer's now: logs when this
-    /// instance starts or stops leaving the ConfigMap to it. False while
-    /// it is theirs (the lock does not decide then). A yield begins only
-    /// on `overwritten`: a holder's write refused because another manager
-    /// replaced the status since its last one (a tug of war about to
-    /// start). A status someone else left once (an admin's `kubectl
-    /// apply` before opstatus ran) is simply taken over.
-    fn observe_writers(&mut self, now: Instant, overwritten: bool) -> bool {
+    /// After a read of the ConfigMap: whose the status is, then (when it
+    /// is opstatus's) who holds the lock.
+    fn look(&mut self, now: Instant, wall: SystemTime) {
+        if self.observe_writers(wall) {
+            self.decide(now);
+        }
+    }
+
+    /// Whether the status key is opstatus's to write, by the rule every
+    /// instance reads from the object ([`crate::writers`]): logs when this
+    /// instance starts or stops leaving the ConfigMap to another writer.
+    /// While it does, it publishes nothing: it stands by.
+    fn observe_writers(&mut self, wall: SystemTime) -> bool {
         let Some(current) = &self.current else { return true };
-        let quiet = writers::quiet_period(self.interval);
-        let foreign = current.foreign.as_ref().filter(|_| overwritten || self.yielding.to().is_some());
-        match self.yielding.observe(foreign, &current.resource_version, now, quiet) {
+        let foreign = current.foreign.as_ref();
+        let quiet = self.patience.quiet.as_secs();
+        match self.yielding.observe(foreign, wall, &self.patience) {
             Turn::Ours => true,
-            Turn::StillTheirs => false,
-            Turn::Yield(writer) => {
+            Turn::StillTheirs(_) => false,
+            Turn::Yield(writer, until) => {
+                let written = foreign.and_then(|f| f.written).map_or_else(|| "?".into(), format_rfc3339);
                 log::warn!(
-                    "Another writer replaces the status: field manager {writer} owns its status key. Not fighting it: \
-                     opstatus leaves the ConfigMap alone (its other sinks go on) until it has been unchanged for {}s",
-                    quiet.as_secs()
+                    "Another writer replaces the status: field manager {writer} owns its status key (written \
+                     {written}). Not fighting it: opstatus writes nothing (status, OperatorCondition, \
+                     ClusterOperator) until {writer} has left the status alone for {quiet}s, or its status is \
+                     about to be stale to readers: at the latest {}",
+                    format_rfc3339(until)
                 );
+                self.role = Role::StandingBy;
+                self.stood_by = true;
                 self.yielded = Some(writer);
                 false
             }
-            Turn::Resume(writer, quiet_for) => {
+            Turn::Resume(writer) => {
+                let quiet_for = foreign.and_then(|f| wall.duration_since(f.written?).ok()).unwrap_or_default();
                 log::info!(
-                    "The status ConfigMap has been unchanged for {}s since {writer} last wrote it: taking it back",
+                    "{writer} last wrote the status {}s ago (a quiet period of {quiet}s, or its status about to be \
+                     stale to readers): taking it back",
                     quiet_for.as_secs()
                 );
                 true
@@ -232,6 +247,10 @@ impl Publisher {
     }
 
     fn decide(&mut self, now: Instant) {
+        // The lock decides nothing while the status is another writer's.
+        if self.yielding.to().is_some() {
+            return;
+        }
         let Some(current) = &self.current else {
             // Before the first read only the operator's leader can decide.
             if let Some(leader) = self.leader(now) {
@@ -261,9 +280,10 @@ impl Publisher {
     }
 
     /// Why the followed Lease does not decide, once its reads have failed
-    /// for longer than the grace: a problem of the status, not silence.
+    /// for longer than the grace or it names no live leader: a problem of
+    /// the status, not silence.
     pub(super) fn problem(&self, now: Instant) -> Option<Problem> {
-        let why = self.leader.problem(now, self.lease)?;
+        let why = self.leader.problem(now, self.lease, SystemTime::now())?;
         Some(Problem::degraded(Rule::Publishing, why))
     }
 
@@ -280,6 +300,8 @@ impl Publisher {
             )
         });
         self.lease_error.update(failure, log::Level::Warn, "The operator's Lease can be read again");
+        let unheld = self.leader.not_leading(self.lease).map(|why| format!("{why}: the publisher lock decides"));
+        self.lease_unheld.update(unheld, log::Level::Warn, "The operator's Lease names a leader again");
     }
 
     fn apply_decision(&mut self, decision: Decision) {
@@ -306,7 +328,7 @@ impl Publisher {
     ) -> Result<bool, KubeError> {
         if self.current.is_none() {
             self.current = Some(target.init(client)?);
-            self.decide(Instant::now());
+            self.look(Instant::now(), SystemTime::now());
         }
         for attempt in 1..=2 {
             if !self.may_write() {
@@ -339,10 +361,7 @@ impl Publisher {
                     log::debug!("The status ConfigMap changed under us ({e}); reading it again");
                     self.read_leader(client, &target.namespace, Instant::now());
                     self.current = Some(target.read(client)?.unwrap_or_else(missing));
-                    let overwritten = self.role == Role::Holding;
-                    if self.observe_writers(Instant::now(), overwritten) {
-                        self.decide(Instant::now());
-                    }
+                    self.look(Instant::now(), SystemTime::now());
                 }
                 Err(e) => return Err(e),
             }
@@ -414,11 +433,25 @@ fn read_leader(client: &mut Client, namespace: &str, name: &str) -> LeaseRead {
             return LeaseRead::Failed(format!("Lease {namespace}/{name} is {kind} (column {})", e.column()));
         }
     };
-    match lease.pointer("/spec/holderIdentity").and_then(Value::as_str) {
-        // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
-        Some(holder) if !holder.is_empty() => {
-            LeaseRead::Leader(crate::util::text::sanitize(holder, crate::lock::MAX_IDENTITY + 64))
-        }
+    let text = |pointer: &str, limit: usize| {
+        let found = lease.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+        found.map(|s| crate::util::text::sanitize(s, limit))
+    };
+    // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
+    match text("/spec/holderIdentity", crate::lock::MAX_IDENTITY + 64) {
+        Some(holder) => LeaseRead::Held(Held {
+            lease: format!("{namespace}/{name}"),
+            holder,
+            // RFC 3339 with microseconds is 27 characters.
+            renew_time: text("/spec/renewTime", 64),
+            // Bounded as the lock's own leases are: no Lease keeps the
+            // publishers silent for longer than readers' patience.
+            duration: lease
+                .pointer("/spec/leaseDurationSeconds")
+                .and_then(Value::as_u64)
+                .map_or(DEFAULT_LEASE_DURATION, Duration::from_secs)
+                .clamp(crate::lock::LEASE_RANGE.0, crate::lock::LEASE_RANGE.1),
+        }),
         _ => {
             LeaseRead::NoLeader(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now"))
         }

@@ -69,8 +69,10 @@ impl Agent {
     /// report, such as a sink that cannot be written, goes out at once).
     pub(super) fn publish(&mut self, verdict: Verdict, release: bool) -> Result<(), KubeError> {
         let shutting_down = verdict.error.as_deref() == Some(SHUTDOWN_REASON);
+        let was_publishing = self.publisher.publishing();
         let written = self.write(verdict, release);
         self.note_yield();
+        self.note_stepped_down(was_publishing);
         let first_as_holder = matches!(written, Written::Done { .. }) && !self.sinks_synced;
         self.record(written)?;
         if first_as_holder && self.publisher.publishing() {

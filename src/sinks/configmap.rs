@@ -20,7 +20,7 @@
 use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
-use crate::writers::{ManagedEntry, Writer, foreign_writer};
+use crate::writers::{self, Foreign, ManagedEntry};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -65,16 +65,25 @@ pub(crate) struct Current {
     /// Another manager that owns the status key ([`crate::writers`]), as
     /// a read saw it; `None` after a write, whose answer is not searched
     /// for one.
-    pub foreign: Option<Writer>,
+    pub foreign: Option<Foreign>,
 }
 
 /// The ConfigMap as a read sees it: the lock, and who else writes the
-/// status (the field managers' names borrowed); nothing of `data`, of the
-/// annotations only the lock's.
+/// status (the field managers' names borrowed); of `data` only the status
+/// key, left unparsed unless another manager owns it; of the annotations
+/// only the lock's.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
     metadata: HeadMeta<'a>,
+    #[serde(default, borrow)]
+    data: HeadData<'a>,
+}
+
+#[derive(Default, Deserialize)]
+struct HeadData<'a> {
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -245,7 +254,13 @@ fn labels(body: &[u8]) -> Option<BTreeMap<String, String>> {
 pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
     let head: Head = parse(body)?;
     let lock = Seen::parse(head.metadata.annotations.lock.as_deref());
-    let foreign = foreign_writer(&head.metadata.managed_fields, &[FIELD_MANAGER, INIT_FIELD_MANAGER]);
+    let mut foreign = writers::foreign_writer(&head.metadata.managed_fields, &[FIELD_MANAGER, INIT_FIELD_MANAGER]);
+    // The status itself is read only when another manager owns it.
+    if let Some(f) = &mut foreign {
+        let status = head.data.status.and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+        f.last_update = status.as_deref().and_then(writers::last_update);
+        f.text = writers::digest(status.as_deref().unwrap_or_default());
+    }
     Ok(Current { resource_version: head.metadata.resource_version, lock, uid: head.metadata.uid, foreign })
 }
 
@@ -383,7 +398,7 @@ mod tests {
         let read_back = written(other_escapes.as_bytes(), &record, &escaped(&record.to_json())).unwrap();
         assert_eq!((read_back.lock, read_back.resource_version), (Seen::Record(record.clone()), "9".to_string()));
         let read = seen(answer.to_string().as_bytes()).unwrap();
-        assert_eq!(read.foreign.map(|w| w.manager), Some("kube9-operator".to_string()));
+        assert_eq!(read.foreign.map(|f| f.writer.manager), Some("kube9-operator".to_string()));
         assert!(written(b"[]", &record, b"").is_err());
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);

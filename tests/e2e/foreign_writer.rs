@@ -90,7 +90,12 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
         let ours = |e: &&support::control_plane::AuditEvent| e.verb == "patch" && e.code < 300 && e.received > t;
         cp.audit_events(&pod.user).iter().filter(ours).count()
     };
-    assert_eq!(written_after(yielded + Duration::from_secs(1)), 0, "opstatus fought the other writer");
+    assert_eq!(
+        written_after(yielded + Duration::from_secs(1)),
+        0,
+        "opstatus fought the other writer:\n{}",
+        agent.stderr()
+    );
     assert_eq!(agent.stderr().matches(warning).count(), 1, "{}", agent.stderr());
     let doc = cp.status_document(&ns, CM).unwrap();
     assert_eq!(doc["version"], STANDIN_VERSION, "the other writer's status stands");

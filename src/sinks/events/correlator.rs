@@ -134,11 +134,12 @@ pub(crate) fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at
 }
 
 /// Another writer took the status key over; opstatus leaves the
-/// ConfigMap to it until it has been `quiet` that long.
+/// ConfigMap to it until it has left the status alone `quiet` that long
+/// (or the status is about to be stale).
 pub(crate) fn foreign_writer(writer: &str, configmap: &str, quiet: Duration, at: SystemTime) -> Occurrence {
     let message = format!(
-        "Field manager {writer} replaces the status in ConfigMap {configmap}: opstatus leaves it alone until it has \
-         been unchanged for {}s",
+        "Field manager {writer} replaces the status in ConfigMap {configmap}: opstatus leaves it alone until {writer} \
+         has not written it for {}s, or its status is about to be stale to readers",
         quiet.as_secs()
     );
     Occurrence::new(EventType::Warning, FOREIGN_WRITER, &message, at)
