@@ -252,9 +252,15 @@ impl Publisher {
             return;
         }
         let Some(current) = &self.current else {
-            // Before the first read only the operator's leader can decide.
-            if let Some(leader) = self.leader(now) {
-                self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader)));
+            // Before the first read only the operator's leader can decide;
+            // once its Lease no longer does (unrenewed, unread), the first
+            // write reads the lock.
+            match self.leader(now) {
+                Some(leader) => {
+                    self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader)));
+                }
+                None if self.role == Role::StandingBy => self.role = Role::Unknown,
+                None => {}
             }
             return;
         };

@@ -1,23 +1,29 @@
 //! End to end, real kube-apiserver: another writer of the status
 //! ConfigMap is not fought. The stand-in writes as kube9-operator's own
 //! status writer does: as another user, on a loop, a GET and then a PUT
-//! of the whole object (no annotations, its own status). opstatus says so
-//! once (the log, `/metrics`, one Event, `opstatus get`), stops writing
-//! the ConfigMap while the other writes, and takes it back once the
-//! ConfigMap has been unchanged for its quiet period (five heartbeats:
-//! 10 s at `--interval 2s`).
+//! of the whole object (no annotations, its own status, a fresh
+//! `lastUpdate`). opstatus says so once (the log, `/metrics`, one Event,
+//! `opstatus get`), and no instance writes the ConfigMap while the other
+//! writes — two replicas, one of them restarted, included — nor acts as
+//! publisher anywhere else. It takes the status back a quiet period (five
+//! heartbeats: 10 s at `--interval 2s`) after the other writer's last
+//! write, and before readers would call the status that writer left stale
+//! (an edit that keeps an old `lastUpdate`); a controller that stamps an
+//! annotation meanwhile changes nothing of that.
 
 use crate::support;
 
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
-use support::control_plane::{release_bin, shared};
+use support::control_plane::{AuditEvent, ControlPlane, release_bin, shared};
 use support::events::{opstatus_events, summaries};
 use support::http::{endpoint_from_log, get};
+use support::replicas::{another_replica, replica_env};
 use support::run_args::Run;
-use support::{run_to_end, wait_for};
+use support::{RunningAgent, run_to_end, wait_for};
 
 const CM: &str = "kube9-operator-status";
 const STANDIN_VERSION: &str = "9.9.9-standin";
@@ -31,24 +37,116 @@ fn replace_whole_object(client: &mut opstatus::testing::Client, ns: &str) -> boo
     let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}");
     let Ok(Some(cm)) = client.get_path(&path, "get the status ConfigMap") else { return false };
     let cm: Value = serde_json::from_slice(&cm).unwrap();
-    let status = json!({"mode": "operated", "tier": "free", "version": STANDIN_VERSION, "health": "healthy",
-        "lastUpdate": support_time(), "registered": false, "error": null, "namespace": ns});
     let body = json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": CM, "namespace": ns, "resourceVersion": cm["metadata"]["resourceVersion"],
                      "labels": cm["metadata"]["labels"]},
-        "data": {"status": status.to_string()},
+        "data": {"status": standin_status(ns, SystemTime::now()).to_string()},
     });
     let put = format!("{path}?fieldManager=kube9-operator");
     client.put(&put, body.to_string().as_bytes(), "replace the status ConfigMap").is_ok()
 }
 
-fn support_time() -> String {
-    opstatus::testing::format_rfc3339(SystemTime::now())
+fn standin_status(ns: &str, last_update: SystemTime) -> Value {
+    json!({"mode": "operated", "tier": "free", "version": STANDIN_VERSION, "health": "healthy",
+        "lastUpdate": opstatus::testing::format_rfc3339(last_update), "registered": false, "error": null,
+        "namespace": ns})
 }
 
 fn metric(text: &str, name: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// The stand-in on a thread: a pass every `every`, at most `passes`, until
+/// stopped. [`StandIn::stop`] gives when each of its writes went through.
+struct StandIn {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<SystemTime>>,
+}
+
+impl StandIn {
+    fn start(cp: &'static ControlPlane, ns: &str, every: Duration, passes: usize) -> StandIn {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, ns) = (stop.clone(), ns.to_string());
+        let thread = std::thread::spawn(move || {
+            let mut client = cp.admin_client();
+            let mut written = Vec::new();
+            for _ in 0..passes {
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                if replace_whole_object(&mut client, &ns) {
+                    written.push(SystemTime::now());
+                }
+                std::thread::sleep(every);
+            }
+            written
+        });
+        StandIn { stop, thread }
+    }
+
+    fn stop(self) -> Vec<SystemTime> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+
+    /// Waits for its last pass.
+    fn finish(self) -> Vec<SystemTime> {
+        self.thread.join().unwrap()
+    }
+}
+
+/// What readers saw, sampled every 250 ms (at most 10 minutes) until
+/// stopped: when, the status's version, and whether a reader calls it
+/// stale (`opstatus get`'s rules, the kube9 extension's).
+struct Readers {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<Vec<(SystemTime, String, bool)>>,
+}
+
+impl Readers {
+    fn start(cp: &'static ControlPlane, ns: &str) -> Readers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (flag, path) = (stop.clone(), format!("/api/v1/namespaces/{ns}/configmaps/{CM}"));
+        let thread = std::thread::spawn(move || {
+            let mut client = cp.admin_client();
+            let mut seen = Vec::new();
+            for _ in 0..2400 {
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                if let Ok(Some(cm)) = client.get_path(&path, "read the status as readers do") {
+                    let cm: Value = serde_json::from_slice(&cm).unwrap();
+                    if let Some(text) = cm["data"]["status"].as_str() {
+                        let now = SystemTime::now();
+                        let reading = opstatus::testing::interpret(Some(text), now).unwrap();
+                        let version = reading.status.map(|s| s.version).unwrap_or_default();
+                        seen.push((now, version, reading.stale));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            seen
+        });
+        Readers { stop, thread }
+    }
+
+    fn stop(self) -> Vec<(SystemTime, String, bool)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// opstatus's writes of the status ConfigMap (PATCHes that went through)
+/// by `users`, received between `from` and `to`.
+fn status_writes(cp: &ControlPlane, users: &[&str], from: SystemTime, to: SystemTime) -> Vec<AuditEvent> {
+    let ours = |e: &AuditEvent| {
+        e.verb == "patch"
+            && e.code < 300
+            && e.uri.contains(&format!("/configmaps/{CM}"))
+            && (from..=to).contains(&e.received)
+    };
+    users.iter().flat_map(|u| cp.audit_events(u)).filter(ours).collect()
 }
 
 #[test]
@@ -63,22 +161,7 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
         .expect("opstatus publishes");
 
     // The stand-in: a pass every 1.5 s, at most 60 passes, until told to stop.
-    let stop = Arc::new(AtomicBool::new(false));
-    let standin = {
-        let (stop, ns) = (stop.clone(), ns.clone());
-        std::thread::spawn(move || {
-            let mut client = cp.admin_client();
-            let mut replaced = 0;
-            for _ in 0..60 {
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                replaced += usize::from(replace_whole_object(&mut client, &ns));
-                std::thread::sleep(Duration::from_millis(1500));
-            }
-            replaced
-        })
-    };
+    let standin = StandIn::start(cp, &ns, Duration::from_millis(1500), 60);
     let warning = "Another writer replaces the status: field manager kube9-operator (Update)";
     wait_for(Duration::from_secs(15), Duration::from_millis(100), || agent.stderr().contains(warning).then_some(()))
         .unwrap_or_else(|| panic!("no warning naming the other writer:\n{}", agent.stderr()));
@@ -117,8 +200,7 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
 
     // The other writer stops: opstatus takes the status back after the
     // quiet period (10 s), and its lock with it.
-    stop.store(true, Ordering::Relaxed);
-    let passes = standin.join().unwrap();
+    let passes = standin.stop().len();
     assert!(passes >= 5, "the stand-in replaced the ConfigMap only {passes} times");
     let stopped = Instant::now();
     let back = wait_for(Duration::from_secs(25), Duration::from_millis(200), || {
@@ -135,5 +217,197 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
     assert_eq!(metric(&metrics, "opstatus_status_yielded"), Some(0.0), "{metrics}");
     println!(
         "e2e foreign writer: {passes} whole-object writes yielded to; status taken back {took:.2?} after they stopped"
+    );
+}
+
+fn wait_log(agent: &RunningAgent, line: &str, within: Duration) -> bool {
+    wait_for(within, Duration::from_millis(100), || agent.stderr().contains(line).then_some(())).is_some()
+}
+
+/// The status back from the stand-in: when readers first saw opstatus's.
+fn taken_back(cp: &ControlPlane, ns: &str, within: Duration) -> Option<SystemTime> {
+    wait_for(within, Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["version"] != STANDIN_VERSION).map(|_| SystemTime::now())
+    })
+}
+
+const YIELD_WARNING: &str = "Another writer replaces the status: field manager kube9-operator (Update)";
+
+/// Two replicas (each with a ClusterOperator to keep) beside a writer that
+/// replaces the whole object every 3 s: both stand by and neither writes
+/// anything, the holder included (no ClusterOperator request,
+/// `opstatus_publisher` 0); a new pod of a rolling update, started while
+/// the other writer writes, yields too. Once it stops, the status is back
+/// after the quiet period, and readers never saw it stale.
+#[test]
+fn e2e_two_replicas_and_a_restarted_one_leave_a_whole_object_writer_alone_then_take_the_status_back() {
+    let cp = shared();
+    let pod = cp.deploy("foreign-replicas");
+    let ns = pod.namespace.clone();
+    let (sa_b, user_b) = another_replica(cp, &pod, "opstatus-b");
+    let name = format!("foreign-replicas-{ns}");
+    cp.install_crd("clusteroperators.config.openshift.io");
+    cp.apply_manifests("manifests/openshift", &ns, &[("demo-operator", &name)]);
+    cp.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &format!("opstatus-b-{ns}"),
+        &format!("--clusterrole=opstatus-cluster-operator-{ns}"),
+        &format!("--serviceaccount={ns}:opstatus-b"),
+    ]);
+    let run = Run::every("2s").checks("1s").listen().flag("--cluster-operator", &name);
+    let a = run.start(&release_bin(), &replica_env(cp, &pod.sa, "pod-a"));
+    assert!(wait_log(&a, "Publishing as pod-a", Duration::from_secs(10)), "{}", a.stderr());
+    let b = run.start(&release_bin(), &replica_env(cp, &sa_b, "pod-b"));
+    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    let readers = Readers::start(cp, &ns);
+    let standin = StandIn::start(cp, &ns, Duration::from_secs(3), 12);
+
+    // What each says once the holder met the other writer (asserted
+    // below, after what counts most: whether anyone fought it).
+    let a_yielded = wait_log(&a, YIELD_WARNING, Duration::from_secs(15));
+    let b_yielded = wait_log(&b, YIELD_WARNING, Duration::from_secs(5));
+    let both_yielded = SystemTime::now();
+    std::thread::sleep(Duration::from_secs(3));
+    let metrics: Vec<_> = [&a, &b]
+        .iter()
+        .map(|agent| {
+            let (_, metrics, _) = get(endpoint_from_log(&agent.stderr()).unwrap(), "/metrics");
+            (metric(&metrics, "opstatus_publisher"), metric(&metrics, "opstatus_status_yielded"))
+        })
+        .collect();
+    // A rolling update replaces pod-a while the other writer writes on.
+    a.signal("KILL");
+    let a_log = a.stderr();
+    drop(a);
+    let a2 = run.start(&release_bin(), &replica_env(cp, &pod.sa, "pod-a2"));
+    let a2_yielded = wait_log(&a2, YIELD_WARNING, Duration::from_secs(15));
+    let writes = standin.finish();
+    assert!(writes.len() >= 8, "the stand-in replaced the ConfigMap only {} times", writes.len());
+    let (first, last) = (writes[0], *writes.last().unwrap());
+    let users = [pod.user.as_str(), user_b.as_str()];
+    let fought = status_writes(cp, &users, first, last + Duration::from_secs(1));
+    let takeovers: usize = [&a_log, &b.stderr(), &a2.stderr()].iter().map(|l| l.matches("Publishing as").count()).sum();
+    assert!(
+        fought.is_empty(),
+        "opstatus wrote over the other writer {} times in {} of its writes ({takeovers} times publishing)",
+        fought.len(),
+        writes.len()
+    );
+    assert!(a_yielded && b_yielded && a2_yielded, "{a_log}\n{}\n{}", b.stderr(), a2.stderr());
+    assert_eq!(metrics, [(Some(0.0), Some(1.0)); 2], "opstatus_publisher and opstatus_status_yielded while yielding");
+    let sink_requests: Vec<_> = users
+        .iter()
+        .flat_map(|u| cp.audit_events(u))
+        .filter(|e| e.uri.contains("clusteroperators") && e.received > both_yielded + Duration::from_secs(1))
+        .filter(|e| e.received < last)
+        .collect();
+    assert!(sink_requests.is_empty(), "a yielding instance kept the ClusterOperator: {sink_requests:?}");
+
+    // The writer stopped: the status is back after the quiet period (10 s).
+    let back = taken_back(cp, &ns, Duration::from_secs(40));
+    let seen = readers.stop();
+    let back = back.unwrap_or_else(|| panic!("not taken back:\n{}\n{}", b.stderr(), a2.stderr()));
+    let took = back.duration_since(last).unwrap();
+    assert!(took >= Duration::from_secs(8), "taken back {took:?} after the last write, before the quiet period");
+    assert!(took <= Duration::from_secs(25), "taken back {took:?} after the last write");
+    let stale = seen.iter().filter(|(_, _, stale)| *stale).count();
+    let undone =
+        seen.iter().filter(|(t, v, _)| *t > first + Duration::from_secs(1) && *t < last && v != STANDIN_VERSION);
+    let undone = undone.count();
+    assert_eq!((stale, undone), (0, 0), "readers saw a stale status or opstatus's amid the other writer's");
+    println!(
+        "e2e foreign writer, two replicas and a restart: {} foreign writes, {} undone, {undone} reads of opstatus's \
+         status amid them, {takeovers} times publishing; taken back {took:.1?} after the last; {stale} stale reads \
+         of {}",
+        writes.len(),
+        fought.len(),
+        seen.len()
+    );
+}
+
+/// At the 60 s default, a `kubectl edit`-style patch (its own field
+/// manager) leaves a status stamped 230 s before: readers would call it
+/// stale 70 s later. opstatus's next heartbeat meets it; the status is
+/// opstatus's again before it turns stale, counted from its own
+/// `lastUpdate`.
+#[test]
+fn e2e_an_edit_that_keeps_an_old_last_update_is_taken_back_before_readers_call_it_stale() {
+    let cp = shared();
+    let pod = cp.deploy("foreign-edit");
+    let ns = pod.namespace.clone();
+    let agent = Run::default_interval().checks("1s").start(&release_bin(), &cp.pod_env(&pod));
+    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
+        .expect("opstatus publishes");
+    let readers = Readers::start(cp, &ns);
+    let edited = SystemTime::now();
+    let stamped = edited - Duration::from_secs(230);
+    let body = json!({"data": {"status": standin_status(&ns, stamped).to_string()}});
+    let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}?fieldManager=kubectl-edit");
+    cp.admin_client().merge_patch(&path, body.to_string().as_bytes(), "edit the status").unwrap();
+    let stale_at = stamped + opstatus_stale_after();
+
+    let back = taken_back(cp, &ns, Duration::from_secs(100));
+    std::thread::sleep(Duration::from_secs(1));
+    let seen = readers.stop();
+    let stale: Vec<_> = seen.iter().filter(|(_, _, stale)| *stale).map(|(t, _, _)| *t).collect();
+    let stale_for = stale.last().map(|t| t.duration_since(stale[0]).unwrap_or_default());
+    assert!(stale.is_empty(), "readers saw the status stale for {stale_for:?}:\n{}", agent.stderr());
+    let back = back.unwrap_or_else(|| panic!("not taken back within 100 s:\n{}", agent.stderr()));
+    let took = back.duration_since(edited).unwrap();
+    let room = stale_at.duration_since(back).unwrap_or_default();
+    println!(
+        "e2e edit with an old lastUpdate: taken back {took:.1?} after the edit, {room:.1?} before it would be stale"
+    );
+}
+
+/// When readers call a status stale (the spec's 5 minutes).
+fn opstatus_stale_after() -> Duration {
+    Duration::from_secs(300)
+}
+
+/// A controller that stamps an annotation every 2 s under its own field
+/// manager changes the object, not the status: the quiet period still
+/// ends 10 s after the other writer's last write.
+#[test]
+fn e2e_a_controller_stamping_an_annotation_does_not_keep_opstatus_yielded() {
+    let cp = shared();
+    let pod = cp.deploy("foreign-stamped");
+    let ns = pod.namespace.clone();
+    let agent = Run::every("2s").checks("1s").start(&release_bin(), &cp.pod_env(&pod));
+    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
+        .expect("opstatus publishes");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stamper = {
+        let (stop, path) = (stop.clone(), format!("/api/v1/namespaces/{ns}/configmaps/{CM}?fieldManager=stamper"));
+        std::thread::spawn(move || {
+            let mut client = cp.admin_client();
+            let mut stamps = Vec::new();
+            for n in 0..40 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let body = json!({"metadata": {"annotations": {"example.com/stamped": n.to_string()}}});
+                if client.merge_patch(&path, body.to_string().as_bytes(), "stamp the ConfigMap").is_ok() {
+                    stamps.push(SystemTime::now());
+                }
+                std::thread::sleep(Duration::from_secs(2));
+            }
+            stamps
+        })
+    };
+    let writes = StandIn::start(cp, &ns, Duration::from_millis(1500), 5).finish();
+    assert!(agent.stderr().contains(YIELD_WARNING), "{}", agent.stderr());
+    let last = *writes.last().expect("the stand-in wrote");
+    let back = taken_back(cp, &ns, Duration::from_secs(30));
+    stop.store(true, Ordering::Relaxed);
+    let stamps = stamper.join().unwrap();
+    let back = back.unwrap_or_else(|| panic!("kept yielded while the annotation was stamped:\n{}", agent.stderr()));
+    let took = back.duration_since(last).unwrap();
+    let stamped_meanwhile = stamps.iter().filter(|t| **t > last && **t < back).count();
+    assert!(stamped_meanwhile >= 3, "the stamper stamped {stamped_meanwhile} times before the status was back");
+    assert!(took <= Duration::from_secs(25), "taken back {took:?} after the last write");
+    println!(
+        "e2e stamped annotation: taken back {took:.1?} after the last write, {stamped_meanwhile} stamps meanwhile"
     );
 }

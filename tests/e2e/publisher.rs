@@ -10,8 +10,9 @@
 use crate::support;
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
+use support::http::{endpoint_from_log, get};
 use support::replicas::{another_replica, replica_env};
 use support::{RunningAgent, ServiceAccountDir, wait_for};
 
@@ -348,4 +349,62 @@ fn a_server_set_interval_steals_no_lock() {
     assert_eq!(holder(cp, &ns).as_deref(), Some("pod-a"), "pod-b took over:\n{}", b.stderr());
     assert_eq!(transitions(), before, "lock transitions:\n{}\n{}", a.stderr(), b.stderr());
     assert!(!b.stderr().contains("Publishing as pod-b"), "{}", b.stderr());
+}
+
+/// Makes `holder` the operator's leader in its Lease, last renewed at
+/// `renewed`, for `seconds` (a MicroTime: microseconds are required).
+fn set_lease(cp: &ControlPlane, ns: &str, lease: &str, holder: &str, renewed: SystemTime, seconds: u64) -> String {
+    let renew_time = opstatus::testing::format_rfc3339(renewed).replace('Z', ".000000Z");
+    let lease_yaml = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {lease}, namespace: {ns}}}\n\
+         spec: {{holderIdentity: {holder}, leaseDurationSeconds: {seconds}, renewTime: \"{renew_time}\"}}\n"
+    );
+    cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&lease_yaml));
+    renew_time
+}
+
+/// The operator's leader died 3 minutes ago and nobody took its Lease
+/// (5 s) since: no sidecar beside it publishes. Once the instances have
+/// seen it unrenewed for its duration plus 10 s, the publisher lock
+/// decides, the status says `degraded` naming the holder and its last
+/// renewal, and both replicas stay ready. A new leader's renewal ends it.
+#[test]
+fn e2e_a_lease_nobody_renews_leaves_it_to_the_lock_and_the_status_names_its_holder() {
+    let (cp, pod, sa_b, _) = two_replicas("lease-stale");
+    let ns = pod.namespace.as_str();
+    let lease = "demo-operator-leader";
+    let_both_read_the_lease(cp, ns, lease);
+    let renewed = set_lease(cp, ns, lease, "pod-c_1", SystemTime::now() - Duration::from_secs(180), 5);
+    let follow = ["--follow-leader-lease", lease, "--listen", "127.0.0.1:0"];
+    let a = start(cp, &pod.sa, "pod-a", &follow);
+    let b = start(cp, &sa_b, "pod-b", &follow);
+    let started = Instant::now();
+    for agent in [&a, &b] {
+        let standing = "Standing by: pod-c publishes (the operator's leader)";
+        assert!(wait_log(agent, standing, Duration::from_secs(10)), "{}", agent.stderr());
+    }
+    let degraded = wait_for(Duration::from_secs(45), Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["health"] == "degraded")
+    })
+    .unwrap_or_else(|| panic!("nobody publishes while the Lease is unrenewed:\n{}\n{}", a.stderr(), b.stderr()));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(14), "the lock decided {took:?} after start, before 5 s + 10 s");
+    let error = degraded["error"].as_str().unwrap();
+    let named = format!("Lease {ns}/{lease} names pod-c_1");
+    assert!(error.contains(&named) && error.contains(&format!("last renewed {renewed} (3 min ago)")), "{error}");
+    let publisher = holder(cp, ns).expect("the lock has a holder");
+    assert!(["pod-a", "pod-b"].contains(&publisher.as_str()), "{publisher}");
+    for agent in [&a, &b] {
+        let (code, body, _) = get(endpoint_from_log(&agent.stderr()).unwrap(), "/readyz");
+        assert_eq!(code, 200, "{body}");
+    }
+
+    // A new leader takes the Lease: its sidecar publishes, healthy.
+    set_lease(cp, ns, lease, "pod-b_2", SystemTime::now(), 15);
+    wait_holder(cp, ns, "pod-b", Duration::from_secs(10)).expect("the new leader's sidecar publishes");
+    wait_for(Duration::from_secs(10), Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["health"] == "healthy")
+    })
+    .expect("healthy once the Lease is renewed");
+    println!("e2e unrenewed Lease: {publisher} published {took:.1?} after start: {error}");
 }
