@@ -290,7 +290,7 @@ fn e2e_two_replicas_and_a_restarted_one_leave_a_whole_object_writer_alone_then_t
     let takeovers: usize = [&a_log, &b.stderr(), &a2.stderr()].iter().map(|l| l.matches("Publishing as").count()).sum();
     assert!(
         fought.is_empty(),
-        "opstatus wrote over the other writer {} times in {} of its writes ({takeovers} times publishing)",
+        "opstatus wrote over the other writer {} times while it wrote {} times ({takeovers} times publishing)",
         fought.len(),
         writes.len()
     );
