@@ -406,5 +406,19 @@ fn e2e_a_lease_nobody_renews_leaves_it_to_the_lock_and_the_status_names_its_hold
         cp.status_document(ns, CM).filter(|d| d["health"] == "healthy")
     })
     .expect("healthy once the Lease is renewed");
-    println!("e2e unrenewed Lease: {publisher} published {took:.1?} after start: {error}");
+
+    // The leader releases the Lease and nobody takes it: past one lease of
+    // the publisher lock (14 s) the lock decides, and the status says so.
+    set_lease(cp, ns, lease, "\"\"", SystemTime::now(), 1);
+    let released = Instant::now();
+    let nobody = wait_for(Duration::from_secs(40), Duration::from_millis(200), || {
+        cp.status_document(ns, CM).filter(|d| d["health"] == "degraded")
+    })
+    .unwrap_or_else(|| panic!("no problem while the Lease names nobody:\n{}\n{}", a.stderr(), b.stderr()));
+    let after = released.elapsed();
+    assert!(after >= LEASE - Duration::from_secs(1), "degraded {after:?} after the release, before 14 s");
+    let said = nobody["error"].as_str().unwrap();
+    assert!(said.contains("has no holder") && said.contains("for more than 14s"), "{said}");
+    assert!(holder(cp, ns).is_some(), "someone still publishes");
+    println!("e2e unrenewed Lease: {publisher} published {took:.1?} after start: {error}; nobody named: {after:.1?}");
 }
