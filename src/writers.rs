@@ -180,11 +180,27 @@ impl Patience {
         changed: Option<SystemTime>,
         now: SystemTime,
     ) -> Option<SystemTime> {
-        let stamped = foreign.last_update.filter(|&at| at <= now + self.quiet);
-        let written = [foreign.written, stamped.map(|at| at.min(now)), changed].into_iter().flatten().max()?;
-        let quiet_over = written + self.quiet;
+        let quiet_over = self.last_write(foreign, changed, now)? + self.quiet;
         let patience = crate::reader::STALE_AFTER.saturating_sub(self.margin);
-        Some(stamped.map_or(quiet_over, |at| quiet_over.min(at + patience)))
+        Some(self.stamped(foreign, now).map_or(quiet_over, |at| quiet_over.min(at + patience)))
+    }
+
+    /// The other writer's last write as far as anything tells it
+    /// ([`Self::take_back_at`]).
+    pub(crate) fn last_write(
+        &self,
+        foreign: &Foreign,
+        changed: Option<SystemTime>,
+        now: SystemTime,
+    ) -> Option<SystemTime> {
+        let stamped = self.stamped(foreign, now).map(|at| at.min(now));
+        [foreign.written, stamped, changed].into_iter().flatten().max()
+    }
+
+    /// The status's `lastUpdate`, unless it is more than `quiet` ahead of
+    /// `now`.
+    fn stamped(&self, foreign: &Foreign, now: SystemTime) -> Option<SystemTime> {
+        foreign.last_update.filter(|&at| at <= now + self.quiet)
     }
 }
 
@@ -213,9 +229,9 @@ pub(crate) enum Turn {
     Yield(Writer, SystemTime),
     /// Still the other writer's, until the time given.
     StillTheirs(SystemTime),
-    /// The other writer has been quiet long enough, or its status would
-    /// soon be stale: take it back.
-    Resume(Writer),
+    /// The other writer has been quiet long enough (since its last write,
+    /// when known), or its status would soon be stale: take it back.
+    Resume(Writer, Option<SystemTime>),
 }
 
 impl Yielding {
@@ -266,7 +282,10 @@ impl Yielding {
             // Someone else took the status key back (another opstatus
             // instance): nothing to say.
             (Some(_), None) if foreign.is_none() => Turn::Ours,
-            (Some((writer, _)), None) => Turn::Resume(writer),
+            (Some((writer, _)), None) => {
+                let last_write = foreign.and_then(|f| patience.last_write(f, changed, now));
+                Turn::Resume(writer, last_write)
+            }
         }
     }
 }
@@ -352,7 +371,7 @@ mod tests {
         while t <= to {
             if y.due(at(t), p) {
                 let turn = y.observe(world(t).as_ref(), at(t), p);
-                let back = matches!(turn, Turn::Resume(_));
+                let back = matches!(turn, Turn::Resume(..));
                 turns.push((t, turn));
                 if back {
                     break;
@@ -364,7 +383,7 @@ mod tests {
     }
 
     fn taken_back(turns: &[(i64, Turn)]) -> Option<i64> {
-        turns.iter().find(|(_, turn)| matches!(turn, Turn::Resume(_))).map(|(t, _)| *t)
+        turns.iter().find(|(_, turn)| matches!(turn, Turn::Resume(..))).map(|(t, _)| *t)
     }
 
     #[test]
@@ -399,7 +418,7 @@ mod tests {
         let turns = drive(&mut y, &p, (1, 700, 1), |t| Some(kube9(last_write(t), last_write(t))));
         assert!(matches!(turns[0], (1, Turn::Yield(_, _))), "{turns:?}");
         let back = taken_back(&turns).expect("taken back once it stopped");
-        assert!(turns.iter().filter(|(t, _)| *t < back).all(|(_, turn)| !matches!(turn, Turn::Resume(_))));
+        assert!(turns.iter().filter(|(t, _)| *t < back).all(|(_, turn)| !matches!(turn, Turn::Resume(..))));
         // Every write of the other writer restarts the quiet period, so
         // the status is back only after its last write (600 s) plus the
         // quiet period, within a look.

@@ -221,12 +221,11 @@ impl Publisher {
             Turn::Ours => true,
             Turn::StillTheirs(_) => false,
             Turn::Yield(writer, until) => {
-                let written = foreign.and_then(|f| f.written).map_or_else(|| "?".into(), format_rfc3339);
                 log::warn!(
-                    "Another writer replaces the status: field manager {writer} owns its status key (written \
-                     {written}). Not fighting it: opstatus writes nothing (status, OperatorCondition, \
-                     ClusterOperator) until {writer} has left the status alone for {quiet}s, or its status is \
-                     about to be stale to readers: at the latest {}",
+                    "Another writer replaces the status: field manager {writer} owns its status key. Not fighting \
+                     it: opstatus writes nothing (status, OperatorCondition, ClusterOperator) until {writer} has \
+                     left the status alone for {quiet}s, or its status is about to be stale to readers: not before \
+                     {}",
                     format_rfc3339(until)
                 );
                 self.role = Role::StandingBy;
@@ -234,8 +233,8 @@ impl Publisher {
                 self.yielded = Some(writer);
                 false
             }
-            Turn::Resume(writer) => {
-                let quiet_for = foreign.and_then(|f| wall.duration_since(f.written?).ok()).unwrap_or_default();
+            Turn::Resume(writer, last_write) => {
+                let quiet_for = last_write.and_then(|at| wall.duration_since(at).ok()).unwrap_or_default();
                 log::info!(
                     "{writer} last wrote the status {}s ago (a quiet period of {quiet}s, or its status about to be \
                      stale to readers): taking it back",

@@ -399,6 +399,19 @@ mod tests {
         assert_eq!((read_back.lock, read_back.resource_version), (Seen::Record(record.clone()), "9".to_string()));
         let read = seen(answer.to_string().as_bytes()).unwrap();
         assert_eq!(read.foreign.map(|f| f.writer.manager), Some("kube9-operator".to_string()));
+        // What the yield rule reads of the other writer's status: its
+        // lastUpdate and its text, escapes and all.
+        answer["metadata"]["managedFields"][0]["time"] = json!("2026-11-25T10:00:00Z");
+        answer["data"]["status"] =
+            json!(r#"{"mode":"operated","lastUpdate":"2026-11-25T09:59:58Z","error":"a \"b\""}"#);
+        let foreign = seen(answer.to_string().as_bytes()).unwrap().foreign.unwrap();
+        let time = crate::util::time::parse_rfc3339;
+        assert_eq!(
+            (foreign.written, foreign.last_update),
+            (time("2026-11-25T10:00:00Z"), time("2026-11-25T09:59:58Z"))
+        );
+        let text = answer["data"]["status"].as_str().unwrap();
+        assert_eq!(foreign.text, crate::writers::digest(text));
         assert!(written(b"[]", &record, b"").is_err());
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
