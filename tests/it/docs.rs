@@ -144,43 +144,14 @@ struct Snippet {
     files: Vec<(String, String)>,
 }
 
-/// A `yaml` block holding `kind: Kustomization`: its files start at each
-/// `# my-overlay/…` line (one file without such a line is
-/// `my-overlay/kustomization.yaml`). A `sh` block: each `cat > FILE <<EOF`.
+/// Every kustomize snippet of the README and docs (what counts as one:
+/// [`crate::support::markdown::snippet_files`]).
 fn snippets() -> Vec<Snippet> {
     let mut found = Vec::new();
     for (name, text) in markdown() {
         for (n, (info, body)) in crate::support::markdown::fenced_blocks(&text).into_iter().enumerate() {
             let at = format!("{name}, code block {}", n + 1);
-            let mut files: Vec<(String, String)> = Vec::new();
-            if info == "yaml" && body.contains("kind: Kustomization") {
-                for line in body.lines() {
-                    if let Some(path) = line.strip_prefix("# my-overlay/") {
-                        let path = path.split([' ', ':']).next().unwrap();
-                        files.push((format!("my-overlay/{path}"), String::new()));
-                    } else if files.is_empty() {
-                        files.push(("my-overlay/kustomization.yaml".into(), String::new()));
-                    }
-                    let file = &mut files.last_mut().unwrap().1;
-                    file.push_str(line);
-                    file.push('\n');
-                }
-            } else if info == "sh" {
-                let mut lines = body.lines();
-                while let Some(line) = lines.next() {
-                    let Some(rest) = line.strip_prefix("cat > ") else { continue };
-                    let (path, marker) = rest.split_once(" <<").expect("cat > FILE <<MARKER");
-                    let mut file = String::new();
-                    for line in lines.by_ref().take_while(|l| *l != marker) {
-                        file.push_str(&line.replace("$IMAGE", IMAGE));
-                        file.push('\n');
-                    }
-                    files.push((path.to_string(), file));
-                }
-                if !files.iter().any(|(p, _)| p.ends_with("kustomization.yaml")) {
-                    files.clear();
-                }
-            }
+            let files = crate::support::markdown::snippet_files(&info, &body, IMAGE);
             if !files.is_empty() {
                 found.push(Snippet { at, files });
             }
@@ -223,8 +194,8 @@ fn objects(yaml: &str) -> Vec<Value> {
 /// The directory a snippet's reader works in: a copy of this repository's
 /// manifests both at `manifests/` (the quick start runs from the checkout)
 /// and at `opstatus/manifests/` (an overlay beside the checkout), the
-/// operator's own kustomization at `config/default` (the sample
-/// kubebuilder-style operator), and the snippet's files.
+/// operator's own kustomization at `config/default` (tests/fixtures/my-operator:
+/// names and labels that are not kubebuilder's), and the snippet's files.
 fn workspace(s: &Snippet) -> TempDir {
     let dir = TempDir::new("doc-snippet");
     std::fs::create_dir_all(dir.path().join("opstatus")).unwrap();
@@ -232,7 +203,7 @@ fn workspace(s: &Snippet) -> TempDir {
     for (from, to) in [
         ("manifests", "manifests"),
         ("manifests", "opstatus/manifests"),
-        ("tests/fixtures/sample-operator", "config/default"),
+        ("tests/fixtures/my-operator", "config/default"),
         ("tests/fixtures", "tests/fixtures"),
     ] {
         std::fs::create_dir_all(dir.path().join(to).parent().unwrap()).unwrap();
@@ -248,11 +219,13 @@ fn workspace(s: &Snippet) -> TempDir {
 }
 
 /// The top directories of a snippet: those with a kustomization.yaml that
-/// no other of its kustomizations lists.
+/// no other of its kustomizations lists, and that is no Component (which
+/// only renders from an overlay that lists it).
 fn tops(s: &Snippet) -> Vec<String> {
     let dirs: Vec<&str> = s
         .files
         .iter()
+        .filter(|(_, t)| !t.lines().any(|l| l.trim() == "kind: Component"))
         .filter_map(|(p, _)| p.strip_suffix("/kustomization.yaml").or((p == "kustomization.yaml").then_some(".")))
         .collect();
     dirs.iter()
