@@ -48,7 +48,9 @@ fn render(operator: &str, namespace: &str, target: Option<&str>, components: &[&
 
 /// The rendered document of `kind` named `name`.
 fn document<'a>(yaml: &'a str, kind: &str, name: &str) -> Option<&'a str> {
-    yaml.split("\n---\n").find(|d| d.contains(&format!("kind: {kind}\n")) && d.contains(&format!("\n  name: {name}\n")))
+    // Each document but the last ends at the separator, without its newline.
+    let has = |d: &str, line: String| d.contains(&line) || d.ends_with(line.trim_end());
+    yaml.split("\n---\n").find(|d| has(d, format!("kind: {kind}\n")) && has(d, format!("\n  name: {name}\n")))
 }
 
 #[test]
@@ -61,7 +63,10 @@ fn the_sidecar_goes_to_the_named_deployment_of_an_operator_not_shaped_like_kubeb
     let other = document(&yaml, "Deployment", "metrics-proxy").expect("the unrelated Deployment");
     assert!(!other.contains("opstatus"), "the component touched another Deployment: {other}");
     let binding = document(&yaml, "RoleBinding", "opstatus-status-writer").expect("the writer's binding");
-    assert!(binding.contains("- kind: ServiceAccount\n  name: my-operator\n  namespace: my-operator-system"), "{binding}");
+    assert!(
+        binding.contains("- kind: ServiceAccount\n  name: my-operator\n  namespace: my-operator-system"),
+        "{binding}"
+    );
     assert!(!yaml.contains("name: opstatus-target"), "the target is local config, never applied");
 }
 

@@ -76,7 +76,8 @@ pub fn snippets_with(doc: &str, marker: &str, image: &str) -> Vec<Vec<(String, S
 /// instead of its example's `my-operator`: the kustomization.yaml text.
 pub fn opstatus_target(deployment: &str) -> String {
     let marker = "# my-overlay/opstatus-target/kustomization.yaml: the one place";
-    let snippet = snippets_with("docs/install.md", marker, "").into_iter().next().expect("docs/install.md: opstatus-target");
+    let snippet =
+        snippets_with("docs/install.md", marker, "").into_iter().next().expect("docs/install.md: opstatus-target");
     let (_, text) = snippet.into_iter().find(|(p, _)| p == "my-overlay/opstatus-target/kustomization.yaml").unwrap();
     assert!(text.contains("name: my-operator "), "{text}");
     text.replace("name: my-operator", &format!("name: {deployment}"))
