@@ -43,7 +43,7 @@ impl Prometheus {
         let config = format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [rules.yml]\nscrape_configs:\n\
              - job_name: {namespace}/opstatus\n  static_configs:\n  - targets: ['{target}']\n    labels: {{namespace: \
-             {namespace}, pod: opstatus-0}}\n"
+             {namespace}, pod: opstatus-0, opstatus: sidecar}}\n"
         );
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
         let child = Command::new("prometheus")
@@ -97,9 +97,12 @@ impl Prometheus {
 /// 300 s and its `for:` shortened so the test takes seconds.
 fn rendered_rules() -> String {
     let rules = support::monitoring::rule_file();
-    let stale = "opstatus_last_successful_write_timestamp_seconds) > 300\n    for: 1m";
-    assert!(rules.contains(stale), "the stale alert changed: update this test");
-    rules.replace(stale, "opstatus_last_successful_write_timestamp_seconds) > 6\n    for: 2s")
+    let stale = "opstatus_last_successful_write_timestamp_seconds[10m])) > 300\n";
+    let stale_for = "opstatus_status_yielded) == 1)\n    for: 1m";
+    assert!(rules.contains(stale) && rules.contains(stale_for), "the stale alert changed: update this test");
+    rules
+        .replace(stale, "opstatus_last_successful_write_timestamp_seconds[10m])) > 6\n")
+        .replace(stale_for, "opstatus_status_yielded) == 1)\n    for: 2s")
 }
 
 #[test]
