@@ -220,7 +220,7 @@ mod tests {
         let hold = from_operator_condition(&object, now).unwrap();
         assert_eq!(hold.held_seconds, Some(740));
         assert_eq!(
-            render_text(&[hold.clone()], &[]),
+            render_text(std::slice::from_ref(&hold), &[]),
             "Upgradeable: False for 12 min (since 2026-11-22T07:32:10Z): Upgrade blocked by 1 resource: Widget \
              my-operator-system/w1: Migrating\n             from OperatorCondition \
              my-operator-system/my-operator.v1.4.2 (spec.conditions, read by OLM)\n"
@@ -273,7 +273,7 @@ mod tests {
         );
         let hold = from_operator_condition(&object, SystemTime::UNIX_EPOCH + Duration::from_secs(1)).unwrap();
         assert_eq!(hold.held_seconds, Some(0), "a future time is no negative age");
-        let text = render_text(&[hold.clone()], &[]);
+        let text = render_text(std::slice::from_ref(&hold), &[]);
         assert!(!text.contains('\u{1b}') && !text.contains('\r'), "{text}");
         assert!(hold.message.len() <= MAX_FOREIGN, "{}", hold.message.len());
     }
