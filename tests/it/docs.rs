@@ -389,7 +389,20 @@ const FIELDS: &[(&str, Version)] = &[
 /// `kind: Component` files.
 const COMPONENT: Version = (3, 7, 0);
 /// The kustomize each kubectl minor bundles (1.14 to 1.20: v2.0.3).
-const KUBECTL_KUSTOMIZE: &[(u32, Version)] = &[(20, (2, 0, 3)), (21, (4, 0, 5)), (22, (4, 2, 0)), (23, (4, 4, 1))];
+const KUBECTL_KUSTOMIZE: &[(u32, Version)] =
+    &[(20, (2, 0, 3)), (21, (4, 0, 5)), (22, (4, 2, 0)), (23, (4, 4, 1)), (24, (4, 5, 4))];
+
+/// What a replacement uses beyond the field itself (replacements came in
+/// v4.1.0), by line: a key with dots in brackets in a field path, a target
+/// selected by label, a wildcard over a list. Each came in a release after
+/// v4.1.0; all three are in v4.5.4 (kubectl 1.24's), the release named
+/// here (the one each came in is not pinned closer, and releases older
+/// than this machine's are not run).
+const FEATURES: &[(&str, fn(&str) -> bool, Version)] = &[
+    ("a bracketed key in a field path", |l| l.contains(".[") && !l.contains(".[name="), (4, 5, 4)),
+    ("a replacement target selected by label", |l| l.contains("select:") && l.contains("labelSelector"), (4, 5, 4)),
+    ("a wildcard in a field path", |l| l.contains("fieldPaths") && l.contains(".*."), (4, 5, 4)),
+];
 
 fn version(text: &str) -> Version {
     let mut parts = text.trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
@@ -454,6 +467,14 @@ fn the_kustomizations_need_no_newer_kustomize_than_the_install_guide_states() {
         if component {
             assert!(COMPONENT <= minimum, "{at}: kind: Component needs kustomize {COMPONENT:?}");
         }
+        for (what, uses, since) in FEATURES {
+            if text.lines().any(uses) {
+                assert!(*since <= minimum, "{at}: {what} needs kustomize {since:?}, above the stated {minimum:?}");
+                if *since > newest.0 {
+                    newest = (*since, format!("{at}: {what}"));
+                }
+            }
+        }
     }
     // Not higher than needed: the newest field used is the stated minimum.
     assert_eq!(newest.0, minimum, "the stated minimum is not the newest field used ({})", newest.1);
@@ -483,6 +504,13 @@ fn the_version_check_refuses_a_newer_field() {
     let labels = FIELDS.iter().find(|(f, _)| *f == "labels").unwrap().1;
     assert!(labels > KUBECTL_KUSTOMIZE[0].1 && labels > KUBECTL_KUSTOMIZE[1].1, "kubectl 1.20 and 1.21 lack labels");
     assert_eq!(version("v4.2.0"), (4, 2, 0));
+    // Each feature is seen where it is used, and not in what v4.1.0 had.
+    let seen = |line: &str| FEATURES.iter().filter(|(_, uses, _)| uses(line)).count();
+    assert_eq!(seen(r#"    fieldPaths: ["metadata.annotations.[opstatus.kube9.dev/sidecar]"]"#), 1);
+    assert_eq!(seen("  - select: {kind: ClusterRole, labelSelector: a=b}"), 1);
+    assert_eq!(seen(r#"    fieldPaths: ["spec.groups.0.rules.*.annotations.runbook_url"]"#), 1);
+    assert_eq!(seen("    fieldPaths: [spec.template.spec.containers.[name=opstatus].image, subjects.0.name]"), 0);
+    assert_eq!(seen("- target: {kind: Deployment, labelSelector: a=b}"), 0);
 }
 
 #[test]
