@@ -392,13 +392,16 @@ const COMPONENT: Version = (3, 7, 0);
 const KUBECTL_KUSTOMIZE: &[(u32, Version)] =
     &[(20, (2, 0, 3)), (21, (4, 0, 5)), (22, (4, 2, 0)), (23, (4, 4, 1)), (24, (4, 5, 4))];
 
+/// A feature: what it is, whether a line uses it, the release that has it.
+type Feature = (&'static str, fn(&str) -> bool, Version);
+
 /// What a replacement uses beyond the field itself (replacements came in
 /// v4.1.0), by line: a key with dots in brackets in a field path, a target
 /// selected by label, a wildcard over a list. Each came in a release after
 /// v4.1.0; all three are in v4.5.4 (kubectl 1.24's), the release named
 /// here (the one each came in is not pinned closer, and releases older
 /// than this machine's are not run).
-const FEATURES: &[(&str, fn(&str) -> bool, Version)] = &[
+const FEATURES: &[Feature] = &[
     ("a bracketed key in a field path", |l| l.contains(".[") && !l.contains(".[name="), (4, 5, 4)),
     ("a replacement target selected by label", |l| l.contains("select:") && l.contains("labelSelector"), (4, 5, 4)),
     ("a wildcard in a field path", |l| l.contains("fieldPaths") && l.contains(".*."), (4, 5, 4)),
