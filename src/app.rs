@@ -20,6 +20,7 @@ use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator::{InvolvedObject, Reporter};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
+use crate::upgrade_hold;
 use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
 use std::fmt;
@@ -390,6 +391,15 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
     // Another manager of the status key (sanitised where it is parsed):
     // opstatus leaves the ConfigMap to it rather than fight.
     let foreign = current.as_ref().and_then(|c| c.foreign.as_ref()).map(|f| &f.writer);
+    // Is an upgrade held, by what, since when: the OperatorCondition in the
+    // operator's namespace (as the status names it) and the ClusterOperator.
+    let operator_namespace = settings
+        .operator_namespace
+        .clone()
+        .or_else(|| reading.status.as_ref().and_then(|s| s.namespace.clone()).or_else(|| found_in.map(String::from)));
+    let co = settings.cluster_operator.as_ref().map(|co| co.name.as_str());
+    let condition = settings.operator_condition.as_deref();
+    let (holds, not_read) = upgrade_hold::read(&mut client, operator_namespace.as_deref(), condition, co, now);
     Ok(match output {
         OutputFormat::Json => {
             let mut json = serde_json::to_value(&reading).expect("plain data serialises");
@@ -404,6 +414,10 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
             }
             if let Some(w) = foreign {
                 json["otherWriter"] = serde_json::json!({"manager": w.manager, "operation": w.operation});
+            }
+            if !holds.is_empty() || !not_read.is_empty() {
+                json["upgradeable"] = serde_json::json!(holds);
+                json["upgradeableNotRead"] = serde_json::json!(not_read);
             }
             json.to_string() + "\n"
         }
@@ -425,7 +439,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
                     "Written by:  {w}, not opstatus: opstatus leaves the status to it while it keeps writing\n"
                 );
             }
-            text
+            text + &upgrade_hold::render_text(&holds, &not_read)
         }
     })
 }

@@ -47,6 +47,7 @@ mod ready_file;
 mod signals;
 mod sinks;
 mod status;
+mod upgrade_hold;
 mod util;
 mod writers;
 

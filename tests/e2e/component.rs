@@ -22,19 +22,24 @@ use support::TempDir;
 use support::control_plane::{ControlPlane, ROOT, relative_path, service_account_user, shared, unique_namespace};
 
 /// Renders `component` over the sample operator from an overlay that sets
-/// the namespace `ns` (the operator's, as the component requires).
+/// the namespace `ns` (the operator's, as the component requires), after
+/// the install guide's `opstatus-target` naming the operator's Deployment
+/// as the sample's kustomization renders it (with its name prefix).
 fn render(cp: &ControlPlane, component: &str, ns: &str) -> String {
     let overlay = TempDir::new("component-overlay");
     let rel = |p: &str| relative_path(overlay.path(), &Path::new(ROOT).join(p)).display().to_string();
     std::fs::write(
         overlay.path().join("kustomization.yaml"),
         format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n- {}\ncomponents:\n- {}\n",
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n- {}\ncomponents:\n- opstatus-target\n- {}\n",
             rel("tests/fixtures/sample-operator"),
             rel(component)
         ),
     )
     .unwrap();
+    std::fs::create_dir(overlay.path().join("opstatus-target")).unwrap();
+    let target = support::markdown::opstatus_target("sample-controller-manager");
+    std::fs::write(overlay.path().join("opstatus-target/kustomization.yaml"), target).unwrap();
     cp.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()])
 }
 

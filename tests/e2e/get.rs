@@ -89,3 +89,40 @@ fn e2e_get_garbage_is_a_clear_error_with_exit_1() {
         "{err}"
     );
 }
+
+#[test]
+fn e2e_get_shows_the_held_upgrade_why_where_and_since_when() {
+    let cp = shared();
+    cp.install_crd("foos.example.com");
+    cp.install_crd("operatorconditions.operators.coreos.com");
+    let pod = cp.deploy("get-upgrade");
+    let ns = pod.namespace.as_str();
+    let name = "demo-operator.v1.0.0";
+    cp.apply_manifests("manifests/olm", ns, &[]);
+    cp.grant_operator_condition_as_olm(ns, name);
+    cp.create_operator_condition(ns, name, &[]);
+    cp.create_foo(ns, "alpha", &[("Migrating", "True")]);
+    // One check as OLM runs it: the probe, and the name OLM injects.
+    let mut env = cp.pod_env(&pod);
+    env.push(("OPERATOR_CONDITION_NAME".into(), name.into()));
+    let args = ["once", "--probe", "example.com/v1/foos:Upgradeable=!Migrating", "--probe-namespace", ns];
+    let out = run_to_end(&release_bin(), &args, &env, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // From a laptop: no OPERATOR_CONDITION_NAME, the operator's namespace
+    // from the status.
+    let (code, text, err) = get(ns, false);
+    assert_eq!(code, Some(0), "{err}");
+    let blocked = format!("Upgrade blocked by 1 resource: Foo {ns}/alpha: Migrating");
+    assert!(text.contains("Upgradeable: False for ") && text.contains(&format!(": {blocked}\n")), "{text}");
+    assert!(text.contains(&format!("from OperatorCondition {ns}/{name} (spec.conditions, read by OLM)")), "{text}");
+    let (code, out, err) = get(ns, true);
+    assert_eq!(code, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let hold = &v["upgradeable"][0];
+    assert_eq!((hold["source"].as_str(), hold["name"].as_str()), (Some("OperatorCondition"), Some(name)), "{v}");
+    assert_eq!((hold["status"].as_str(), hold["message"].as_str()), (Some("False"), Some(blocked.as_str())));
+    assert_eq!(hold["namespace"].as_str(), Some(ns));
+    assert!(hold["heldSeconds"].as_u64().is_some_and(|s| s < 120) && hold["since"].is_string(), "{hold}");
+    assert_eq!(v["upgradeableNotRead"], json!([]));
+}

@@ -13,6 +13,7 @@ mod client_certificate;
 mod cluster_operator;
 mod component;
 mod events;
+mod first_hour;
 mod foreign_writer;
 mod get;
 mod get_extension;

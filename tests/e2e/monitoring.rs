@@ -43,7 +43,7 @@ impl Prometheus {
         let config = format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\nrule_files: [rules.yml]\nscrape_configs:\n\
              - job_name: {namespace}/opstatus\n  static_configs:\n  - targets: ['{target}']\n    labels: {{namespace: \
-             {namespace}, pod: opstatus-0}}\n"
+             {namespace}, pod: opstatus-0, opstatus: sidecar}}\n"
         );
         std::fs::write(dir.path().join("prometheus.yml"), config).unwrap();
         let child = Command::new("prometheus")
@@ -97,9 +97,12 @@ impl Prometheus {
 /// 300 s and its `for:` shortened so the test takes seconds.
 fn rendered_rules() -> String {
     let rules = support::monitoring::rule_file();
-    let stale = "opstatus_last_successful_write_timestamp_seconds) > 300\n    for: 1m";
-    assert!(rules.contains(stale), "the stale alert changed: update this test");
-    rules.replace(stale, "opstatus_last_successful_write_timestamp_seconds) > 6\n    for: 2s")
+    let stale = "opstatus_last_successful_write_timestamp_seconds[10m])) > 300\n";
+    let stale_for = "opstatus_status_yielded) == 1)\n    for: 1m";
+    assert!(rules.contains(stale) && rules.contains(stale_for), "the stale alert changed: update this test");
+    rules
+        .replace(stale, "opstatus_last_successful_write_timestamp_seconds[10m])) > 6\n")
+        .replace(stale_for, "opstatus_status_yielded) == 1)\n    for: 2s")
 }
 
 #[test]
@@ -165,13 +168,16 @@ fn the_podmonitor_and_the_rule_apply_with_strict_validation() {
         overlay.path().join("kustomization.yaml"),
         format!(
             "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n- {}\n\
-             components:\n- {}\n- {}\n",
+             components:\n- opstatus-target\n- {}\n- {}\n",
             rel("tests/fixtures/sample-operator"),
             rel("manifests/components/opstatus-plain"),
             rel("manifests/components/monitoring"),
         ),
     )
     .unwrap();
+    std::fs::create_dir(overlay.path().join("opstatus-target")).unwrap();
+    let target = support::markdown::opstatus_target("sample-controller-manager");
+    std::fs::write(overlay.path().join("opstatus-target/kustomization.yaml"), target).unwrap();
     let rendered = cp.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
     let kit: Vec<&str> = rendered
         .split("\n---\n")
@@ -189,9 +195,16 @@ fn the_podmonitor_and_the_rule_apply_with_strict_validation() {
             "{out}"
         );
     }
-    // The PodMonitor scrapes the port the component names, on the pods it selects.
+    // The PodMonitor scrapes the port the component names, on the pods it
+    // put the sidecar in (their label), whatever the operator's labels are.
     let podmonitor =
         std::fs::read_to_string(format!("{ROOT}/manifests/components/monitoring/podmonitor.yaml")).unwrap();
-    assert!(podmonitor.contains("control-plane: controller-manager") && podmonitor.contains("- port: opstatus"));
+    let label = "opstatus.kube9.dev/sidecar: \"true\"";
+    assert!(podmonitor.contains(label) && podmonitor.contains("- port: opstatus"), "{podmonitor}");
     assert!(rendered.contains("name: opstatus\n") && rendered.contains("containerPort: 8090"), "{rendered}");
+    let pods: Vec<&str> = rendered.split("\n---\n").filter(|d| d.contains("kind: Deployment")).collect();
+    for pod in pods {
+        let labelled = pod.contains(label);
+        assert_eq!(labelled, pod.contains("containerPort: 8090"), "labelled iff it has the sidecar: {pod}");
+    }
 }

@@ -1,5 +1,5 @@
-//! End to end, real kube-apiserver: the README's way to be seen by the kube9
-//! extension from another namespace: its Role in kube9-system,
+//! End to end, real kube-apiserver: the install guide's way to be seen by
+//! the kube9 extension from another namespace: the Role in kube9-system,
 //! bound to the sidecar's ServiceAccount, lets the sidecar write
 //! kube9-system/kube9-operator-status while the status names the
 //! operator's namespace; `opstatus get` then finds it where the extension
@@ -11,17 +11,21 @@ use std::time::Duration;
 use support::control_plane::{ROOT, shared};
 use support::{opstatus_bin, run_to_end};
 
-/// The install guide's `rbac.yaml` for kube9-system, for `sa` in `ns`.
+/// The kube9-system Role and RoleBinding of the `status-in-kube9-system`
+/// component (docs/install.md), for `sa` in `ns` (the component fills the
+/// subject in from `opstatus-target`; `tests/e2e/first_hour.rs` renders it).
 fn readme_rbac(ns: &str, sa: &str) -> String {
-    let readme = std::fs::read_to_string(format!("{ROOT}/docs/install.md")).unwrap();
-    let start =
-        readme.find("# my-overlay/kube9-system/rbac.yaml").expect("docs/install.md has the kube9-system rbac.yaml");
-    let block = &readme[start..];
-    let block = &block[..block.find("```").unwrap()];
-    assert!(block.contains("namespace: my-operator-system}"), "{block}");
-    block
-        .replace("my-operator-controller-manager", sa)
-        .replace("namespace: my-operator-system}", &format!("namespace: {ns}}}"))
+    let path = format!("{ROOT}/manifests/components/status-in-kube9-system/rbac.yaml");
+    let rbac = std::fs::read_to_string(path).unwrap();
+    let subject = "{kind: ServiceAccount, name: operator, namespace: operator}";
+    let docs: Vec<String> = rbac
+        .split("\n---\n")
+        .filter(|d| d.contains("name: kube9-operator-status-writer\n  namespace: kube9-system"))
+        .map(|d| d.replace(subject, &format!("{{kind: ServiceAccount, name: {sa}, namespace: {ns}}}")))
+        .collect();
+    assert_eq!(docs.len(), 2, "the writer Role and its binding: {rbac}");
+    assert!(docs[1].contains(&format!("name: {sa}, namespace: {ns}")), "{}", docs[1]);
+    docs.join("\n---\n")
 }
 
 #[test]

@@ -55,7 +55,7 @@ fn e2e_the_operator_containers_crash_loop_and_oom_kill_degrade_the_status_until_
     // (the component's replacement binds the operator's).
     let rbac = std::fs::read_to_string(format!("{ROOT}/manifests/components/opstatus-watch-container/rbac.yaml"))
         .unwrap()
-        .replace("name: controller-manager", "name: opstatus");
+        .replace("  name: operator # the kustomization's replacement names the pod's account", "  name: opstatus");
     cp.kubectl_stdin_ok(&["-n", &ns, "apply", "-f", "-"], Some(&rbac));
     create_pod(cp, &ns);
     set_manager_status(cp, &ns, 0, started(Duration::from_secs(5)), json!({}));

@@ -144,43 +144,14 @@ struct Snippet {
     files: Vec<(String, String)>,
 }
 
-/// A `yaml` block holding `kind: Kustomization`: its files start at each
-/// `# my-overlay/…` line (one file without such a line is
-/// `my-overlay/kustomization.yaml`). A `sh` block: each `cat > FILE <<EOF`.
+/// Every kustomize snippet of the README and docs (what counts as one:
+/// [`crate::support::markdown::snippet_files`]).
 fn snippets() -> Vec<Snippet> {
     let mut found = Vec::new();
     for (name, text) in markdown() {
         for (n, (info, body)) in crate::support::markdown::fenced_blocks(&text).into_iter().enumerate() {
             let at = format!("{name}, code block {}", n + 1);
-            let mut files: Vec<(String, String)> = Vec::new();
-            if info == "yaml" && body.contains("kind: Kustomization") {
-                for line in body.lines() {
-                    if let Some(path) = line.strip_prefix("# my-overlay/") {
-                        let path = path.split([' ', ':']).next().unwrap();
-                        files.push((format!("my-overlay/{path}"), String::new()));
-                    } else if files.is_empty() {
-                        files.push(("my-overlay/kustomization.yaml".into(), String::new()));
-                    }
-                    let file = &mut files.last_mut().unwrap().1;
-                    file.push_str(line);
-                    file.push('\n');
-                }
-            } else if info == "sh" {
-                let mut lines = body.lines();
-                while let Some(line) = lines.next() {
-                    let Some(rest) = line.strip_prefix("cat > ") else { continue };
-                    let (path, marker) = rest.split_once(" <<").expect("cat > FILE <<MARKER");
-                    let mut file = String::new();
-                    for line in lines.by_ref().take_while(|l| *l != marker) {
-                        file.push_str(&line.replace("$IMAGE", IMAGE));
-                        file.push('\n');
-                    }
-                    files.push((path.to_string(), file));
-                }
-                if !files.iter().any(|(p, _)| p.ends_with("kustomization.yaml")) {
-                    files.clear();
-                }
-            }
+            let files = crate::support::markdown::snippet_files(&info, &body, IMAGE);
             if !files.is_empty() {
                 found.push(Snippet { at, files });
             }
@@ -223,8 +194,8 @@ fn objects(yaml: &str) -> Vec<Value> {
 /// The directory a snippet's reader works in: a copy of this repository's
 /// manifests both at `manifests/` (the quick start runs from the checkout)
 /// and at `opstatus/manifests/` (an overlay beside the checkout), the
-/// operator's own kustomization at `config/default` (the sample
-/// kubebuilder-style operator), and the snippet's files.
+/// operator's own kustomization at `config/default` (tests/fixtures/my-operator:
+/// names and labels that are not kubebuilder's), and the snippet's files.
 fn workspace(s: &Snippet) -> TempDir {
     let dir = TempDir::new("doc-snippet");
     std::fs::create_dir_all(dir.path().join("opstatus")).unwrap();
@@ -232,7 +203,7 @@ fn workspace(s: &Snippet) -> TempDir {
     for (from, to) in [
         ("manifests", "manifests"),
         ("manifests", "opstatus/manifests"),
-        ("tests/fixtures/sample-operator", "config/default"),
+        ("tests/fixtures/my-operator", "config/default"),
         ("tests/fixtures", "tests/fixtures"),
     ] {
         std::fs::create_dir_all(dir.path().join(to).parent().unwrap()).unwrap();
@@ -248,11 +219,13 @@ fn workspace(s: &Snippet) -> TempDir {
 }
 
 /// The top directories of a snippet: those with a kustomization.yaml that
-/// no other of its kustomizations lists.
+/// no other of its kustomizations lists, and that is no Component (which
+/// only renders from an overlay that lists it).
 fn tops(s: &Snippet) -> Vec<String> {
     let dirs: Vec<&str> = s
         .files
         .iter()
+        .filter(|(_, t)| !t.lines().any(|l| l.trim() == "kind: Component"))
         .filter_map(|(p, _)| p.strip_suffix("/kustomization.yaml").or((p == "kustomization.yaml").then_some(".")))
         .collect();
     dirs.iter()
@@ -416,7 +389,23 @@ const FIELDS: &[(&str, Version)] = &[
 /// `kind: Component` files.
 const COMPONENT: Version = (3, 7, 0);
 /// The kustomize each kubectl minor bundles (1.14 to 1.20: v2.0.3).
-const KUBECTL_KUSTOMIZE: &[(u32, Version)] = &[(20, (2, 0, 3)), (21, (4, 0, 5)), (22, (4, 2, 0)), (23, (4, 4, 1))];
+const KUBECTL_KUSTOMIZE: &[(u32, Version)] =
+    &[(20, (2, 0, 3)), (21, (4, 0, 5)), (22, (4, 2, 0)), (23, (4, 4, 1)), (24, (4, 5, 4))];
+
+/// A feature: what it is, whether a line uses it, the release that has it.
+type Feature = (&'static str, fn(&str) -> bool, Version);
+
+/// What a replacement uses beyond the field itself (replacements came in
+/// v4.1.0), by line: a key with dots in brackets in a field path, a target
+/// selected by label, a wildcard over a list. Each came in a release after
+/// v4.1.0; all three are in v4.5.4 (kubectl 1.24's), the release named
+/// here (the one each came in is not pinned closer, and releases older
+/// than this machine's are not run).
+const FEATURES: &[Feature] = &[
+    ("a bracketed key in a field path", |l| l.contains(".[") && !l.contains(".[name="), (4, 5, 4)),
+    ("a replacement target selected by label", |l| l.contains("select:") && l.contains("labelSelector"), (4, 5, 4)),
+    ("a wildcard in a field path", |l| l.contains("fieldPaths") && l.contains(".*."), (4, 5, 4)),
+];
 
 fn version(text: &str) -> Version {
     let mut parts = text.trim_start_matches('v').split('.').map(|p| p.parse::<u32>().unwrap_or(0));
@@ -481,6 +470,14 @@ fn the_kustomizations_need_no_newer_kustomize_than_the_install_guide_states() {
         if component {
             assert!(COMPONENT <= minimum, "{at}: kind: Component needs kustomize {COMPONENT:?}");
         }
+        for (what, uses, since) in FEATURES {
+            if text.lines().any(uses) {
+                assert!(*since <= minimum, "{at}: {what} needs kustomize {since:?}, above the stated {minimum:?}");
+                if *since > newest.0 {
+                    newest = (*since, format!("{at}: {what}"));
+                }
+            }
+        }
     }
     // Not higher than needed: the newest field used is the stated minimum.
     assert_eq!(newest.0, minimum, "the stated minimum is not the newest field used ({})", newest.1);
@@ -510,6 +507,13 @@ fn the_version_check_refuses_a_newer_field() {
     let labels = FIELDS.iter().find(|(f, _)| *f == "labels").unwrap().1;
     assert!(labels > KUBECTL_KUSTOMIZE[0].1 && labels > KUBECTL_KUSTOMIZE[1].1, "kubectl 1.20 and 1.21 lack labels");
     assert_eq!(version("v4.2.0"), (4, 2, 0));
+    // Each feature is seen where it is used, and not in what v4.1.0 had.
+    let seen = |line: &str| FEATURES.iter().filter(|(_, uses, _)| uses(line)).count();
+    assert_eq!(seen(r#"    fieldPaths: ["metadata.annotations.[opstatus.kube9.dev/sidecar]"]"#), 1);
+    assert_eq!(seen("  - select: {kind: ClusterRole, labelSelector: a=b}"), 1);
+    assert_eq!(seen(r#"    fieldPaths: ["spec.groups.0.rules.*.annotations.runbook_url"]"#), 1);
+    assert_eq!(seen("    fieldPaths: [spec.template.spec.containers.[name=opstatus].image, subjects.0.name]"), 0);
+    assert_eq!(seen("- target: {kind: Deployment, labelSelector: a=b}"), 0);
 }
 
 #[test]

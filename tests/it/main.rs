@@ -11,6 +11,7 @@ mod support;
 mod auditable;
 mod client_certificates;
 mod cluster_operator_ownership;
+mod component_target;
 mod config_errors;
 mod credential_files;
 mod docs;

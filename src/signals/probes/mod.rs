@@ -52,8 +52,11 @@ use tally::Tally;
 use watcher::{Collection, Watcher};
 
 /// Where the permissions to read the CRDs and list the resources are
-/// granted.
-const GRANT: &str = "see manifests/olm";
+/// granted, for each way opstatus runs (the 403's message names the
+/// account it ran as).
+const GRANT: &str = "as the operator's own ServiceAccount (the sidecar component), which usually may list its \
+                     resources already, see manifests/components/opstatus-olm; as manifests/base's `opstatus`, \
+                     see manifests/olm (docs/olm.md, Steps)";
 
 /// Resources per list page: a page of typical CRs is well under the client's
 /// 4 MiB body limit, and the parsed page keeps only names and conditions.
