@@ -93,15 +93,18 @@ fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
 fn sighup_publishes_the_final_status_and_releases_the_lock() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let mut agent = Run::every("60s").checks("1s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    let mut env = pod_env(server.port(), &sa);
+    env.push(("POD_NAME".into(), "pod-a".into()));
+    let mut agent = Run::every("60s").checks("1s").start(&opstatus_bin(), &env);
     server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
     let holder = |cm: &serde_json::Value| {
         let record = cm["metadata"]["annotations"]["opstatus.kube9.dev/publisher"].as_str().unwrap_or_default();
         let record: serde_json::Value = serde_json::from_str(record).unwrap_or_default();
         record["holderIdentity"].as_str().map(String::from)
     };
-    let held = holder(&server.object("ops", "kube9-operator-status").unwrap());
-    assert!(held.as_deref().is_some_and(|h| !h.is_empty()), "held while running: {held:?}");
+    let cm = || server.object("ops", "kube9-operator-status").unwrap_or_default();
+    let held = wait_for(Duration::from_secs(10), Duration::from_millis(20), || holder(&cm()).filter(|h| h == "pod-a"));
+    assert!(held.is_some(), "held while running: {}", cm());
     agent.signal("HUP");
     let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
     assert_eq!(status.code(), Some(0), "{}", agent.stderr());
