@@ -15,6 +15,15 @@
 use crate::util::backoff::Backoff;
 use std::time::Duration;
 
+/// A watch's `timeoutSeconds` (client-go: 5 to 10 min; a probe's watch
+/// adds jitter). With nothing changing, this is how often a watched object
+/// or collection costs a request.
+pub(crate) const WATCH_SECONDS: u64 = 300;
+
+/// How long past its `timeoutSeconds` a watch may go silent before it is
+/// given up as broken (a server that vanished without closing).
+pub(crate) const SILENCE_MARGIN: Duration = Duration::from_secs(30);
+
 /// A watch that lasted this long was healthy: the next one starts at once
 /// and the backoff starts over (and, open this long, its collection's
 /// problem is no longer reported). One that ends sooner without an event

@@ -21,7 +21,7 @@ pub(crate) mod judge;
 pub(crate) mod pod;
 
 use super::{Observation, Signal};
-use crate::kube::reflector::{self, Ended, Machine, Step};
+use crate::kube::reflector::{self, Ended, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::Jitter;
@@ -32,13 +32,6 @@ use std::time::{Duration, Instant, SystemTime};
 
 /// Where the permission to read the Pod is granted.
 const GRANT: &str = "see manifests/components/opstatus-watch-container";
-
-/// The watch's `timeoutSeconds`: how often a quiet Pod costs a request.
-const WATCH_SECONDS: u64 = 300;
-
-/// How long past its `timeoutSeconds` a watch may go silent before it is
-/// given up as broken (a server that vanished without closing).
-const SILENCE_MARGIN: Duration = Duration::from_secs(30);
 
 /// What the thread leaves for the agent's checks.
 #[derive(Default)]

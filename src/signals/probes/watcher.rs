@@ -23,24 +23,16 @@
 use super::list::list_into;
 use super::store::{Applied, Store};
 use super::{GRANT, grammar::ProbeSpec, percent_encode};
-use crate::kube::reflector::{Ended, HEALTHY_WATCH, Machine, Step};
+use crate::kube::reflector::{Ended, HEALTHY_WATCH, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// A watch's `timeoutSeconds`, before jitter (client-go: 5 to 10 min).
-/// With nothing changing, this is how often a collection costs a request.
-pub(crate) const WATCH_SECONDS: u64 = 300;
-
 /// Up to this many seconds are added to [`WATCH_SECONDS`], so the
 /// watches of many instances do not end together.
 const WATCH_JITTER_SECONDS: u64 = 60;
-
-/// How long past its `timeoutSeconds` a watch may go silent before it is
-/// given up as broken (a server that vanished without closing).
-const SILENCE_MARGIN: Duration = Duration::from_secs(30);
 
 /// One collection: where it is listed and watched, and how its resources
 /// are judged.
