@@ -4,10 +4,11 @@
 //!
 //! Every other container's status is parsed one at a time and dropped, and
 //! the rest of the Pod (its spec, annotations, managed fields) is skipped
-//! without being copied: a Pod of megabytes costs the one buffer its JSON
-//! arrived in, not an owned copy of each container's strings. An `ERROR`
-//! event's object (a `Status`) is read by the same pass: its `code` and
-//! `message`.
+//! without being copied. Read from the answer as it arrives
+//! (`WatchStream::next_value` in `kube/watch_stream.rs`), a Pod of
+//! megabytes so costs no buffer of its size and no owned copy of each
+//! container's strings. An `ERROR` event's object (a `Status`) is read by
+//! the same pass: its `code` and `message`.
 
 use super::judge::{ContainerStatus, Pod};
 use serde::Deserialize;
