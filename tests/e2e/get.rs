@@ -89,30 +89,3 @@ fn e2e_get_garbage_is_a_clear_error_with_exit_1() {
         "{err}"
     );
 }
-
-/// A kubeconfig's `tls-server-name` against the real API server, reached
-/// at 127.0.0.1: its certificate names `kubernetes.default.svc`, so that
-/// name verifies; a name the certificate does not hold fails verification
-/// (exit 1), which shows the name is the one checked.
-#[test]
-fn e2e_get_verifies_the_server_as_its_tls_server_name() {
-    let cp = shared();
-    let ns = support::control_plane::unique_namespace("get-tls-name");
-    cp.create_namespace(&ns);
-    let dir = support::TempDir::new("e2e-tls-server-name");
-    let original = std::fs::read_to_string(cp.kubeconfig()).unwrap();
-    let get_as = |name: &str| {
-        let text = original.replacen("    server: ", &format!("    tls-server-name: {name}\n    server: "), 1);
-        assert_ne!(text, original, "the kubeconfig has a cluster server line");
-        let path = dir.path().join(format!("kubeconfig-{name}"));
-        std::fs::write(&path, text).unwrap();
-        let args = ["get", "--kubeconfig", path.to_str().unwrap(), "--namespace", &ns];
-        let out = run_to_end(&release_bin(), &args, &[], Duration::from_secs(30));
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
-    };
-    let (code, err) = get_as("kubernetes.default.svc");
-    assert_eq!(code, Some(0), "{err}");
-    let (code, err) = get_as("not-the-apiserver.example");
-    assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("not valid for name \"not-the-apiserver.example\""), "{err}");
-}
