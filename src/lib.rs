@@ -7,9 +7,12 @@
 //! from the operator's own resources); OpenShift's ClusterOperator; a
 //! readiness endpoint or file; Prometheus metrics.
 //!
-//! The crate is synchronous: one loop, no async runtime. Two helper threads
+//! The crate is synchronous: one loop, no async runtime. Helper threads
 //! exist only where blocking calls demand them: the probe endpoint (kubelet
-//! must get answers while an API call blocks) and the shutdown watchdog.
+//! must get answers while an API call blocks), the shutdown watchdog, the
+//! Kubernetes Events sender (unless `--events=false`), and one per watch
+//! (each probed collection's list-then-watch, the operator's Pod with
+//! `--watch-container`), each with a client of its own.
 //!
 //! The layout is the pipeline, input → signals → one verdict per tick →
 //! sinks, over the Kubernetes client and pure cores:
@@ -113,7 +116,7 @@ pub mod testing {
         name: &str,
         now: std::time::SystemTime,
     ) -> Option<Result<Option<String>, String>> {
-        let pod: crate::signals::container::judge::Pod = serde_json::from_slice(pod).ok()?;
+        let (pod, _) = crate::signals::container::pod::pod(pod, name).ok()?;
         Some(crate::signals::container::judge::judge(&pod, name, now))
     }
 }

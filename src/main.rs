@@ -5,6 +5,7 @@
 
 use opstatus::app::{self, Failure};
 use opstatus::cli::{self, Command};
+use std::io::Write;
 use std::process::ExitCode;
 
 // See README "Dependencies": musl's allocator unmaps freed pages at once,
@@ -23,29 +24,42 @@ fn main() -> ExitCode {
     opstatus::logging::init();
     let settings = &invocation.settings;
     let result = match invocation.command {
-        Command::Help(about) => {
-            print!("{}", cli::help_text(about.as_deref()));
-            Ok(())
-        }
-        Command::Version => {
-            println!("opstatus {}", env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
-        Command::Run => app::run(settings, &env),
-        Command::Once => app::once(settings, &env),
-        Command::Get { output } => app::get(settings, output, &env).map(|text| print!("{text}")),
-        Command::Probe => app::probe(settings).map(|line| print!("{line}")),
+        Command::Help(about) => Ok(cli::help_text(about.as_deref())),
+        Command::Version => Ok(format!("opstatus {}\n", env!("CARGO_PKG_VERSION"))),
+        Command::Run => app::run(settings, &env).map(|()| String::new()),
+        Command::Once => app::once(settings, &env).map(|()| String::new()),
+        Command::Get { output } => app::get(settings, output, &env),
+        Command::Probe => app::probe(settings),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(text) => match print_out(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "opstatus: error: cannot write the output: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Err(e) => fail(&e),
+    }
+}
+
+/// Writes a command's output. A reader that went away (`opstatus get |
+/// head`, `--help | true`: a broken pipe) is no failure of the command:
+/// the output ends there, quietly, and the command's own exit code stands
+/// (`print!` would panic). Any other write error is one.
+fn print_out(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        written => written,
     }
 }
 
 fn fail(e: &Failure) -> ExitCode {
     match e {
-        Failure::NotReady(line) => println!("{line}"),
-        _ => eprintln!("opstatus: error: {e}"),
+        Failure::NotReady(line) => drop(print_out(&format!("{line}\n"))),
+        // stderr closed too: the exit code still says what happened.
+        _ => drop(writeln!(std::io::stderr(), "opstatus: error: {e}")),
     }
     ExitCode::from(e.exit_code() as u8)
 }

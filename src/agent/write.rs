@@ -208,6 +208,7 @@ mod tests {
             server: "https://127.0.0.1:1".into(),
             ca_pem: include_bytes!("../../tests/fixtures/fixture-ca.crt").to_vec(),
             ca_source: "the fixture CA".into(),
+            tls_server_name: None,
             auth: Auth::Anonymous,
             namespace: None,
         };

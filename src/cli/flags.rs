@@ -218,7 +218,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--no-final-status",
         env: "OPSTATUS_NO_FINAL_STATUS",
         default: Default::Value("false"),
-        help: "On SIGTERM, do not publish the final unhealthy \"Shutting down\" status.",
+        help: "On SIGTERM, SIGINT or SIGHUP, do not publish the final unhealthy \"Shutting down\" status.",
         kind: Kind::Switch(|s, on| s.agent.final_status = !on),
     },
     Flag {

@@ -48,9 +48,11 @@ const UNSIZED_BODY: usize = 16 * 1024;
 /// The most of an error answer's body read: a `Status` is far smaller.
 const MAX_ERROR_BODY: u64 = 64 * 1024;
 
-/// Each phase of a request is bounded, so the agent's thread is never
-/// stuck on one call for longer than their sum (16 s, well under kubelet's
-/// default probe failure window of 30 s; the probes are served elsewhere).
+/// Each phase of a request is bounded, so one send never takes longer
+/// than [`Timeouts::bound`] (19 s: the send phase counts twice) and one
+/// call never longer than [`call_bound`]. kubelet's probes are answered by
+/// the endpoint's own thread meanwhile, so no bound here must fit their
+/// window; the liveness window allows for the worst tick.
 const TIMEOUTS: Timeouts = Timeouts {
     connect: Duration::from_secs(3),
     send: Duration::from_secs(3),
@@ -160,8 +162,12 @@ impl Client {
             let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
             identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
         }
-        let tls = transport::tls_config(&roots, identity)
+        let mut tls = transport::tls_config(&roots, identity)
             .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
+        if let Some(name) = &creds.tls_server_name {
+            tls = super::server_name::verified_as(&tls, &roots, name)
+                .map_err(|why| ConfigError(format!("TLS with CA {} as {name:?}: {why}", creds.ca_source)))?;
+        }
         let mut config = http::agent_config(TIMEOUTS).https_only(true);
         if let Some(idle) = keep_alive {
             config = http::kept_alive(config, idle);
@@ -206,6 +212,13 @@ impl Client {
             Err(e) if e.code() == Some(401) && self.token.reload() => self.open_watch(path, action, lasting),
             other => other,
         }
+    }
+
+    /// A GET whose answer is parsed as it arrives
+    /// ([`WatchStream::next_value`]) instead of buffered: a list whose
+    /// items may be large, of which little is kept. Bounded as any call.
+    pub(crate) fn get_stream(&mut self, path: &str, action: &str) -> Result<WatchStream, KubeError> {
+        self.watch(path, action, TIMEOUTS.body)
     }
 
     fn open_watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {

@@ -60,6 +60,10 @@ pub struct Credentials {
     /// Where the CA came from, for error messages (a path, or the
     /// kubeconfig cluster whose inline data it was).
     pub ca_source: String,
+    /// The name the server's certificate is verified against instead of
+    /// the server URL's host (a kubeconfig's `tls-server-name`: the API
+    /// server reached through an address its certificate does not name).
+    pub tls_server_name: Option<String>,
     pub auth: Auth,
     /// The namespace the credentials point at: the service-account
     /// namespace file, or the kubeconfig context's namespace.
@@ -139,6 +143,7 @@ pub(crate) fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) 
         server: format!("https://{host}:{port}"),
         ca_pem,
         ca_source,
+        tls_server_name: None,
         auth: Auth::TokenFile { path: token_path, initial },
         namespace,
     })
@@ -182,6 +187,23 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
             "cluster {cluster_name:?} sets insecure-skip-tls-verify: opstatus always verifies TLS; give certificate-authority instead"
         ));
     }
+    if cluster.get("proxy-url").is_some_and(|p| !p.is_null()) {
+        // The URL itself is not shown: a proxy URL may carry a password.
+        return fail(format!(
+            "cluster {cluster_name:?} sets proxy-url: opstatus reaches the API server directly, never through a \
+             proxy; remove proxy-url, or run opstatus where the server is reachable without one"
+        ));
+    }
+    let tls_server_name = match cluster.get("tls-server-name") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) if rustls::pki_types::ServerName::try_from(name.as_str()).is_ok() => {
+            Some(name.clone())
+        }
+        Some(other) => {
+            let shown = crate::util::text::sanitize(&other.to_string(), 256);
+            return fail(format!("cluster {cluster_name:?} tls-server-name {shown} is not a DNS name or IP address"));
+        }
+    };
     let (ca_pem, ca_source) = if let Some(data) = str_field(cluster, "certificate-authority-data") {
         let source = format!("certificate-authority-data of cluster {cluster_name:?}");
         (decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?, source)
@@ -204,6 +226,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         server: server.to_string(),
         ca_pem,
         ca_source,
+        tls_server_name,
         auth,
         namespace: str_field(context, "namespace").filter(|s| !s.is_empty()).map(String::from),
     })
@@ -390,6 +413,27 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.0, "user \"u1\": the client key does not match the client certificate (their public keys differ)");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kubeconfig_tls_server_name_is_kept_and_proxy_url_refused_by_name() {
+        let with = |key: &str, value: Value| {
+            let mut k = kubeconfig(json!({"token": "s3cr3t"}));
+            k["clusters"][0]["cluster"][key] = value;
+            kubeconfig_credentials(&k, Path::new("/"))
+        };
+        let c = with("tls-server-name", json!("kubernetes.default.svc")).unwrap();
+        assert_eq!(c.tls_server_name.as_deref(), Some("kubernetes.default.svc"));
+        assert_eq!(c.server, "https://10.0.0.1:6443", "the connection stays the server's");
+        assert_eq!(with("tls-server-name", json!("10.96.0.1")).unwrap().tls_server_name.as_deref(), Some("10.96.0.1"));
+        assert_eq!(kubeconfig_credentials(&kubeconfig(json!({})), Path::new("/")).unwrap().tls_server_name, None);
+        for bad in [json!("not a name!"), json!(""), json!(7)] {
+            let e = with("tls-server-name", bad.clone()).unwrap_err();
+            assert!(e.0.contains("tls-server-name") && e.0.contains("is not a DNS name or IP address"), "{bad}: {e}");
+        }
+        let e = with("proxy-url", json!("http://user:pw@proxy.example:3128")).unwrap_err();
+        assert!(e.0.starts_with("cluster \"c1\" sets proxy-url: opstatus reaches the API server directly"), "{e}");
+        assert!(!e.0.contains("pw@"), "the proxy's URL is not shown: {e}");
     }
 
     #[test]

@@ -7,7 +7,11 @@
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
+//! - `server_name`: a kubeconfig's `tls-server-name`, the name the server's
+//!   certificate is verified against.
 //! - [`names`]: Kubernetes object-name rules.
+//! - [`reflector`]: what a list-then-watch does after each list and watch
+//!   (pure), for every watch opstatus keeps.
 //!
 //! It knows no feature: a request's caller says what the request is for
 //! and where its permission is granted ([`KubeError::granted_by`]).
@@ -18,7 +22,9 @@ mod error;
 mod failures;
 mod identity;
 pub(crate) mod names;
+pub(crate) mod reflector;
 mod request;
+mod server_name;
 mod token;
 mod watch_stream;
 mod worker;

@@ -1,5 +1,7 @@
 //! A watch's open answer, read one event (one line) at a time, each line
-//! bounded: the lines a probe's watcher turns into changes; and the
+//! bounded: the lines a probe's watcher turns into changes; or one JSON
+//! value at a time, parsed as it arrives ([`WatchStream::next_value`]: a
+//! large object of which little is kept is never buffered whole); and the
 //! [`Closer`] that ends a watch from another thread at once.
 
 use super::client::MAX_BODY;
@@ -50,6 +52,70 @@ impl WatchStream {
             _ => Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) }),
         }
     }
+}
+
+impl WatchStream {
+    /// Parses the next JSON value (an event, or a list: the answer of
+    /// [`Client::get_stream`]) with `seed` straight from the stream, at
+    /// most [`MAX_BODY`] bytes of it, without buffering it: the seed keeps
+    /// what it needs and skips the rest. `Ok(None)` when the stream ended
+    /// between values; `Ok(Some(Err(_)))` when the value is not what the
+    /// seed reads (the stream cannot be followed after that). A stream cut
+    /// mid-value, a value over the bound and a read that timed out are
+    /// errors, as for [`WatchStream::next_line`].
+    pub(crate) fn next_value<T>(
+        &mut self,
+        seed: impl for<'de> serde::de::DeserializeSeed<'de, Value = T>,
+    ) -> Result<Option<serde_json::Result<T>>, KubeError> {
+        use std::io::BufRead;
+        // The newlines between events; the stream may end there.
+        loop {
+            let server = &self.server;
+            let buffered = self.reader.fill_buf().map_err(|e| broke(server, &e))?;
+            if buffered.is_empty() {
+                return Ok(None);
+            }
+            let blanks = buffered.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            let more = blanks < buffered.len();
+            self.reader.consume(blanks);
+            if more {
+                break;
+            }
+        }
+        let mut bounded = self.reader.by_ref().take(MAX_BODY);
+        let parsed = seed.deserialize(&mut serde_json::Deserializer::from_reader(&mut bounded));
+        let over = bounded.limit() == 0;
+        match parsed {
+            Err(_) if over => Err(KubeError::Response {
+                message: format!("a watch event from {} is larger than {MAX_BODY} bytes", self.server),
+            }),
+            Err(e) if e.is_io() => {
+                let kind = e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
+                Err(broke(&self.server, &std::io::Error::new(kind, e.to_string())))
+            }
+            Err(e) if e.is_eof() => {
+                Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) })
+            }
+            parsed => Ok(Some(parsed)),
+        }
+    }
+
+    /// Reads what is left of the answer (at most a few bytes after the
+    /// last value), so its connection can serve the next request.
+    pub(crate) fn finish(mut self) {
+        let _ = std::io::copy(&mut self.reader.by_ref().take(WATCH_BUFFER as u64), &mut std::io::sink());
+    }
+}
+
+/// A read of the watch on `server` failed.
+fn broke(server: &str, e: &std::io::Error) -> KubeError {
+    let message = match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
+            format!("the watch on {server} went silent past its timeout")
+        }
+        _ => format!("the watch on {server} broke: {e}"),
+    };
+    KubeError::Transport { message }
 }
 
 /// Closes a [`Client`]'s connections from another thread, the one a read

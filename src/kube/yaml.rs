@@ -464,6 +464,17 @@ users:
         );
     }
 
+    /// The cluster keys opstatus acts on besides the server and the CA:
+    /// `tls-server-name` (verified against) and `proxy-url` (refused).
+    #[test]
+    fn reads_a_clusters_tls_server_name_and_proxy_url() {
+        let doc = "clusters:\n- cluster:\n    server: https://10.0.0.1:6443\n    tls-server-name: kubernetes.default.svc\n    \
+                   proxy-url: http://proxy.example:3128 # egress\n  name: c\n";
+        let cluster = &parse(doc).unwrap()["clusters"][0]["cluster"];
+        assert_eq!(cluster["tls-server-name"], "kubernetes.default.svc");
+        assert_eq!(cluster["proxy-url"], "http://proxy.example:3128");
+    }
+
     #[test]
     fn reads_json_kubeconfigs() {
         let doc = "{\n \"current-context\": \"x\",\n \"contexts\": []\n}";

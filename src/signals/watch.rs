@@ -113,6 +113,11 @@ impl Signal for Watches {
 }
 
 /// The heartbeat-file rule: missing, or not modified within `max_age`.
+///
+/// The reason names the file's modification time, not its age: a reason is
+/// published, and one that changed on every check (the age grows) would be
+/// a new status each time, a write and a log line per check while nothing
+/// but the clock moves. Stale since a given time is one status.
 pub(crate) fn file_problem(
     shown: &str,
     modified: Option<SystemTime>,
@@ -124,7 +129,8 @@ pub(crate) fn file_problem(
     };
     let age = now.duration_since(modified).unwrap_or(Duration::ZERO);
     (age > max_age).then(|| {
-        format!("Operator heartbeat file {shown} was last touched {}s ago (max {}s)", age.as_secs(), max_age.as_secs())
+        let at = crate::util::time::format_rfc3339(modified);
+        format!("Operator heartbeat file {shown} was last touched at {at}, over {}s ago", max_age.as_secs())
     })
 }
 
@@ -154,10 +160,10 @@ mod tests {
         assert_eq!(file_problem("/hb", None, at(100), max), Some("Operator heartbeat file /hb is missing".into()));
         assert_eq!(file_problem("/hb", Some(at(100)), at(160), max), None);
         assert_eq!(file_problem("/hb", Some(at(200)), at(100), max), None, "future mtime is fresh");
-        assert_eq!(
-            file_problem("/hb", Some(at(100)), at(161), max),
-            Some("Operator heartbeat file /hb was last touched 61s ago (max 60s)".into())
-        );
+        let stale = Some("Operator heartbeat file /hb was last touched at 1970-01-01T00:01:40Z, over 60s ago".into());
+        assert_eq!(file_problem("/hb", Some(at(100)), at(161), max), stale);
+        // Only the clock moved: the same reason, so no new status to write.
+        assert_eq!(file_problem("/hb", Some(at(100)), at(3600), max), stale);
     }
 
     #[test]

@@ -1,5 +1,12 @@
-//! SIGTERM and SIGINT: wake the agent at once, and make sure the process
-//! is gone within [`GRACE`] even when the agent is stuck in an API call.
+//! SIGTERM, SIGINT and SIGHUP: wake the agent at once, and make sure the
+//! process is gone within [`GRACE`] even when the agent is stuck in an API
+//! call.
+//!
+//! SIGHUP stops the agent as SIGTERM does (the final status, the lock
+//! handed over): its default action ends the process without either, and
+//! opstatus has no configuration to reload on it. A terminal that closes
+//! under `opstatus run`, or a supervisor that sends it, so leaves the
+//! status as a clean stop does.
 //!
 //! A process running as PID 1 in a container gets no default signal
 //! handlers, so without this `kubectl delete pod` would wait out the whole
@@ -15,7 +22,7 @@
 //! at the next check tick. The flags say what happened; the wake-up only
 //! ends the sleep, so a spurious or early one costs a look, never an event.
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,6 +53,7 @@ impl Shutdown {
     pub(crate) fn install(on_overrun: impl FnOnce() + Send + 'static) -> io::Result<Shutdown> {
         let (mut signals, from_handler) = UnixStream::pair()?;
         signal_hook::low_level::pipe::register(SIGTERM, from_handler.try_clone()?)?;
+        signal_hook::low_level::pipe::register(SIGHUP, from_handler.try_clone()?)?;
         signal_hook::low_level::pipe::register(SIGINT, from_handler)?;
         let agent = std::thread::current();
         let waker = agent.clone();

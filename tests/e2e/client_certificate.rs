@@ -1,6 +1,8 @@
 //! End to end, real kube-apiserver: a kubeconfig user that authenticates
 //! with a client certificate (X.509 v3, issued by the API server's client
-//! CA, key inline) writes the status ConfigMap under the base Role.
+//! CA, key inline) writes the status ConfigMap under the base Role; a
+//! kubeconfig cluster's `tls-server-name` is the name the server's
+//! certificate is verified against.
 
 use crate::support;
 
@@ -41,4 +43,29 @@ fn e2e_a_client_certificate_user_writes_the_status() {
     let events = cp.audit_events(&user);
     let calls: Vec<(&str, u16)> = events.iter().map(|e| (e.verb.as_str(), e.code)).collect();
     assert_eq!(calls, [("get", 404), ("patch", 201), ("patch", 200)], "{events:?}");
+}
+
+/// A kubeconfig's `tls-server-name` against the real API server, reached
+/// at 127.0.0.1: its certificate names `kubernetes.default.svc`, so that
+/// name verifies; a name the certificate does not hold fails verification
+/// (exit 1), which shows the name is the one checked.
+#[test]
+fn e2e_a_kubeconfigs_tls_server_name_is_what_the_server_is_verified_as() {
+    let cp = shared();
+    let dir = support::TempDir::new("e2e-tls-server-name");
+    let original = std::fs::read_to_string(cp.kubeconfig()).unwrap();
+    let get_as = |name: &str| {
+        let text = original.replacen("    server: ", &format!("    tls-server-name: {name}\n    server: "), 1);
+        assert_ne!(text, original, "the kubeconfig has a cluster server line");
+        let path = dir.path().join(format!("kubeconfig-{name}"));
+        std::fs::write(&path, text).unwrap();
+        let args = ["get", "--kubeconfig", path.to_str().unwrap(), "--namespace", "default"];
+        let out = run_to_end(&release_bin(), &args, &[], Duration::from_secs(30));
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, err) = get_as("kubernetes.default.svc");
+    assert_eq!(code, Some(0), "{err}");
+    let (code, err) = get_as("not-the-apiserver.example");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("not valid for name \"not-the-apiserver.example\""), "{err}");
 }

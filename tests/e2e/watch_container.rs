@@ -107,6 +107,8 @@ fn e2e_the_operator_containers_crash_loop_and_oom_kill_degrade_the_status_until_
         assert!(e.uri.contains(&format!("fieldSelector=metadata.name%3D{POD}")), "{} {}", e.verb, e.uri);
         assert!(e.code < 300, "{} {} answered {}", e.verb, e.uri, e.code);
     }
+    // The shipped Role grants `list` and `watch` only: nothing else is asked.
+    assert!(on_pods.iter().all(|e| e.verb == "list" || e.verb == "watch"), "{on_pods:?}");
     let reads = on_pods.iter().filter(|e| e.verb == "list").count();
     assert_eq!(reads, 1, "the Pod was read again instead of watched: {on_pods:?}");
     println!("e2e watch-container: {} requests on pods, all for {POD} by name", on_pods.len());

@@ -104,3 +104,72 @@ fn a_token_file_turned_into_a_fifo_is_refused_on_re_read_and_the_loop_goes_on() 
     let refused = format!("token file {} is a FIFO, not a regular file", sa.path().join("token").display());
     assert!(agent.stderr().contains(&refused), "{}", agent.stderr());
 }
+
+/// A kubeconfig for the fake API server at 127.0.0.1 that trusts `ca_pem`
+/// (in `dir`), with `extra` lines added to the cluster.
+fn kubeconfig_with(dir: &TempDir, server: &FakeApiServer, ca_pem: &str, extra: &str) -> std::path::PathBuf {
+    let ca = dir.path().join("ca.crt");
+    std::fs::write(&ca, ca_pem).unwrap();
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters:\n- name: k\n  cluster:\n    server: {}\n    certificate-authority: {}\n{extra}\
+         contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n    namespace: ops\n\
+         users:\n- name: u\n  user:\n    token: {TOKEN}\n",
+        server.url(),
+        ca.display()
+    );
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `tls-server-name`: the API server reached at 127.0.0.1 with a
+/// certificate that names only `apiserver.cluster.example` is verified
+/// against that name; without it (or with another name) the certificate
+/// does not match, and nothing is read. The name replaces only the name:
+/// a certificate for it from another CA is refused all the same.
+#[test]
+fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
+    let pki = support::pki::generate("tls-server-name-ca", &["apiserver.cluster.example"]);
+    let server = FakeApiServer::start_with_pki(TOKEN, pki);
+    let dir = TempDir::new("tls-server-name");
+    let get_trusting = |ca_pem: &str, extra: &str| {
+        let path = kubeconfig_with(&dir, &server, ca_pem, extra);
+        let out =
+            run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(20));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let get = |extra: &str| get_trusting(&server.pki.ca_pem, extra);
+    let (code, stdout, stderr) = get("    tls-server-name: apiserver.cluster.example\n");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("Mode:"), "{stdout}");
+    for extra in ["", "    tls-server-name: other.cluster.example\n"] {
+        let (code, _, stderr) = get(extra);
+        assert_eq!(code, Some(1), "{extra:?}: {stderr}");
+        assert!(stderr.contains("certificate") && stderr.contains("not valid for name"), "{extra:?}: {stderr}");
+    }
+    let stranger = support::pki::generate("another-ca", &["apiserver.cluster.example"]);
+    let (code, _, stderr) = get_trusting(&stranger.ca_pem, "    tls-server-name: apiserver.cluster.example\n");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("UnknownIssuer"), "{stderr}");
+}
+
+/// `proxy-url` is refused at start by name (exit 2), not ignored: opstatus
+/// never reaches the API server through a proxy.
+#[test]
+fn a_kubeconfigs_proxy_url_is_refused_by_name() {
+    let server = FakeApiServer::start(TOKEN);
+    let dir = TempDir::new("proxy-url");
+    let path = kubeconfig_with(&dir, &server, &server.pki.ca_pem, "    proxy-url: http://user:secret@127.0.0.1:3128\n");
+    let out =
+        run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(20));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("cluster \"k\" sets proxy-url: opstatus reaches the API server directly"), "{stderr}");
+    assert!(!stderr.contains("secret"), "the proxy's URL is not shown: {stderr}");
+    assert!(server.requests().is_empty(), "no request was made");
+}

@@ -134,6 +134,36 @@ fn markdown() -> Vec<(String, String)> {
     names.into_iter().map(|n| (n.clone(), std::fs::read_to_string(Path::new(ROOT).join(&n)).unwrap())).collect()
 }
 
+/// The numbers written `1,902,480` (seven digits with thousands
+/// separators) in `text`.
+fn seven_digit_figures(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let shape =
+        |w: &[u8]| w.iter().enumerate().all(|(i, c)| if i == 1 || i == 5 { *c == b',' } else { c.is_ascii_digit() });
+    (0..bytes.len().saturating_sub(8))
+        .filter(|&i| shape(&bytes[i..i + 9]))
+        .filter(|&i| i == 0 || !(bytes[i - 1].is_ascii_digit() || bytes[i - 1] == b','))
+        .filter(|&i| bytes.get(i + 9).is_none_or(|c| !(c.is_ascii_digit() || *c == b',')))
+        .map(|i| text[i..i + 9].to_string())
+        .collect()
+}
+
+/// The static binary's size is the README's wherever docs/dependencies.md
+/// gives one: what a crate costs is said as a difference, not as the size
+/// of an older binary.
+#[test]
+fn the_dependency_notes_give_the_binary_size_the_readme_gives() {
+    let read = |name: &str| std::fs::read_to_string(Path::new(ROOT).join(name)).unwrap();
+    let readme = read("README.md");
+    let stated = readme.split("at most 2 MiB: ").nth(1).expect("the README states the binary's size");
+    let size = seven_digit_figures(stated).into_iter().next().expect("a size in bytes");
+    let notes = read("docs/dependencies.md");
+    let figures = seven_digit_figures(&notes);
+    assert!(!figures.is_empty(), "docs/dependencies.md states the binary's size");
+    assert!(figures.iter().all(|f| *f == size), "sizes other than the README's {size}: {figures:?}");
+    assert_eq!(seven_digit_figures("2,081,576 bytes, 12,345, 1,902,480."), ["2,081,576", "1,902,480"]);
+}
+
 /// What the README's quick start has the user set `IMAGE` to.
 const IMAGE: &str = "registry.example/team/opstatus";
 

@@ -134,3 +134,25 @@ fn hostile_lock_annotation_is_defanged_in_text_and_json() {
     }
     assert!(out.len() < 4096, "{} bytes", out.len());
 }
+
+/// `opstatus get | head` when head has gone: the broken pipe ends the
+/// output quietly with the command's own exit code, not a panic (134).
+#[test]
+fn a_reader_gone_before_the_output_is_no_failure() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    put_status(&server, &status_at(SystemTime::now()));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(opstatus_bin())
+        .args(["get", "--namespace", "ops"])
+        .env_clear()
+        .envs(pod_env(server.port(), &sa))
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{:?} {stderr}", out.status);
+    assert!(!stderr.contains("panicked") && !stderr.contains("Broken pipe"), "{stderr}");
+}

@@ -28,3 +28,24 @@ fn each_command_prints_its_own_help() {
     assert!(all.contains("`opstatus COMMAND --help`") && all.contains("--extension-namespace"), "{all}");
     assert!(all.len() > run.len() && run.len() > get.len(), "the global help is the longest");
 }
+
+/// A reader that is gone before opstatus writes (`opstatus --help | true`,
+/// `opstatus get | head`): the write fails with a broken pipe, which ends
+/// the output quietly with the command's exit code, not a panic (134).
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    for args in [&["--help"][..], &["version"], &["run", "--help"]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = std::process::Command::new(opstatus_bin())
+            .args(args)
+            .env_clear()
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {:?} {stderr}", out.status);
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+    }
+}

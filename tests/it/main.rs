@@ -47,4 +47,5 @@ mod shutdown;
 mod status_write;
 mod tls_verification;
 mod token_reload;
+mod watch_container;
 mod write_failures;

@@ -84,3 +84,32 @@ fn a_stale_heartbeat_file_degrades_and_a_touch_recovers() {
     std::fs::write(&file, "").unwrap();
     wait_health(&server, "healthy");
 }
+
+/// A heartbeat file that stays stale is one change of status, not one per
+/// check: the reason names when the file was last touched, not its growing
+/// age, so the checks after the first publish nothing new and log nothing.
+/// 20 s of 1 s checks at the 60 s heartbeat: at most one write (and one
+/// warning) after the one that said "degraded".
+#[test]
+fn a_heartbeat_file_that_stays_stale_is_written_once_not_on_every_check() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let dir = TempDir::new("stale-heartbeat");
+    let file = dir.path().join("alive");
+    std::fs::write(&file, "").unwrap();
+    let agent = Run::every("60s")
+        .checks("1s")
+        .flag("--watch-file", file.to_str().unwrap())
+        .flag("--watch-max-age", "2s")
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    wait_health(&server, "healthy");
+    let (stale_at, error) = wait_health(&server, "degraded");
+    let writes = || server.requests().iter().filter(|r| r.method == "PATCH" && r.at > stale_at).count();
+    let warnings = || agent.stderr().lines().filter(|l| l.contains("WARN") && l.contains("heartbeat file")).count();
+    std::thread::sleep(Duration::from_secs(20));
+    let (after, warned) = (writes(), warnings());
+    println!("over 20 s of a stale heartbeat file: {after} status writes, {warned} warnings");
+    assert!(after <= 1, "{after} writes while only the file's age changed:\n{}", agent.stderr());
+    assert!(warned <= 2, "{warned} warnings while only the file's age changed:\n{}", agent.stderr());
+    assert_eq!(health_of(&server), Some(("degraded".to_string(), error)), "still the same");
+}

@@ -1,5 +1,6 @@
-//! SIGTERM and SIGINT stop the agent promptly with exit code 0 (it may run
-//! as PID 1, where no default handler would). A publisher first hands the
+//! SIGTERM, SIGINT and SIGHUP stop the agent promptly with exit code 0 (it
+//! may run as PID 1, where no default handler would; SIGHUP's default
+//! would end it with 129, no final status and the lock held). A publisher first hands the
 //! lock over and waits one check interval and a second for a standby to
 //! take it (tests/e2e/publisher.rs); alone, it then says "Shutting down".
 
@@ -13,8 +14,8 @@ use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 const TOKEN: &str = "sa-token-for-shutdown-tests";
 
 #[test]
-fn sigterm_and_sigint_exit_0_within_the_handover_wait_and_two_seconds() {
-    for signal in ["TERM", "INT"] {
+fn sigterm_sigint_and_sighup_exit_0_within_the_handover_wait_and_two_seconds() {
+    for signal in ["TERM", "INT", "HUP"] {
         let server = FakeApiServer::start(TOKEN);
         let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
         let args = ["run", "--interval", "60s", "--check-interval", "1s"];
@@ -84,4 +85,31 @@ fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
     let status = agent.wait_exit(Duration::from_secs(15)).expect("exited");
     assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
     assert_eq!(status.code(), Some(0));
+}
+
+/// SIGHUP is a stop like SIGTERM's: the final status, and the publisher
+/// lock released in it, so another instance may take over at once.
+#[test]
+fn sighup_publishes_the_final_status_and_releases_the_lock() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let mut env = pod_env(server.port(), &sa);
+    env.push(("POD_NAME".into(), "pod-a".into()));
+    let mut agent = Run::every("60s").checks("1s").start(&opstatus_bin(), &env);
+    server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
+    let holder = |cm: &serde_json::Value| {
+        let record = cm["metadata"]["annotations"]["opstatus.kube9.dev/publisher"].as_str().unwrap_or_default();
+        let record: serde_json::Value = serde_json::from_str(record).unwrap_or_default();
+        record["holderIdentity"].as_str().map(String::from)
+    };
+    let cm = || server.object("ops", "kube9-operator-status").unwrap_or_default();
+    let held = wait_for(Duration::from_secs(10), Duration::from_millis(20), || holder(&cm()).filter(|h| h == "pod-a"));
+    assert!(held.is_some(), "held while running: {}", cm());
+    agent.signal("HUP");
+    let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
+    assert_eq!(status.code(), Some(0), "{}", agent.stderr());
+    let cm = server.object("ops", "kube9-operator-status").unwrap();
+    let doc = server.status_document("ops", "kube9-operator-status").unwrap();
+    assert_eq!((doc["health"].as_str(), doc["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
+    assert_eq!(holder(&cm).as_deref(), Some(""), "the lock is released");
 }

@@ -212,6 +212,7 @@ impl ControlPlane {
             server: self.var("APISERVER_URL").to_string(),
             ca_pem: self.ca_pem().into_bytes(),
             ca_source: self.ca_path().to_string(),
+            tls_server_name: None,
             auth: opstatus::testing::Auth::Token(opstatus::testing::Secret::new(self.var("ADMIN_TOKEN"))),
             namespace: None,
         };

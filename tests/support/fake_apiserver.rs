@@ -30,7 +30,8 @@
 //! ("too old resource version"). [`FakeApiServer::cut_watches`] resets
 //! the open watch streams, as a server that goes away does, and
 //! [`FakeApiServer::fail_watches`] makes every watch fail at once (an
-//! `ERROR` event, or a refusal) while lists work.
+//! `ERROR` event, or a refusal) while lists work. Pods are stored, listed
+//! and watched the same way (the `--watch-container` Pod).
 
 use super::https::{HttpsServer, Recorded, Reply, Response, Streamed};
 use super::pki::{self, TestPki};
@@ -330,7 +331,7 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
     if !token.is_some_and(|t| s.tokens.contains(t)) {
         return status_response(401, "Unauthorized");
     }
-    if r.path.starts_with("/apis/") {
+    if r.path.starts_with("/apis/") || is_pods(&r.path) {
         return handle_custom(r, s);
     }
     let segments: Vec<&str> = r.path.trim_start_matches('/').split('/').collect();
@@ -486,8 +487,15 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
 
 fn is_watch(r: &Recorded) -> bool {
     r.method == "GET"
-        && r.path.starts_with("/apis/")
+        && (r.path.starts_with("/apis/") || is_pods(&r.path))
         && r.query.split('&').any(|kv| kv == "watch=1" || kv == "watch=true")
+}
+
+/// Pods (`/api/v1/namespaces/NS/pods[/NAME]`) are kept, listed and watched
+/// as custom resources are ([`FakeApiServer::put_custom`] stores one); a
+/// list's `fieldSelector` is not applied.
+fn is_pods(path: &str) -> bool {
+    path.starts_with("/api/v1/namespaces/") && path.split('/').nth(5) == Some("pods")
 }
 
 fn query<'a>(r: &'a Recorded, key: &str) -> Option<&'a str> {

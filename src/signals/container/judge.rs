@@ -31,27 +31,22 @@ const STUCK: [&str; 6] = [
     "RunContainerError",
 ];
 
-/// The parts of a Pod the judgement reads.
-#[derive(Deserialize, Default)]
+/// The part of a Pod the judgement reads: the named container's entry of
+/// `status.containerStatuses`, `None` when the Pod lists no such container
+/// ([`super::pod`] keeps only that one while it parses).
+#[derive(Default)]
 pub(crate) struct Pod {
-    #[serde(default)]
-    status: PodStatus,
+    pub(super) container: Option<ContainerStatus>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct PodStatus {
-    #[serde(default)]
-    container_statuses: Vec<ContainerStatus>,
-}
-
+/// One entry of `status.containerStatuses`.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ContainerStatus {
+pub(super) struct ContainerStatus {
     #[serde(default)]
-    name: String,
+    pub(super) name: String,
     #[serde(default)]
-    restart_count: u64,
+    pub(super) restart_count: u64,
     #[serde(default)]
     state: State,
     #[serde(default)]
@@ -90,8 +85,7 @@ fn text(s: &str) -> String {
 /// when it is, `Err` when the Pod does not list it (a wrong name, or not
 /// started yet).
 pub(crate) fn judge(pod: &Pod, name: &str, now: SystemTime) -> Result<Option<String>, String> {
-    let statuses = &pod.status.container_statuses;
-    let Some(c) = statuses.iter().find(|c| c.name == name) else {
+    let Some(c) = pod.container.as_ref().filter(|c| c.name == name) else {
         return Err(format!("the Pod lists no container {name:?} (yet)"));
     };
     let restarts = match c.restart_count {
@@ -124,8 +118,8 @@ pub(crate) fn judge(pod: &Pod, name: &str, now: SystemTime) -> Result<Option<Str
 mod tests {
     use super::*;
 
-    fn pod(json: &str) -> Pod {
-        serde_json::from_str(json).unwrap()
+    fn pod(json: &str, name: &str) -> Pod {
+        super::super::pod::pod(json.as_bytes(), name).unwrap().0
     }
 
     fn at(rfc3339: &str) -> SystemTime {
@@ -136,27 +130,35 @@ mod tests {
 
     #[test]
     fn a_crash_loop_is_said_in_kubelets_words() {
-        let p = pod(r#"{"status":{"containerStatuses":[{"name":"sidecar","restartCount":0},
+        let p = |name| {
+            pod(
+                r#"{"status":{"containerStatuses":[{"name":"sidecar","restartCount":0},
             {"name":"manager","restartCount":5,
              "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 5m0s restarting failed container"}},
-             "lastState":{"terminated":{"reason":"Error","exitCode":1,"message":"panic: boom\u001b[2J"}}}]}}"#);
-        let why = judge(&p, "manager", at(NOW)).unwrap().unwrap();
+             "lastState":{"terminated":{"reason":"Error","exitCode":1,"message":"panic: boom\u001b[2J"}}}]}}"#,
+                name,
+            )
+        };
+        let why = judge(&p("manager"), "manager", at(NOW)).unwrap().unwrap();
         assert_eq!(
             why,
             "Container manager is CrashLoopBackOff: back-off 5m0s restarting failed container \
              (5 restarts; last terminated Error, exit code 1: panic: boom [2J)"
         );
-        assert_eq!(judge(&p, "sidecar", at(NOW)), Ok(None));
+        assert_eq!(judge(&p("sidecar"), "sidecar", at(NOW)), Ok(None));
     }
 
     #[test]
     fn an_oom_kill_counts_until_the_container_has_run_cleanly_for_a_while() {
         let p = |started: &str| {
-            pod(&format!(
-                r#"{{"status":{{"containerStatuses":[{{"name":"manager","restartCount":1,
+            pod(
+                &format!(
+                    r#"{{"status":{{"containerStatuses":[{{"name":"manager","restartCount":1,
                 "state":{{"running":{{"startedAt":"{started}"}}}},
                 "lastState":{{"terminated":{{"reason":"OOMKilled","exitCode":137}}}}}}]}}}}"#
-            ))
+                ),
+                "manager",
+            )
         };
         let why = judge(&p("2026-11-25T11:55:00Z"), "manager", at(NOW)).unwrap().unwrap();
         assert_eq!(
@@ -169,10 +171,15 @@ mod tests {
 
     #[test]
     fn a_container_starting_up_or_never_restarted_is_well_and_a_missing_one_is_said() {
-        let creating = pod(r#"{"status":{"containerStatuses":[{"name":"manager","restartCount":0,
-            "state":{"waiting":{"reason":"ContainerCreating"}}}]}}"#);
-        assert_eq!(judge(&creating, "manager", at(NOW)), Ok(None));
-        let err = judge(&creating, "manger", at(NOW)).unwrap_err();
+        let creating = |name| {
+            pod(
+                r#"{"status":{"containerStatuses":[{"name":"manager","restartCount":0,
+            "state":{"waiting":{"reason":"ContainerCreating"}}}]}}"#,
+                name,
+            )
+        };
+        assert_eq!(judge(&creating("manager"), "manager", at(NOW)), Ok(None));
+        let err = judge(&creating("manger"), "manger", at(NOW)).unwrap_err();
         assert_eq!(err, "the Pod lists no container \"manger\" (yet)");
         assert!(judge(&Pod::default(), "manager", at(NOW)).is_err());
         let long = format!(
@@ -180,6 +187,6 @@ mod tests {
             "state":{{"waiting":{{"reason":"CrashLoopBackOff","message":"{}"}}}}}}]}}}}"#,
             "x".repeat(10_000)
         );
-        assert!(judge(&pod(&long), "m", at(NOW)).unwrap().unwrap().len() < 2 * MAX_TEXT);
+        assert!(judge(&pod(&long, "m"), "m", at(NOW)).unwrap().unwrap().len() < 2 * MAX_TEXT);
     }
 }

@@ -6,20 +6,27 @@
 //!
 //! Cost: one watch on one Pod (`fieldSelector=metadata.name=`, never a
 //! list of the namespace's pods), on a thread of its own with a client of
-//! its own: a GET when the watch starts, then nothing until the Pod
-//! changes or the watch ends on schedule (about every five minutes). A
-//! standby watches nothing: only the publisher's status is read. It is not
-//! a readiness matter: kubelet already restarts and unreadies the
-//! container; the status says so for those who read it.
+//! its own: a list by that name when the watch starts, then nothing until
+//! the Pod changes or the watch ends on schedule (about every five
+//! minutes), when the next one starts from the last version seen. It is
+//! the probes' list-then-watch machine ([`crate::kube::reflector`]): a
+//! watch the server ends, or whose connection is closed under it, is no
+//! problem; a refused one is, after a jittered backoff. Of the Pod only the
+//! named container's status is kept, parsed as the answer arrives
+//! ([`pod`]), so a Pod of megabytes costs no more memory than a small one.
+//! A standby watches nothing: only the publisher's
+//! status is read. It is not a readiness matter: kubelet already restarts
+//! and unreadies the container; the status says so for those who read it.
 
 pub(crate) mod judge;
+pub(crate) mod pod;
 
 use super::{Observation, Signal};
+use crate::kube::reflector::{self, Ended, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::status::{Problem, Rule};
-use crate::util::backoff::{Backoff, Jitter};
+use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
-use serde::Deserialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -27,18 +34,15 @@ use std::time::{Duration, Instant, SystemTime};
 /// Where the permission to read the Pod is granted.
 const GRANT: &str = "see manifests/components/opstatus-watch-container";
 
-/// The watch's `timeoutSeconds`: how often a quiet Pod costs a request.
-const WATCH_SECONDS: u64 = 300;
-
-/// A watch that delivered nothing and ended sooner backs off.
-const HEALTHY_WATCH: Duration = Duration::from_secs(10);
-
 /// What the thread leaves for the agent's checks.
 #[derive(Default)]
 struct Shared {
     pod: Option<judge::Pod>,
     /// Why the Pod cannot be read now.
     problem: Option<String>,
+    /// Since when the current watch is open: once it has been open for
+    /// [`reflector::HEALTHY_WATCH`], an older problem is past.
+    watching_since: Option<Instant>,
 }
 
 /// The signal: the Pod it watches and the container it judges.
@@ -73,13 +77,13 @@ impl ContainerWatch {
 impl Signal for ContainerWatch {
     fn observe(&mut self, client: &mut Client, _now: Instant, into: &mut Observation) {
         let why = match &self.nudge {
-            None => match read_pod(client, &self.namespace, &self.pod) {
+            None => match read_pod(client, &self.namespace, &self.pod, &self.container) {
                 Ok((pod, _)) => self.judge(pod.as_ref(), None),
                 Err(e) => self.judge(None, Some(&e.granted_by(GRANT).to_string())),
             },
             Some(nudge) => {
                 if self.watcher.is_none() {
-                    let watch = (self.namespace.clone(), self.pod.clone());
+                    let watch = (self.namespace.clone(), self.pod.clone(), self.container.clone());
                     match PodWatcher::start(client.sibling(), watch, nudge.clone()) {
                         Ok(w) => self.watcher = Some(w),
                         Err(e) => log::warn!("Cannot start the thread that watches the operator's Pod: {e}"),
@@ -91,7 +95,8 @@ impl Signal for ContainerWatch {
                 if shared.pod.is_none() && shared.problem.is_none() && !watcher.read_once.load(Ordering::SeqCst) {
                     return;
                 }
-                self.judge(shared.pod.as_ref(), shared.problem.as_deref())
+                let working = reflector::watch_works(shared.watching_since, Instant::now());
+                self.judge(shared.pod.as_ref(), shared.problem.as_deref().filter(|_| !working))
             }
         };
         into.problems.extend(why.map(|why| Problem::degraded(Rule::Container, why)));
@@ -110,27 +115,25 @@ impl Signal for ContainerWatch {
     }
 }
 
-/// The Pod by name, and the `resourceVersion` to watch from: a list with
-/// a field selector, which the watch needs (a Pod GET gives no list
-/// version) and which `get`/`list`/`watch` on pods allows.
-fn read_pod(client: &mut Client, ns: &str, pod: &str) -> Result<(Option<judge::Pod>, String), KubeError> {
-    #[derive(Deserialize)]
-    struct List {
-        metadata: ListMeta,
-        items: Vec<judge::Pod>,
-    }
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct ListMeta {
-        #[serde(default)]
-        resource_version: String,
-    }
+/// The Pod by name (its named container only), and the `resourceVersion`
+/// to watch from: a list with a field selector, which the watch needs (a
+/// Pod GET gives no list version) and which `list`/`watch` on pods allows.
+fn read_pod(
+    client: &mut Client,
+    ns: &str,
+    pod: &str,
+    container: &str,
+) -> Result<(Option<judge::Pod>, String), KubeError> {
     let path = format!("/api/v1/namespaces/{ns}/pods?fieldSelector=metadata.name%3D{pod}");
-    let body = client.get_required(&path, &format!("list pods named {pod:?} in namespace {ns:?}"))?;
-    let list: List = serde_json::from_slice(&body).map_err(|e| KubeError::Response {
-        message: format!("the Pod list is {} (column {})", crate::lock::error_kind(&e), e.column()),
-    })?;
-    Ok((list.items.into_iter().next(), list.metadata.resource_version))
+    let mut answer = client.get_stream(&path, &format!("list pods named {pod:?} in namespace {ns:?}"))?;
+    let unreadable = |what: String| KubeError::Response { message: format!("the Pod list is {what}") };
+    let read = match answer.next_value(pod::PodList(container))? {
+        Some(Ok(read)) => read,
+        Some(Err(e)) => return Err(unreadable(format!("{} (column {})", crate::lock::error_kind(&e), e.column()))),
+        None => return Err(unreadable("empty".into())),
+    };
+    answer.finish();
+    Ok(read)
 }
 
 /// The agent's handle on the watch thread; dropping it stops the thread
@@ -143,12 +146,16 @@ struct PodWatcher {
 }
 
 impl PodWatcher {
-    fn start(client: Client, (ns, pod): (String, String), nudge: Nudge) -> std::io::Result<PodWatcher> {
+    fn start(
+        client: Client,
+        (ns, pod, container): (String, String, String),
+        nudge: Nudge,
+    ) -> std::io::Result<PodWatcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let read_once = Arc::new(AtomicBool::new(false));
         let (for_thread, read) = (shared.clone(), read_once.clone());
         let worker = Worker::spawn("pod-watch", client, move |client, stop| {
-            Run { client, ns, pod, shared: for_thread, read_once: read, stop, nudge }.run();
+            Run { client, ns, pod, container, shared: for_thread, read_once: read, stop, nudge }.run();
         })?;
         Ok(PodWatcher { shared, read_once, _worker: worker })
     }
@@ -159,18 +166,11 @@ struct Run {
     client: Client,
     ns: String,
     pod: String,
+    container: String,
     shared: Arc<Mutex<Shared>>,
     read_once: Arc<AtomicBool>,
     stop: Stop,
     nudge: Nudge,
-}
-
-#[derive(Deserialize)]
-struct Event {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    object: Option<Box<serde_json::value::RawValue>>,
 }
 
 impl Run {
@@ -178,73 +178,145 @@ impl Run {
         self.stop.stopped()
     }
 
-    fn set(&self, pod: Option<Option<judge::Pod>>, problem: Option<String>) {
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pod) = pod {
-            shared.pod = pod;
-        }
-        shared.problem = problem;
-        drop(shared);
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The Pod as last seen (`None`: it does not exist).
+    fn set_pod(&self, pod: Option<judge::Pod>) {
+        self.lock().pod = pod;
         self.read_once.store(true, Ordering::SeqCst);
         self.nudge.nudge();
     }
 
-    /// Read, then watch from there; again when the watch ends; after a
-    /// failure or a watch that ended at once, after a jittered backoff.
-    fn run(mut self) {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
-        let mut jitter = Jitter::from_os();
-        while !self.stopped() {
-            let healthy = match self.read_and_watch() {
-                Ok(healthy) => healthy,
-                Err(e) => {
-                    self.set(None, Some(e.granted_by(GRANT).to_string()));
-                    false
-                }
-            };
-            if healthy {
-                backoff.reset();
-            } else if !self.stopped() {
-                std::thread::park_timeout(backoff.next_delay(jitter.next_u64(), None));
-            }
+    /// Why the Pod cannot be followed (`None`: it can).
+    fn report(&self, problem: Option<String>) {
+        let mut shared = self.lock();
+        let changed = shared.problem != problem;
+        shared.problem = problem;
+        drop(shared);
+        self.read_once.store(true, Ordering::SeqCst);
+        if changed {
+            self.nudge.nudge();
         }
     }
 
-    /// One read and one watch; `Ok(true)` when the watch was healthy
-    /// (delivered an event or lasted [`HEALTHY_WATCH`]).
-    fn read_and_watch(&mut self) -> Result<bool, KubeError> {
-        let (pod, version) = read_pod(&mut self.client, &self.ns, &self.pod)?;
-        self.set(Some(pod), None);
+    /// List, then watch from there, as the reflector's machine says: the
+    /// next watch at once when one ends, after a jittered backoff when one
+    /// fails or ends at once, a list again after 410 Gone.
+    fn run(mut self) {
+        let mut machine = Machine::default();
+        let mut jitter = Jitter::from_os();
+        let (mut step, mut version) = (Step::List, String::new());
+        while !self.stopped() {
+            let ended = match step {
+                Step::List => self.list(&mut version),
+                Step::Watch => {
+                    let ended = self.watch(&mut version, &mut machine);
+                    self.lock().watching_since = None;
+                    ended
+                }
+            };
+            if self.stopped() {
+                return;
+            }
+            let plan = machine.after(ended, jitter.next_u64());
+            if let Some(problem) = plan.problem {
+                self.report(problem);
+            }
+            let until = Instant::now() + plan.delay;
+            while !self.stopped() && Instant::now() < until {
+                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+            }
+            step = plan.step;
+        }
+    }
+
+    fn list(&mut self, version: &mut String) -> Ended {
+        match read_pod(&mut self.client, &self.ns, &self.pod, &self.container) {
+            Ok((pod, listed)) => {
+                *version = listed;
+                self.set_pod(pod);
+                Ended::Listed
+            }
+            Err(e) => Ended::ListFailed { retry_after: e.retry_after(), error: e.granted_by(GRANT).to_string() },
+        }
+    }
+
+    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
         let path = format!(
-            "/api/v1/namespaces/{}/pods?watch=1&fieldSelector=metadata.name%3D{}&resourceVersion={version}\
-             &timeoutSeconds={WATCH_SECONDS}",
-            self.ns, self.pod
+            "/api/v1/namespaces/{}/pods?watch=1&fieldSelector=metadata.name%3D{}&resourceVersion={}\
+             &allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
+            self.ns,
+            self.pod,
+            percent_encoding::utf8_percent_encode(version, percent_encoding::NON_ALPHANUMERIC)
         );
         let action = format!("watch pods named {:?} in namespace {:?}", self.pod, self.ns);
-        let lasting = Duration::from_secs(WATCH_SECONDS + 30);
-        let mut stream = self.client.watch(&path, &action, lasting)?;
+        let gone =
+            || Ended::Gone { error: "its watches end at once with 410 Gone: listing again after a backoff".into() };
         let started = Instant::now();
-        let mut delivered = false;
-        let mut line = Vec::new();
-        while !self.stopped() && stream.next_line(&mut line)? {
-            let event: Event = serde_json::from_slice(&line).map_err(|e| KubeError::Response {
-                message: format!("a Pod watch event is {} (column {})", crate::lock::error_kind(&e), e.column()),
-            })?;
-            let pod = || -> Result<judge::Pod, KubeError> {
-                let raw = event.object.as_deref().map_or("{}", |o| o.get());
-                serde_json::from_str(raw).map_err(|e| KubeError::Response {
-                    message: format!("a watched Pod is {} (column {})", crate::lock::error_kind(&e), e.column()),
-                })
-            };
-            match event.kind.as_str() {
-                "ADDED" | "MODIFIED" => self.set(Some(Some(pod()?)), None),
-                "DELETED" => self.set(Some(None), None),
-                // 410 Gone and the like: read again.
-                "ERROR" => return Ok(delivered),
-                _ => continue,
+        let lasting = Duration::from_secs(WATCH_SECONDS) + SILENCE_MARGIN;
+        let mut stream = match self.client.watch(&path, &action, lasting) {
+            Ok(stream) => stream,
+            Err(e) if e.code() == Some(410) => return gone(),
+            Err(e) => {
+                let retry_after = e.retry_after();
+                return Ended::WatchFailed { error: e.granted_by(GRANT).to_string(), relist: false, retry_after };
             }
-            delivered = true;
+        };
+        self.lock().watching_since = Some(started);
+        let mut delivered = false;
+        loop {
+            let closed = |delivered| Ended::Closed { lasted: started.elapsed(), delivered };
+            let event = match stream.next_value(pod::WatchEvent(&self.container)) {
+                Ok(Some(event)) => event,
+                Ok(None) => return closed(delivered),
+                // An event over the bound was not seen: listed again.
+                Err(e @ KubeError::Response { .. }) => {
+                    return Ended::WatchFailed { error: e.to_string(), relist: true, retry_after: None };
+                }
+                // Closed under it (a restarting server, a proxy's idle
+                // timeout): the next watch resumes from `version`.
+                Err(e) => {
+                    log::debug!(
+                        "The watch of Pod {}/{} ended: {e}; resuming from version {version}",
+                        self.ns,
+                        self.pod
+                    );
+                    return closed(delivered);
+                }
+            };
+            if self.stopped() {
+                return closed(delivered);
+            }
+            match event {
+                Ok(pod::Event::Changed(pod, at)) => {
+                    *version = at;
+                    self.set_pod(Some(*pod));
+                }
+                Ok(pod::Event::Deleted(at)) => {
+                    *version = at;
+                    self.set_pod(None);
+                }
+                Ok(pod::Event::Bookmark(at)) => *version = at,
+                Ok(pod::Event::Error { code: Some(410), .. }) => return gone(),
+                Ok(pod::Event::Error { code, message }) => {
+                    let message = crate::util::text::sanitize(&message, crate::util::text::MAX_FOREIGN);
+                    let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                    let error = format!("the watch ended with an error{code}: {message}");
+                    return Ended::WatchFailed { error, relist: true, retry_after: None };
+                }
+                Ok(pod::Event::Other) => continue,
+                Err(e) => {
+                    let error = format!("a watched Pod is {} (column {})", crate::lock::error_kind(&e), e.column());
+                    return Ended::WatchFailed { error, relist: true, retry_after: None };
+                }
+            }
+            if !delivered {
+                delivered = true;
+                machine.delivered();
+                self.report(None);
+            }
         }
-        Ok(delivered || started.elapsed() >= HEALTHY_WATCH)
     }
 }
