@@ -29,7 +29,7 @@
 //!   waited again for the rest, so a phase ends at its deadline, neither
 //!   before nor (through a peer that reads slowly) after. Socket timeouts
 //!   are set only when they change: the time left rounded down to
-//!   [`TIMEOUT_STEP`], so a steady client sets them once, not before every
+//!   [`TIMEOUT_STEP`](deadline::TIMEOUT_STEP), so a steady client sets them once, not before every
 //!   read and write.
 //! - **The host resolved when a connection is opened**, not before every
 //!   request (ureq resolves before it looks in its pool, and nearly every
@@ -41,22 +41,26 @@
 //! socket as with ureq's transport, so a blocked read ends at once.
 //! Proxies are not supported: the agents built on this have none.
 
+mod deadline;
+mod quiet;
+
 use super::resolve::{Resolver, Unresolved};
+use deadline::{Deadline, is_timeout, socket_timeout};
+use quiet::Quiet;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use ureq::Error;
 use ureq::config::Config;
 use ureq::http::Uri;
 use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver as UreqResolver};
-use ureq::unversioned::transport::time::Duration as Remaining;
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle, Transport,
 };
-use ureq::{Error, Timeout};
 
 /// How long a kept connection counts as fresh for a request that must not
 /// be sent twice (a POST, a watch): one idle longer is not taken for it.
@@ -68,12 +72,6 @@ pub(crate) const FRESH_FOR: Duration = Duration::from_secs(5);
 /// Held request bytes are written once this many are waiting: a TLS
 /// record's largest plaintext, so a large body streams in full records.
 const FLUSH_AT: usize = 16 * 1024;
-
-/// Socket timeouts are the phase's remaining time rounded down to this, so
-/// that consecutive requests set the same value and the system call is
-/// skipped; a read or write that times out before the deadline is
-/// waited again for the time left.
-const TIMEOUT_STEP: Duration = Duration::from_millis(250);
 
 /// The TLS client configuration: the roots a server's certificate must
 /// chain to, and the client certificate (chain and key, checked at start)
@@ -229,72 +227,6 @@ impl Connect {
             }
         }
         Err(last.map_or(Error::ConnectionFailed, Error::Io))
-    }
-}
-
-/// When a phase ends, from ureq's remaining time when it was given.
-#[derive(Clone, Copy)]
-struct Deadline {
-    at: Option<Instant>,
-    reason: Timeout,
-}
-
-impl Deadline {
-    fn new(timeout: NextTimeout) -> Deadline {
-        let at = match timeout.after {
-            Remaining::NotHappening => None,
-            Remaining::Exact(after) => Some(Instant::now() + after),
-        };
-        Deadline { at, reason: timeout.reason }
-    }
-
-    /// The time left, `None` for no bound; a phase already over is its timeout.
-    fn left(&self) -> Result<Option<Duration>, Error> {
-        match self.at.map(|at| at.saturating_duration_since(Instant::now())) {
-            Some(left) if left.is_zero() => Err(Error::Timeout(self.reason)),
-            left => Ok(left),
-        }
-    }
-}
-
-/// The socket timeout for `left` of a phase: rounded down to
-/// [`TIMEOUT_STEP`] when that leaves a step or more, so it rarely changes.
-/// Never longer than `left`: a read or write never waits past the deadline.
-fn socket_timeout(left: Option<Duration>) -> Option<Duration> {
-    let left = left?;
-    let steps = left.as_nanos() / TIMEOUT_STEP.as_nanos();
-    Some(if steps == 0 { left } else { TIMEOUT_STEP * steps as u32 })
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)
-}
-
-/// Tells without waiting whether the server sent anything on a kept
-/// connection since its last answer was read: bytes, its close or a reset.
-/// An epoll set that holds the socket alone, asked with a zero timeout:
-/// one `epoll_wait`. (A non-blocking read or peek on the blocking socket
-/// costs three system calls: two to switch the socket's mode around it.)
-/// epoll reports the socket only when it is readable at the time asked,
-/// so the answer's own arrival, already read, is not reported.
-struct Quiet {
-    poll: mio::Poll,
-    events: mio::Events,
-}
-
-impl Quiet {
-    /// `socket`, registered with a new epoll set of its own.
-    fn watching(socket: TcpStream) -> io::Result<(TcpStream, Quiet)> {
-        let poll = mio::Poll::new()?;
-        // mio registers its own socket type: the same descriptor, lent.
-        let mut lent = mio::net::TcpStream::from_std(socket);
-        poll.registry().register(&mut lent, mio::Token(0), mio::Interest::READABLE)?;
-        Ok((lent.into(), Quiet { poll, events: mio::Events::with_capacity(1) }))
-    }
-
-    /// Whether nothing arrived: no byte, no close, no error.
-    fn is_quiet(&mut self) -> bool {
-        self.poll.poll(&mut self.events, Some(Duration::ZERO)).is_ok() && self.events.is_empty()
     }
 }
 
@@ -546,17 +478,66 @@ impl Transport for Connection {
         self.tls.is_some()
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::http::{Timeouts, agent_config};
+    use std::net::{SocketAddr, TcpListener};
+    use std::time::Instant;
+    use ureq::Timeout;
+
+    fn timeouts(each: Duration) -> Timeouts {
+        Timeouts { connect: each, send: each, response: each, body: each }
+    }
+
+    /// A name whose lookup takes 3 s (a DNS server that does not answer).
+    fn slow_lookup(_: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    }
 
     #[test]
-    fn a_socket_timeout_is_rounded_down_to_a_step_and_never_lengthened() {
-        let ms = Duration::from_millis;
-        assert_eq!(socket_timeout(None), None);
-        assert_eq!(socket_timeout(Some(ms(4_999))), Some(ms(4_750)));
-        assert_eq!(socket_timeout(Some(ms(4_800))), Some(ms(4_750)));
-        assert_eq!(socket_timeout(Some(ms(250))), Some(ms(250)));
-        assert_eq!(socket_timeout(Some(ms(120))), Some(ms(120)));
+    fn a_slow_lookup_ends_with_the_connect_phase() {
+        let config = agent_config(timeouts(Duration::from_millis(500))).build();
+        let agent = agent_resolving(config, None, Resolver::with(slow_lookup));
+        let started = Instant::now();
+        let answer = agent.get("http://opstatus-slow-dns.test:1/").call();
+        let took = started.elapsed();
+        println!("the lookup ended after {took:?}: {answer:?}");
+        assert!(matches!(answer, Err(Error::Timeout(Timeout::Connect))), "{answer:?}");
+        assert!(took < Duration::from_millis(1_500), "the 500 ms connect phase took {took:?}");
+    }
+
+    /// A peer that reads 64 KiB every 100 ms, for at most 20 s.
+    fn slow_reader() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            let started = Instant::now();
+            let mut buffer = vec![0u8; 64 * 1024];
+            while started.elapsed() < Duration::from_secs(20) && peer.read(&mut buffer).is_ok_and(|n| n > 0) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_peer_that_reads_slowly_cannot_push_a_send_past_its_deadline() {
+        // One large output buffer: ureq hands the body over in 4 MiB
+        // pieces, so one flush spans many socket writes that each make a
+        // little progress.
+        let config = agent_config(timeouts(Duration::from_secs(1)));
+        let agent = agent(config.output_buffer_size(4 * 1024 * 1024).build(), None);
+        let body = vec![b'x'; 16 * 1024 * 1024];
+        let started = Instant::now();
+        let answer = agent.put(format!("http://{}/", slow_reader())).send(&body[..]);
+        let took = started.elapsed();
+        println!("the send ended after {took:?}: {answer:?}");
+        assert!(matches!(answer, Err(Error::Timeout(Timeout::SendBody | Timeout::SendRequest))), "{answer:?}");
+        // The head's and the body's 1 s each, at most.
+        assert!(took < Duration::from_millis(2_300), "the send took {took:?}");
     }
 }
