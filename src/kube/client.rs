@@ -10,6 +10,7 @@ pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
+use crate::util::resolve::Resolver;
 use crate::util::transport;
 use rustls::ClientConfig;
 use std::io::Read;
@@ -123,6 +124,9 @@ pub struct Client {
     pub(super) agent: ureq::Agent,
     /// The TLS configuration, shared with [`Client::sibling`]s.
     tls: Arc<ClientConfig>,
+    /// Looks the server's name up (when it is not an IP address), on one
+    /// helper thread shared with the [`Client::sibling`]s.
+    resolver: Resolver,
     server: String,
     ca_source: String,
     token: Token,
@@ -159,9 +163,11 @@ impl Client {
         if let Some(idle) = keep_alive {
             config = http::kept_alive(config, idle);
         }
+        let resolver = Resolver::default();
         Ok(Client {
-            agent: transport::agent(config.build(), Some(tls.clone())),
+            agent: transport::agent_resolving(config.build(), Some(tls.clone()), resolver.clone()),
             tls,
+            resolver,
             host: host_header(&creds.server)?,
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
@@ -171,12 +177,18 @@ impl Client {
 
     /// A client for another thread: the same server, TLS and credentials
     /// (a token file is re-read by each client on its own schedule, so a
-    /// rotation reaches both), with a connection pool of its own, so a
-    /// long-lived watch never takes the connection the heartbeat keeps.
+    /// rotation reaches both) and the thread that looks the server's name
+    /// up, with a connection pool of its own, so a long-lived watch never
+    /// takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
         Client {
-            agent: transport::agent(self.agent.config().clone(), Some(self.tls.clone())),
+            agent: transport::agent_resolving(
+                self.agent.config().clone(),
+                Some(self.tls.clone()),
+                self.resolver.clone(),
+            ),
             tls: self.tls.clone(),
+            resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
             token: self.token.clone(),
