@@ -41,10 +41,14 @@ fn a_check_that_gets_no_answer_fails_at_one_second() {
     let log = watch(&endpoint, 3, || given_up().len() >= 3);
     let given_up = given_up();
     println!("the check gave up {given_up:?} after its request");
+    // The endpoint's clock starts when its thread has read the request,
+    // a little after the client's (more on a loaded machine): each check
+    // may look a little short, not all of them.
     for after in &given_up {
-        // The request is read a little after the client's clock started.
-        assert!(*after >= Duration::from_millis(980), "gave up early: {given_up:?}\n{log}");
+        assert!(*after >= Duration::from_millis(900), "gave up early: {given_up:?}\n{log}");
         assert!(*after <= Duration::from_millis(1500), "gave up late: {given_up:?}\n{log}");
     }
+    let longest = given_up.iter().max().unwrap();
+    assert!(*longest >= Duration::from_millis(980), "gave up early: {given_up:?}\n{log}");
     assert!(log.contains("no answer within 1s"), "{log}");
 }
