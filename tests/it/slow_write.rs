@@ -27,9 +27,9 @@ fn a_patch_answered_after_6_s_is_sent_once() {
         .unwrap_or_else(|| panic!("the slow heartbeat:\n{}", agent.stderr()));
     // The heartbeat times out at 5 s; the next attempt waits a backoff
     // step (at least 1 s).
-    std::thread::sleep(Duration::from_millis(5_800).saturating_sub(slow.at.elapsed()));
+    std::thread::sleep(Duration::from_millis(5_500).saturating_sub(slow.at.elapsed()));
     let during: Vec<_> =
-        patches().into_iter().skip(before + 1).filter(|r| r.at - slow.at < Duration::from_millis(5_800)).collect();
+        patches().into_iter().skip(before + 1).filter(|r| r.at - slow.at < Duration::from_millis(5_500)).collect();
     let log = agent.stderr();
     assert!(
         during.is_empty(),
