@@ -13,10 +13,10 @@
 //! on the thread, unheard. Each agent has its own resolver, so a slow
 //! lookup for one server never delays another server's.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Looks a host up: the system's resolver ([`system_lookup`]), or a
@@ -43,15 +43,55 @@ struct Job {
     port: u16,
     /// When the caller stops waiting: the lookup is not started after it.
     until: Option<Instant>,
-    answer: SyncSender<io::Result<Vec<SocketAddr>>>,
+    answer: Arc<Answer>,
+}
+
+/// Where the helper thread leaves a lookup's result for its caller.
+#[derive(Default)]
+struct Answer {
+    found: Mutex<Option<io::Result<Vec<SocketAddr>>>>,
+    ready: Condvar,
+}
+
+/// The lookups waiting for the helper thread, and whether it runs.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    running: bool,
+    /// Every [`Resolver`] sharing the thread is gone: it ends.
+    closed: bool,
+}
+
+/// What the helper thread and its resolvers share (std's `Mutex` and
+/// `Condvar`: the channels' generic code would cost the binary more).
+#[derive(Default)]
+struct Desk {
+    queue: Mutex<Queue>,
+    work: Condvar,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Resolves host names on one helper thread of its own (see the module's
-/// doc). Clones share the thread.
+/// doc). Clones share the thread; it ends when the last one is dropped.
 #[derive(Clone)]
 pub(crate) struct Resolver {
+    owner: Arc<Owner>,
+}
+
+/// Closes the desk when the last [`Resolver`] clone goes.
+struct Owner {
     lookup: Lookup,
-    thread: Arc<Mutex<Option<Sender<Job>>>>,
+    desk: Arc<Desk>,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        lock(&self.desk.queue).closed = true;
+        self.desk.work.notify_all();
+    }
 }
 
 impl Default for Resolver {
@@ -62,7 +102,7 @@ impl Default for Resolver {
 
 impl Resolver {
     pub(crate) fn with(lookup: Lookup) -> Resolver {
-        Resolver { lookup, thread: Arc::new(Mutex::new(None)) }
+        Resolver { owner: Arc::new(Owner { lookup, desk: Arc::default() }) }
     }
 
     /// The addresses of `host` (a name, or an IP address, bracketed or
@@ -76,15 +116,19 @@ impl Resolver {
         if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, port)]);
         }
-        let (answer, answered) = mpsc::sync_channel(1);
         let until = within.map(|left| Instant::now() + left);
-        self.submit(Job { host: host.to_string(), port, until, answer }).map_err(Unresolved::Failed)?;
-        let found = match within {
-            Some(left) => answered.recv_timeout(left).map_err(|e| match e {
-                RecvTimeoutError::Timeout => Unresolved::TimedOut,
-                RecvTimeoutError::Disconnected => Unresolved::Failed(io::Error::other("the lookup thread ended")),
-            })?,
-            None => answered.recv().map_err(|_| Unresolved::Failed(io::Error::other("the lookup thread ended")))?,
+        let answer = Arc::new(Answer::default());
+        self.submit(Job { host: host.to_string(), port, until, answer: answer.clone() }).map_err(Unresolved::Failed)?;
+        let mut found = lock(&answer.found);
+        let found = loop {
+            if let Some(found) = found.take() {
+                break found;
+            }
+            found = match until.map(|until| until.saturating_duration_since(Instant::now())) {
+                Some(left) if left.is_zero() => return Err(Unresolved::TimedOut),
+                Some(left) => answer.ready.wait_timeout(found, left).unwrap_or_else(|p| p.into_inner()).0,
+                None => answer.ready.wait(found).unwrap_or_else(|p| p.into_inner()),
+            };
         };
         match found {
             Ok(addresses) if addresses.is_empty() => {
@@ -97,32 +141,39 @@ impl Resolver {
 
     /// Hands `job` to the helper thread, starting it if it is not running.
     fn submit(&self, job: Job) -> io::Result<()> {
-        let mut thread = self.thread.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let job = match thread.as_ref() {
-            Some(jobs) => match jobs.send(job) {
-                Ok(()) => return Ok(()),
-                // The thread ended (it cannot, short of a panic): a new one.
-                Err(mpsc::SendError(job)) => job,
-            },
-            None => job,
-        };
-        let (jobs, queue) = mpsc::channel();
-        let lookup = self.lookup;
-        std::thread::Builder::new().name("opstatus-resolve".into()).spawn(move || serve(queue, lookup))?;
-        jobs.send(job).map_err(|_| io::Error::other("the lookup thread ended"))?;
-        *thread = Some(jobs);
+        let desk = &self.owner.desk;
+        let mut queue = lock(&desk.queue);
+        if !queue.running {
+            let (desk, lookup) = (desk.clone(), self.owner.lookup);
+            std::thread::Builder::new().name("opstatus-resolve".into()).spawn(move || serve(&desk, lookup))?;
+            queue.running = true;
+        }
+        queue.jobs.push_back(job);
+        desk.work.notify_one();
         Ok(())
     }
 }
 
 /// The helper thread: one lookup at a time, until every [`Resolver`]
 /// sharing it is gone.
-fn serve(queue: Receiver<Job>, lookup: Lookup) {
-    for job in queue {
+fn serve(desk: &Desk, lookup: Lookup) {
+    let mut queue = lock(&desk.queue);
+    loop {
+        let Some(job) = queue.jobs.pop_front() else {
+            if queue.closed {
+                return;
+            }
+            queue = desk.work.wait(queue).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
         if job.until.is_some_and(|until| Instant::now() >= until) {
             continue;
         }
-        let _ = job.answer.send(lookup(&job.host, job.port));
+        drop(queue);
+        let found = lookup(&job.host, job.port);
+        *lock(&job.answer.found) = Some(found);
+        job.answer.ready.notify_one();
+        queue = lock(&desk.queue);
     }
 }
 
@@ -152,7 +203,7 @@ mod tests {
         assert_eq!(found, vec!["[::1]:6443".parse().unwrap()]);
         assert_eq!(resolver.resolve("10.96.0.1", 443, None).unwrap(), vec!["10.96.0.1:443".parse().unwrap()]);
         assert!(started.elapsed() < Duration::from_secs(1));
-        assert!(resolver.thread.lock().unwrap().is_none(), "no thread started");
+        assert!(!lock(&resolver.owner.desk.queue).running, "no thread started");
     }
 
     #[test]

@@ -274,13 +274,13 @@ impl Connection {
             && tls.is_handshaking()
         {
             if tls.wants_write() {
-                self.within(deadline, Wait::Write, |c| match &mut c.tls {
+                self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
                     Some(tls) => tls.write_tls(&mut &*c.socket),
                     None => Ok(0),
                 })?;
                 continue;
             }
-            let read = self.within(deadline, Wait::Read, |c| match &mut c.tls {
+            let read = self.within(deadline, Wait::Read, &mut |c| match &mut c.tls {
                 Some(tls) => tls.read_tls(&mut &*c.socket),
                 None => Ok(0),
             })?;
@@ -310,12 +310,12 @@ impl Connection {
     /// waited again for the rest. A write that makes progress returns, and
     /// the next one waits only what is then left: a peer that reads slowly
     /// cannot stretch a send past its deadline.
-    fn within<T>(
+    fn within(
         &mut self,
         deadline: &Deadline,
         wait: Wait,
-        mut op: impl FnMut(&mut Self) -> io::Result<T>,
-    ) -> Result<T, Error> {
+        op: &mut dyn FnMut(&mut Self) -> io::Result<usize>,
+    ) -> Result<usize, Error> {
         loop {
             let left = deadline.left().inspect_err(|_| self.broken = true)?;
             let wanted = socket_timeout(left);
@@ -370,7 +370,7 @@ impl Connection {
         let Some(tls) = &mut self.tls else {
             let mut sent = 0;
             while sent < held.len() {
-                match self.within(deadline, Wait::Write, |c| (&*c.socket).write(&held[sent..]))? {
+                match self.within(deadline, Wait::Write, &mut |c| (&*c.socket).write(&held[sent..]))? {
                     0 => return Err(self.failed(io::ErrorKind::WriteZero.into(), deadline)),
                     written => sent += written,
                 }
@@ -380,7 +380,7 @@ impl Connection {
         // Into rustls's buffer: it encrypts, the socket is not touched.
         tls.writer().write_all(held)?;
         while self.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
-            self.within(deadline, Wait::Write, |c| match &mut c.tls {
+            self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
                 Some(tls) => tls.write_tls(&mut &*c.socket),
                 None => Ok(0),
             })?;
@@ -393,7 +393,7 @@ impl Connection {
     fn read_input(&mut self, deadline: &Deadline) -> Result<bool, Error> {
         let read = loop {
             let Some(tls) = &mut self.tls else {
-                break self.within(deadline, Wait::Read, |c| (&*c.socket).read(c.buffers.input_append_buf()))?;
+                break self.within(deadline, Wait::Read, &mut |c| (&*c.socket).read(c.buffers.input_append_buf()))?;
             };
             match tls.reader().read(self.buffers.input_append_buf()) {
                 Ok(read) => break read,
@@ -402,14 +402,14 @@ impl Connection {
                 Err(e) => return Err(self.failed(e, deadline)),
             }
             // No plaintext yet: one read from the socket, then decrypt.
-            let read = self.within(deadline, Wait::Read, |c| match &mut c.tls {
+            let read = self.within(deadline, Wait::Read, &mut |c| match &mut c.tls {
                 Some(tls) => tls.read_tls(&mut &*c.socket),
                 None => Ok(0),
             })?;
             self.process_tls()?;
             if read > 0 && self.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
                 // A key update asks for an answer of ours.
-                self.within(deadline, Wait::Write, |c| match &mut c.tls {
+                self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
                     Some(tls) => tls.write_tls(&mut &*c.socket),
                     None => Ok(0),
                 })?;
