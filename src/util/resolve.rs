@@ -190,6 +190,10 @@ mod tests {
         Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
     }
 
+    fn quick(_: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    }
+
     fn never(_: &str, _: u16) -> io::Result<Vec<SocketAddr>> {
         std::thread::sleep(Duration::from_secs(3));
         Ok(vec![SocketAddr::from(([127, 0, 0, 1], 1))])
@@ -217,5 +221,22 @@ mod tests {
         assert_eq!(threads.len(), 3);
         assert!(threads.iter().all(|t| *t == threads[0]), "one thread for all: {threads:?}");
         assert_ne!(threads[0], std::thread::current().id(), "not the caller's");
+    }
+
+    #[test]
+    fn the_thread_ends_with_the_last_resolver() {
+        let resolver = Resolver::with(quick);
+        let sibling = resolver.clone();
+        resolver.resolve("api.example", 1, Some(Duration::from_secs(20))).unwrap();
+        let desk = resolver.owner.desk.clone();
+        drop(resolver);
+        sibling.resolve("api.example", 2, Some(Duration::from_secs(20))).unwrap();
+        drop(sibling);
+        // The thread's own reference goes when it ends.
+        let started = Instant::now();
+        while Arc::strong_count(&desk) > 1 && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(Arc::strong_count(&desk), 1, "the thread still runs");
     }
 }

@@ -540,4 +540,52 @@ mod tests {
         // The head's and the body's 1 s each, at most.
         assert!(took < Duration::from_millis(2_300), "the send took {took:?}");
     }
+
+    /// A server that answers the first request on each connection and,
+    /// per `close_under_the_second`, reads the next one and closes (`true`) or never
+    /// answers it (`false`).
+    fn answers_once(close_under_the_second: bool) -> SocketAddr {
+        use std::io::BufRead;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for peer in listener.incoming().take(4) {
+                let Ok(mut peer) = peer else { return };
+                std::thread::spawn(move || {
+                    let _ = peer.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut reader = io::BufReader::new(peer.try_clone().unwrap());
+                    for nth in 0..2 {
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).is_ok_and(|n| n > 0) && !line.ends_with("\r\n\r\n") {}
+                        if nth == 0 {
+                            let _ = peer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                        } else if close_under_the_second {
+                            return;
+                        } else {
+                            std::thread::sleep(Duration::from_secs(3));
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn only_a_kept_connection_closed_before_any_answer_marks_the_request_unsent() {
+        let agent = agent(agent_config(timeouts(Duration::from_secs(1))).build(), None);
+        let url = format!("http://{}/", answers_once(true));
+        // Read to its end, so that the connection is kept.
+        let read = |agent: &ureq::Agent, url: &str| agent.get(url).call()?.body_mut().read_to_string();
+        assert_eq!(read(&agent, &url).unwrap(), "ok", "the first request, on a new connection");
+        let closed = agent.get(&url).call().unwrap_err();
+        assert!(unsent(&closed), "closed under the second, on the kept connection: {closed:?}");
+
+        let agent = super::agent(agent_config(timeouts(Duration::from_secs(1))).build(), None);
+        let url = format!("http://{}/", answers_once(false));
+        assert_eq!(read(&agent, &url).unwrap(), "ok");
+        let timed_out = agent.get(&url).call().unwrap_err();
+        assert!(matches!(timed_out, Error::Timeout(Timeout::RecvResponse)), "{timed_out:?}");
+        assert!(!unsent(&timed_out), "the server may be working on it");
+    }
 }
