@@ -10,11 +10,12 @@ pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, Timeouts};
-use crate::util::transport::{self, Probe};
+use crate::util::resolve::Resolver;
+use crate::util::transport;
 use rustls::ClientConfig;
 use std::io::Read;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
 use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
 
@@ -62,8 +63,8 @@ const TIMEOUTS: Timeouts = Timeouts {
 
 /// The longest one Kubernetes call can take, whatever the server does: it
 /// is sent again once after a 401 (a rotated token), and each of the two
-/// may be sent again once on a new connection when a kept one broke under
-/// it; each send bounded by [`TIMEOUTS`] (19 s). For the liveness window.
+/// may be sent again once on a new connection when a kept one turned out
+/// closed under it; each send bounded by [`TIMEOUTS`] (19 s). For the liveness window.
 pub(crate) fn call_bound() -> Duration {
     TIMEOUTS.bound() * 4
 }
@@ -72,9 +73,6 @@ pub(crate) fn call_bound() -> Duration {
 /// in the pool: the next heartbeat is due an interval after the last write
 /// finished, and the checks before it take a few seconds at most.
 const KEEP_ALIVE_MARGIN: Duration = Duration::from_secs(30);
-
-/// ureq's own idle age, for the one-shot commands (`get`, `once`).
-const ONE_SHOT_IDLE: Duration = Duration::from_secs(15);
 
 /// How long a client that calls at least once every `heartbeat` keeps its
 /// idle connection, so that no heartbeat pays a TLS handshake.
@@ -128,13 +126,12 @@ pub struct Client {
     pub(super) agent: ureq::Agent,
     /// The TLS configuration, shared with [`Client::sibling`]s.
     tls: Arc<ClientConfig>,
+    /// Looks the server's name up (when it is not an IP address), on one
+    /// helper thread shared with the [`Client::sibling`]s.
+    resolver: Resolver,
     server: String,
     ca_source: String,
     token: Token,
-    /// How long ureq keeps an idle connection.
-    idle: Duration,
-    /// When the last answer came back over a connection ureq then kept.
-    last_answer: Option<Instant>,
     /// The `Host` header of every request, built once: ureq would build it
     /// (with `format!`) on each.
     host: HeaderValue,
@@ -172,31 +169,35 @@ impl Client {
         if let Some(idle) = keep_alive {
             config = http::kept_alive(config, idle);
         }
+        let resolver = Resolver::default();
         Ok(Client {
-            agent: transport::agent(config.build(), Some(tls.clone()), Probe::Never),
+            agent: transport::agent_resolving(config.build(), Some(tls.clone()), resolver.clone()),
             tls,
+            resolver,
             host: host_header(&creds.server)?,
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
             token,
-            idle: keep_alive.unwrap_or(ONE_SHOT_IDLE),
-            last_answer: None,
         })
     }
 
     /// A client for another thread: the same server, TLS and credentials
     /// (a token file is re-read by each client on its own schedule, so a
-    /// rotation reaches both), with a connection pool of its own, so a
-    /// long-lived watch never takes the connection the heartbeat keeps.
+    /// rotation reaches both) and the thread that looks the server's name
+    /// up, with a connection pool of its own, so a long-lived watch never
+    /// takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
         Client {
-            agent: transport::agent(self.agent.config().clone(), Some(self.tls.clone()), Probe::Never),
+            agent: transport::agent_resolving(
+                self.agent.config().clone(),
+                Some(self.tls.clone()),
+                self.resolver.clone(),
+            ),
             tls: self.tls.clone(),
+            resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
             token: self.token.clone(),
-            idle: self.idle,
-            last_answer: None,
             host: self.host.clone(),
         }
     }
@@ -226,7 +227,7 @@ impl Client {
         // A watch is not sent again when its connection turns out closed:
         // like a POST, it never takes one that idled long.
         let config = self.agent.get(&url).config().timeout_recv_body(Some(lasting));
-        let request = self.with_headers(config.max_idle_age(transport::PROBE_AFTER).build());
+        let request = self.with_headers(config.max_idle_age(transport::FRESH_FOR).build());
         let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();
         let mut body = response.into_body();
@@ -342,35 +343,28 @@ impl Client {
         }
     }
 
-    /// Sends once; again, once, on a new connection when the kept one broke
-    /// under the request. A load balancer or conntrack that forgot an idle
-    /// flow, or a server whose idle close crossed our request, looks like
-    /// that, and ureq does not retry. Only requests that do no harm twice
-    /// are sent again: reads, server-side apply (declarative: the same
-    /// apply twice is the same object; one with a `resourceVersion`
-    /// precondition is a 409 the second time, never a double write), a
-    /// PUT (it carries its `resourceVersion`) and a merge patch of absolute
-    /// values (an event's `count`); never a POST.
+    /// Sends once; again, once, on a new connection when the kept one
+    /// turned out closed before the request can have reached the server:
+    /// its write failed, or the server closed or reset it before a byte of
+    /// the answer (a server's idle close crossing the request). ureq does
+    /// not retry. A timeout is never resent: the server may be working on
+    /// the request, and a second one would double the write on a server
+    /// already slow. Only requests that do no harm twice are sent again:
+    /// reads, server-side apply (declarative: the same apply twice is the
+    /// same object; one with a `resourceVersion` precondition is a 409 the
+    /// second time, never a double write), a PUT (it carries its
+    /// `resourceVersion`) and a merge patch of absolute values (an event's
+    /// `count`); never a POST.
     fn send_on_kept(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
-        let kept = self.last_answer.is_some_and(|at| at.elapsed() < self.idle);
-        match self.send_once(request, want_body) {
-            Err(Failed { error, connection_lost: true }) if kept && request.method.safe_to_repeat() => {
-                log::debug!("The kept connection broke ({error}); sending the request again on a new one");
-                self.send_once(request, want_body).map_err(|f| f.error)
+        match self.exchange(request, want_body) {
+            Err(Failed { error, connection_lost: true }) if request.method.safe_to_repeat() => {
+                log::debug!(
+                    "The kept connection was closed under the request ({error}); sending it again on a new one"
+                );
+                self.exchange(request, want_body).map_err(|f| f.error)
             }
             other => other.map_err(|f| f.error),
         }
-    }
-
-    /// One request; notes when an answer came back, after which ureq keeps
-    /// the connection (when the body was read to its end).
-    fn send_once(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        self.last_answer = None;
-        let answer = self.exchange(request, want_body);
-        if answer.is_ok() || answer.as_ref().is_err_and(|f| f.error.code().is_some()) {
-            self.last_answer = Some(Instant::now());
-        }
-        answer
     }
 
     /// The headers every request carries, names and values as constants or
@@ -394,7 +388,7 @@ impl Client {
                     // Sent at most once (see `send_on_kept`): never on a
                     // connection that idled long enough for the server to
                     // have closed it (the transport does not probe for us).
-                    _ => (self.agent.post(request.url).config().max_idle_age(transport::PROBE_AFTER).build(), JSON),
+                    _ => (self.agent.post(request.url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
                 };
                 self.with_headers(builder).header(CONTENT_TYPE, content_type).send(body)
             }
@@ -447,8 +441,9 @@ impl Client {
     }
 }
 
-/// A failed attempt, and whether the connection broke before an answer
-/// came: the mark of a kept connection closed while it idled.
+/// A failed attempt, and whether it failed on a kept connection before the
+/// request can have reached the server: the mark of a kept connection the
+/// server closed as the request went out.
 struct Failed {
     error: KubeError,
     connection_lost: bool,
@@ -480,6 +475,7 @@ mod tests {
     fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {
         assert_eq!(keep_alive_for(Duration::from_secs(60)), Duration::from_secs(90));
         assert_eq!(keep_alive_for(crate::status::MAX_INTERVAL), Duration::from_secs(270));
-        assert!(keep_alive_for(crate::status::MIN_INTERVAL) > ONE_SHOT_IDLE);
+        // Longer than ureq's own 15 s, which the one-shot commands keep.
+        assert!(keep_alive_for(crate::status::MIN_INTERVAL) > Duration::from_secs(15));
     }
 }

@@ -20,7 +20,7 @@ use crate::pro::registration::Outcome;
 use crate::util::files;
 use crate::util::http::{self, Timeouts};
 use crate::util::text::{MAX_FOREIGN, sanitize};
-use crate::util::transport::{self, Probe};
+use crate::util::transport;
 use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -181,7 +181,7 @@ impl Kube9Client {
             tls = Some(transport::tls_config(&roots, None).map_err(|why| format!("CA bundle {source}: {why}"))?);
         }
         Ok(Kube9Client {
-            agent: transport::agent(http::agent_config(TIMEOUTS).build(), tls, Probe::IdleConnections),
+            agent: transport::agent(http::agent_config(TIMEOUTS).build(), tls),
             register_url: format!("{server}/v1/operator/register"),
             server,
         })

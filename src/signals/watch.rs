@@ -11,7 +11,7 @@ use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
 use crate::util::reported::Reported;
-use crate::util::transport::{self, Probe};
+use crate::util::transport;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -39,13 +39,13 @@ impl Watches {
             response: URL_TIMEOUT,
             body: URL_TIMEOUT,
         })
-        // Probed every few seconds: keeping the connection saves a
-        // handshake per check and costs the operator nothing.
+        // Checked every few seconds: keeping the connection saves a
+        // connection per check and costs the operator nothing.
         .max_idle_connections(urls.len().max(1))
         .build();
         // Plain http:// only (`check_url`): opstatus's transport without TLS,
         // so ureq's own TCP and TLS stack is not linked at all.
-        let agent = transport::agent(config, None, Probe::IdleConnections);
+        let agent = transport::agent(config, None);
         Watches { urls, file, critical, agent, problem: Reported::default() }
     }
 
@@ -68,7 +68,15 @@ impl Watches {
     }
 
     fn url_problem(&self, url: &str) -> Option<String> {
-        match self.agent.get(url).call() {
+        let answer = match self.agent.get(url).call() {
+            // The endpoint closed the kept connection as the check went out
+            // (servers that keep idle connections for a few seconds, as
+            // gunicorn's 2 s): not the operator's failure; once more, on a
+            // new connection.
+            Err(e) if transport::unsent(&e) => self.agent.get(url).call(),
+            answer => answer,
+        };
+        match answer {
             Ok(mut response) => {
                 // Drain so the kept-alive connection can be reused.
                 let _ = response.body_mut().with_config().limit(URL_BODY_LIMIT).read_to_vec();
@@ -104,11 +112,13 @@ impl Signal for Watches {
         }
     }
 
-    /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`; the
-    /// heartbeat file is a `stat`.
+    /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`, after at
+    /// most one attempt on a kept connection that turned out closed (its
+    /// send and the wait for an answer); the heartbeat file is a `stat`.
     fn worst_case(&self) -> Duration {
         let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
-        one.bound().saturating_mul(self.urls.len() as u32)
+        let closed_under_it = one.send * 2 + one.response;
+        (one.bound() + closed_under_it).saturating_mul(self.urls.len() as u32)
     }
 }
 

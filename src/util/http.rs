@@ -59,16 +59,16 @@ pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
 /// that calls one server one request at a time: one idle connection is all
 /// it ever has to keep.
 ///
-/// The connection is taken again as it is, unprobed (the Kubernetes
-/// client's agents: [`Probe::Never`]). One the server closed while it idled
-/// surfaces as a transport error on the request that reuses it: ureq does
-/// not retry, so the Kubernetes client sends the request once more on a new
-/// connection when it may be sent twice (reads, apply, update, merge
-/// patch), and sends the rest (a POST, a watch) only on a connection used
-/// less than [`PROBE_AFTER`] ago.
+/// The transport tells with one system call whether a kept connection
+/// can take the next request (nothing arrived on it since its answer: no
+/// stray bytes, no close). A close that crosses the request surfaces on
+/// it: ureq does not retry, so the Kubernetes client sends the request
+/// once more on a new connection when it cannot have reached the server
+/// and may be sent twice (reads, apply, update, merge patch), and sends
+/// the rest (a POST, a watch) only on a connection used less than
+/// [`FRESH_FOR`] ago.
 ///
-/// [`PROBE_AFTER`]: crate::util::transport::PROBE_AFTER
-/// [`Probe::Never`]: crate::util::transport::Probe::Never
+/// [`FRESH_FOR`]: crate::util::transport::FRESH_FOR
 pub(crate) fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
     config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
 }

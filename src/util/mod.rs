@@ -11,6 +11,7 @@ pub(crate) mod files;
 pub(crate) mod http;
 pub mod logging;
 pub(crate) mod reported;
+pub(crate) mod resolve;
 pub(crate) mod shutdown;
 pub(crate) mod spelling;
 pub(crate) mod text;

@@ -1,68 +1,77 @@
-//! The connection under ureq for the Kubernetes and kube9-server clients:
-//! TCP, then TLS on the rustls opstatus links (verified against the roots
-//! given, with the client certificate if any), or plain TCP for an
-//! `http://` URL (kube9-server, when the user opted in).
+//! The connection under ureq for the Kubernetes and kube9-server clients
+//! and the operator health checks: TCP, then TLS on the rustls opstatus
+//! links (verified against the roots given, with the client certificate if
+//! any), or plain TCP for an `http://` URL (kube9-server, when the user
+//! opted in; the operator's own endpoints).
 //!
 //! What it does that ureq's own TCP + rustls stack does not:
 //! - **One write per request.** ureq hands over a request's head and then
 //!   its body as two pieces; they are held here until the answer is
 //!   awaited (or 16 KiB are waiting), then leave as one TLS record in one
 //!   `write`. ureq's stack sends two records in two `sendto`s.
-//! - **No probe of a connection it has just used.** ureq's pool asks a
-//!   connection whether it is open when it is returned and when it is taken
-//!   again; ureq's TCP transport answers each with a non-blocking read (three
-//!   system calls). Here a connection answers from what it knows (an error
-//!   or a close seen, bytes left unread). An agent whose caller cannot send
-//!   a request again ([`Probe::IdleConnections`]: the operator health checks,
-//!   kube9-server) also probes a connection that idled [`PROBE_AFTER`] or
-//!   more, when it is taken; the Kubernetes client needs no probe
-//!   ([`Probe::Never`]): it sends a request again when a kept connection
-//!   broke under it, and sends none that cannot be repeated on a connection
-//!   idle that long.
-//! - **Socket timeouts set only when they change**: each phase's remaining
-//!   time is rounded down to [`TIMEOUT_STEP`], so a steady client sets them
-//!   once, not before every read and write.
+//! - **One system call to tell whether a kept connection can take the next
+//!   request.** ureq's pool asks a connection whether it is open when it is
+//!   returned and when it is taken again; ureq's TCP transport answers each
+//!   with a non-blocking read (three system calls each). Here the return
+//!   is answered from what is known (an error or a close seen, bytes left
+//!   unread in rustls), and the take with one `epoll_wait` that does not
+//!   wait ([`Quiet`]): anything the server sent since its answer (a stray
+//!   second response, its close, a reset) means the connection is closed,
+//!   never read as the next request's answer.
+//! - **A request that cannot have reached the server is marked**
+//!   ([`unsent`]): on a kept connection, its write failed, or the server
+//!   closed or reset the connection before a byte of the answer (an idle
+//!   close crossing the request). The Kubernetes client and the health
+//!   checks send such a request once more on a new connection; a timeout
+//!   is never such a failure (the server may be working on the request).
+//! - **Deadlines kept, not approximated**: each blocking read or write
+//!   waits at most the phase's time left, and one that timed out early is
+//!   waited again for the rest, so a phase ends at its deadline, neither
+//!   before nor (through a peer that reads slowly) after. Socket timeouts
+//!   are set only when they change: the time left rounded down to
+//!   [`TIMEOUT_STEP`](deadline::TIMEOUT_STEP), so a steady client sets them once, not before every
+//!   read and write.
 //! - **The host resolved when a connection is opened**, not before every
-//!   request: ureq resolves before it looks in its pool, and nearly every
-//!   request goes out on the kept connection ([`AtConnect`]).
+//!   request (ureq resolves before it looks in its pool, and nearly every
+//!   request goes out on the kept connection: [`AtConnect`]), within the
+//!   connect phase's time ([`Resolver`]).
 //!
 //! The per-phase timeouts are ureq's (a held request is written under its
 //! own send deadline, not the answer's). `Agent::shutdown` reaches the
 //! socket as with ureq's transport, so a blocked read ends at once.
 //! Proxies are not supported: the agents built on this have none.
 
+mod deadline;
+mod quiet;
+
+use super::resolve::{Resolver, Unresolved};
+use deadline::{Deadline, is_timeout, socket_timeout};
+use quiet::Quiet;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use ureq::Error;
 use ureq::config::Config;
 use ureq::http::Uri;
-use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::time::Duration as Remaining;
+use ureq::unversioned::resolver::{ResolvedSocketAddrs, Resolver as UreqResolver};
 use ureq::unversioned::transport::{
     Buffers, ConnectionDetails, Connector, LazyBuffers, NextTimeout, ShutdownHandle, Transport,
 };
-use ureq::{Error, Timeout};
 
-/// How long a kept connection may idle before it is probed when taken
-/// again. A connection the server closed while idle is then replaced
-/// before a request that cannot be sent twice (a POST) goes out on it;
-/// below this, a close crossing the request is what the Kubernetes client's
-/// one resend covers, and servers and middleboxes close idle connections
-/// after tens of seconds, not a few.
-pub(crate) const PROBE_AFTER: Duration = Duration::from_secs(5);
+/// How long a kept connection counts as fresh for a request that must not
+/// be sent twice (a POST, a watch): one idle longer is not taken for it.
+/// A connection the server closed is seen when it is taken ([`Quiet`]),
+/// but a middlebox that forgot an idle flow says nothing; servers and
+/// middleboxes forget idle connections after tens of seconds, not a few.
+pub(crate) const FRESH_FOR: Duration = Duration::from_secs(5);
 
 /// Held request bytes are written once this many are waiting: a TLS
 /// record's largest plaintext, so a large body streams in full records.
 const FLUSH_AT: usize = 16 * 1024;
-
-/// Socket timeouts are the phase's remaining time rounded down to this, so
-/// that consecutive requests set the same value and the system call is
-/// skipped; a timeout so fires at most this much early, never late.
-const TIMEOUT_STEP: Duration = Duration::from_millis(250);
 
 /// The TLS client configuration: the roots a server's certificate must
 /// chain to, and the client certificate (chain and key, checked at start)
@@ -87,24 +96,12 @@ pub(crate) fn tls_config(
     Ok(Arc::new(config))
 }
 
-/// Whether a kept connection is probed before it is used again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Probe {
-    /// When it idled [`PROBE_AFTER`] or more: for callers that cannot send
-    /// a request again when the server closed the connection meanwhile.
-    IdleConnections,
-    /// Never: the caller sends a request again on a new connection when a
-    /// kept one broke under it, and keeps a request that cannot be sent
-    /// twice off connections idle [`PROBE_AFTER`] or more.
-    Never,
-}
-
 /// Opens [`Connection`]s: TLS for `https://` with `tls`; plain TCP for
 /// `http://`. An `https://` URL without a TLS configuration is refused.
 #[derive(Clone)]
 pub(crate) struct Connect {
     pub tls: Option<Arc<ClientConfig>>,
-    pub probe: Probe,
+    pub resolver: Resolver,
 }
 
 impl std::fmt::Debug for Connect {
@@ -114,31 +111,48 @@ impl std::fmt::Debug for Connect {
 }
 
 /// An agent on [`Connect`] with `config`.
-pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>, probe: Probe) -> ureq::Agent {
-    ureq::Agent::with_parts(config, Connect { tls, probe }, AtConnect)
+pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>) -> ureq::Agent {
+    agent_resolving(config, tls, Resolver::default())
+}
+
+/// [`agent`], looking host names up with `resolver`.
+pub(crate) fn agent_resolving(
+    config: ureq::config::Config,
+    tls: Option<Arc<ClientConfig>>,
+    resolver: Resolver,
+) -> ureq::Agent {
+    ureq::Agent::with_parts(config, Connect { tls, resolver }, AtConnect)
 }
 
 /// ureq's resolver, asked before every request: it answers with no
-/// address, and [`Connect`] resolves the host when it opens a connection
-/// (an IP address is parsed; a name is looked up as ureq would, without a
-/// thread).
+/// address, and [`Connect`] resolves the host when it opens a connection.
 #[derive(Debug)]
 struct AtConnect;
 
-impl Resolver for AtConnect {
+impl UreqResolver for AtConnect {
     fn resolve(&self, _: &Uri, _: &Config, _: NextTimeout) -> Result<ResolvedSocketAddrs, Error> {
         Ok(self.empty())
     }
 }
 
-/// The addresses to connect to for `details`: those given, else the host's.
-fn addresses(details: &ConnectionDetails) -> Result<ResolvedSocketAddrs, Error> {
-    if !details.addrs.is_empty() {
-        return Ok(details.addrs.clone());
-    }
-    let unbounded = NextTimeout { after: Remaining::NotHappening, reason: Timeout::Resolve, ..NextTimeout::default() };
-    DefaultResolver::default().resolve(details.uri, details.config, unbounded)
+/// Whether `e` is a request's failure on a kept connection that cannot
+/// have reached the server (see the module's doc): worth sending once more
+/// on a new connection. Never a timeout.
+pub(crate) fn unsent(e: &Error) -> bool {
+    matches!(e, Error::Io(io) if io.get_ref().is_some_and(|inner| inner.is::<Unsent>()))
 }
+
+/// The mark of [`unsent`], inside the `io::Error` that says what happened.
+#[derive(Debug)]
+struct Unsent(&'static str);
+
+impl std::fmt::Display for Unsent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for Unsent {}
 
 impl Connector<()> for Connect {
     type Out = Connection;
@@ -150,7 +164,8 @@ impl Connector<()> for Connect {
             (false, _) => None,
         };
         let deadline = Deadline::new(details.timeout);
-        let socket = Arc::new(connect_tcp(details, &deadline)?);
+        let (socket, quiet) = Quiet::watching(self.connect_tcp(details, &deadline)?)?;
+        let socket = Arc::new(socket);
         if details.config.no_delay() {
             socket.set_nodelay(true)?;
         }
@@ -158,15 +173,17 @@ impl Connector<()> for Connect {
         let buffers = LazyBuffers::new(details.config.input_buffer_size(), details.config.output_buffer_size());
         let mut connection = Connection {
             socket,
+            quiet,
             tls: None,
             buffers,
             held: Vec::new(),
             held_deadline: None,
             read_timeout: None,
             write_timeout: None,
-            last_used: Instant::now(),
             broken: false,
-            probe: self.probe,
+            exchange: false,
+            reused: false,
+            answered: false,
         };
         if let Some(config) = tls {
             let host = details.uri.host().unwrap_or_default();
@@ -179,62 +196,51 @@ impl Connector<()> for Connect {
     }
 }
 
-fn connect_tcp(details: &ConnectionDetails, deadline: &Deadline) -> Result<TcpStream, Error> {
-    let mut last = None;
-    for addr in &addresses(details)? {
-        let result = match deadline.left()? {
-            Some(left) => TcpStream::connect_timeout(addr, left),
-            None => TcpStream::connect(addr),
+impl Connect {
+    /// A TCP connection to the URL's host, its name looked up and each
+    /// address tried within the connect phase's time.
+    fn connect_tcp(&self, details: &ConnectionDetails, deadline: &Deadline) -> Result<TcpStream, Error> {
+        let addresses = match details.addrs.is_empty() {
+            false => details.addrs.to_vec(),
+            true => {
+                let uri = details.uri;
+                let default_port = if details.needs_tls() { 443 } else { 80 };
+                let port = uri.port_u16().unwrap_or(default_port);
+                let host = uri.host().ok_or(Error::HostNotFound)?;
+                self.resolver.resolve(host, port, deadline.left()?).map_err(|e| match e {
+                    Unresolved::TimedOut => Error::Timeout(deadline.reason),
+                    Unresolved::Failed(e) if e.kind() == io::ErrorKind::NotFound => Error::HostNotFound,
+                    Unresolved::Failed(e) => Error::Io(e),
+                })?
+            }
         };
-        match result {
-            Ok(socket) => return Ok(socket),
-            Err(e) if is_timeout(&e) => return Err(Error::Timeout(deadline.reason)),
-            Err(e) => last = Some(e),
+        let mut last = None;
+        for addr in &addresses {
+            let result = match deadline.left()? {
+                Some(left) => TcpStream::connect_timeout(addr, left),
+                None => TcpStream::connect(addr),
+            };
+            match result {
+                Ok(socket) => return Ok(socket),
+                Err(e) if is_timeout(&e) => return Err(Error::Timeout(deadline.reason)),
+                Err(e) => last = Some(e),
+            }
         }
-    }
-    Err(last.map_or(Error::ConnectionFailed, Error::Io))
-}
-
-/// When a phase ends, from ureq's remaining time when it was given.
-#[derive(Clone, Copy)]
-struct Deadline {
-    at: Option<Instant>,
-    reason: Timeout,
-}
-
-impl Deadline {
-    fn new(timeout: NextTimeout) -> Deadline {
-        let at = match timeout.after {
-            Remaining::NotHappening => None,
-            Remaining::Exact(after) => Some(Instant::now() + after),
-        };
-        Deadline { at, reason: timeout.reason }
-    }
-
-    /// The time left, `None` for no bound; a phase already over is its timeout.
-    fn left(&self) -> Result<Option<Duration>, Error> {
-        match self.at.map(|at| at.saturating_duration_since(Instant::now())) {
-            Some(left) if left.is_zero() => Err(Error::Timeout(self.reason)),
-            left => Ok(left),
-        }
+        Err(last.map_or(Error::ConnectionFailed, Error::Io))
     }
 }
 
-/// The socket timeout for `left` of a phase: rounded down to
-/// [`TIMEOUT_STEP`] when that leaves a step or more, so it rarely changes.
-fn socket_timeout(left: Option<Duration>) -> Option<Duration> {
-    let left = left?;
-    let steps = left.as_nanos() / TIMEOUT_STEP.as_nanos();
-    Some(if steps == 0 { left } else { TIMEOUT_STEP * steps as u32 })
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(e.kind(), io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock)
+/// Which socket timeout an operation waits under.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    Read,
+    Write,
 }
 
 /// One connection: TCP, with TLS on it unless the URL is `http://`.
 pub(crate) struct Connection {
     socket: Arc<TcpStream>,
+    quiet: Quiet,
     tls: Option<ClientConnection>,
     buffers: LazyBuffers,
     /// Request bytes not yet written (see the module's doc).
@@ -244,10 +250,15 @@ pub(crate) struct Connection {
     /// The socket timeouts as last set.
     read_timeout: Option<Duration>,
     write_timeout: Option<Duration>,
-    last_used: Instant,
     /// An error or the server's close was seen: never reused.
     broken: bool,
-    probe: Probe,
+    /// A request is under way: its first bytes were handed over, and the
+    /// connection was not returned to the pool since.
+    exchange: bool,
+    /// The connection carried an answered request before this one.
+    reused: bool,
+    /// A byte of the current request's answer was read.
+    answered: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -257,127 +268,165 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    fn handshake(&mut self, mut tls: ClientConnection, deadline: &Deadline) -> Result<(), Error> {
-        while tls.is_handshaking() {
+    fn handshake(&mut self, tls: ClientConnection, deadline: &Deadline) -> Result<(), Error> {
+        self.tls = Some(tls);
+        while let Some(tls) = &mut self.tls
+            && tls.is_handshaking()
+        {
             if tls.wants_write() {
-                self.write_timeout(deadline)?;
-                tls.write_tls(&mut &*self.socket).map_err(|e| self.failed(e, deadline))?;
-            } else {
-                self.read_timeout(deadline)?;
-                let read = tls.read_tls(&mut &*self.socket).map_err(|e| self.failed(e, deadline))?;
-                if read == 0 {
-                    return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
+                self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
+                    Some(tls) => tls.write_tls(&mut &*c.socket),
+                    None => Ok(0),
+                })?;
+                continue;
+            }
+            let read = self.within(deadline, Wait::Read, &mut |c| match &mut c.tls {
+                Some(tls) => tls.read_tls(&mut &*c.socket),
+                None => Ok(0),
+            })?;
+            if read == 0 {
+                return Err(Error::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.process_tls()?;
+        }
+        Ok(())
+    }
+
+    /// Decrypts what rustls read; a TLS error ends the connection, with the
+    /// alert that says why sent first.
+    fn process_tls(&mut self) -> Result<(), Error> {
+        let Some(tls) = &mut self.tls else { return Ok(()) };
+        if let Err(e) = tls.process_new_packets() {
+            self.broken = true;
+            let _ = tls.write_tls(&mut &*self.socket);
+            return Err(Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)));
+        }
+        Ok(())
+    }
+
+    /// Runs `op`, one blocking read or write on the socket, until it
+    /// succeeds, fails, or `deadline` passes: the socket timeout is the
+    /// time left rounded down, so one that fires before the deadline is
+    /// waited again for the rest. A write that makes progress returns, and
+    /// the next one waits only what is then left: a peer that reads slowly
+    /// cannot stretch a send past its deadline.
+    fn within(
+        &mut self,
+        deadline: &Deadline,
+        wait: Wait,
+        op: &mut dyn FnMut(&mut Self) -> io::Result<usize>,
+    ) -> Result<usize, Error> {
+        loop {
+            let left = deadline.left().inspect_err(|_| self.broken = true)?;
+            let wanted = socket_timeout(left);
+            let current = if wait == Wait::Read { &mut self.read_timeout } else { &mut self.write_timeout };
+            if wanted != *current {
+                match wait {
+                    Wait::Read => self.socket.set_read_timeout(wanted)?,
+                    Wait::Write => self.socket.set_write_timeout(wanted)?,
                 }
-                if let Err(e) = tls.process_new_packets() {
-                    // The alert that says why goes out before the error.
-                    let _ = tls.write_tls(&mut &*self.socket);
-                    return Err(Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)));
-                }
+                *current = wanted;
+            }
+            match op(self) {
+                Ok(done) => return Ok(done),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) && left.is_some() => {}
+                Err(e) => return Err(self.failed(e, deadline)),
             }
         }
-        self.tls = Some(tls);
-        Ok(())
     }
 
     /// `e` from the socket as ureq's error; the connection is not reused.
+    /// A close or reset on a kept connection before a byte of the answer
+    /// is marked [`unsent`].
     fn failed(&mut self, e: io::Error, deadline: &Deadline) -> Error {
+        use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, NotConnected, UnexpectedEof};
         self.broken = true;
-        if is_timeout(&e) { Error::Timeout(deadline.reason) } else { Error::Io(e) }
-    }
-
-    fn read_timeout(&mut self, deadline: &Deadline) -> Result<(), Error> {
-        let wanted = socket_timeout(deadline.left()?);
-        if wanted != self.read_timeout {
-            self.socket.set_read_timeout(wanted)?;
-            self.read_timeout = wanted;
+        if is_timeout(&e) {
+            return Error::Timeout(deadline.reason);
         }
-        Ok(())
-    }
-
-    fn write_timeout(&mut self, deadline: &Deadline) -> Result<(), Error> {
-        let wanted = socket_timeout(deadline.left()?);
-        if wanted != self.write_timeout {
-            self.socket.set_write_timeout(wanted)?;
-            self.write_timeout = wanted;
+        let closed =
+            matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | NotConnected);
+        if closed && self.exchange && self.reused && !self.answered {
+            return Error::Io(io::Error::new(e.kind(), Unsent("the kept connection was closed before any answer")));
         }
-        Ok(())
+        Error::Io(e)
     }
 
     /// Writes the held request bytes, as one TLS record per 16 KiB, in as
-    /// few writes as the socket takes.
+    /// few writes as the socket takes, each within the send deadline.
     fn flush(&mut self) -> Result<(), Error> {
         let Some(deadline) = self.held_deadline.take() else {
             return Ok(());
         };
-        self.write_timeout(&deadline)?;
-        let result = match &mut self.tls {
-            Some(tls) => {
-                tls.writer().write_all(&self.held)?;
-                let mut written = Ok(());
-                while tls.wants_write() && written.is_ok() {
-                    written = tls.write_tls(&mut &*self.socket).map(drop);
-                }
-                written
-            }
-            None => (&*self.socket).write_all(&self.held),
-        };
+        let held = std::mem::take(&mut self.held);
+        let result = self.write_held(&held, &deadline);
+        self.held = held;
         self.held.clear();
-        result.map_err(|e| self.failed(e, &deadline))
+        result
+    }
+
+    fn write_held(&mut self, held: &[u8], deadline: &Deadline) -> Result<(), Error> {
+        let Some(tls) = &mut self.tls else {
+            let mut sent = 0;
+            while sent < held.len() {
+                match self.within(deadline, Wait::Write, &mut |c| (&*c.socket).write(&held[sent..]))? {
+                    0 => return Err(self.failed(io::ErrorKind::WriteZero.into(), deadline)),
+                    written => sent += written,
+                }
+            }
+            return Ok(());
+        };
+        // Into rustls's buffer: it encrypts, the socket is not touched.
+        tls.writer().write_all(held)?;
+        while self.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
+            self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
+                Some(tls) => tls.write_tls(&mut &*c.socket),
+                None => Ok(0),
+            })?;
+        }
+        Ok(())
     }
 
     /// Reads what the server sent (decrypted) into the input buffer; `false`
-    /// when it closed the connection cleanly.
+    /// when it closed the connection cleanly after a byte of the answer.
     fn read_input(&mut self, deadline: &Deadline) -> Result<bool, Error> {
         let read = loop {
             let Some(tls) = &mut self.tls else {
-                self.read_timeout(deadline)?;
-                let read = (&*self.socket).read(self.buffers.input_append_buf());
-                break read.map_err(|e| self.failed(e, deadline))?;
+                break self.within(deadline, Wait::Read, &mut |c| (&*c.socket).read(c.buffers.input_append_buf()))?;
             };
             match tls.reader().read(self.buffers.input_append_buf()) {
                 Ok(read) => break read,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => {
-                    self.broken = true;
-                    return Err(Error::Io(e));
-                }
+                // The server closed without a TLS close_notify.
+                Err(e) => return Err(self.failed(e, deadline)),
             }
             // No plaintext yet: one read from the socket, then decrypt.
-            self.read_timeout(deadline)?;
-            let Some(tls) = &mut self.tls else { continue };
-            let read = tls.read_tls(&mut &*self.socket);
-            let read = read.map_err(|e| self.failed(e, deadline))?;
-            let Some(tls) = &mut self.tls else { continue };
-            if let Err(e) = tls.process_new_packets() {
-                self.broken = true;
-                // The alert that says why goes out before the error.
-                let _ = tls.write_tls(&mut &*self.socket);
-                return Err(Error::Io(io::Error::new(io::ErrorKind::InvalidData, e)));
-            }
-            if read > 0 && tls.wants_write() {
+            let read = self.within(deadline, Wait::Read, &mut |c| match &mut c.tls {
+                Some(tls) => tls.read_tls(&mut &*c.socket),
+                None => Ok(0),
+            })?;
+            self.process_tls()?;
+            if read > 0 && self.tls.as_ref().is_some_and(|tls| tls.wants_write()) {
                 // A key update asks for an answer of ours.
-                self.write_timeout(deadline)?;
-                let Some(tls) = &mut self.tls else { continue };
-                let written = tls.write_tls(&mut &*self.socket).map(drop);
-                written.map_err(|e| self.failed(e, deadline))?;
+                self.within(deadline, Wait::Write, &mut |c| match &mut c.tls {
+                    Some(tls) => tls.write_tls(&mut &*c.socket),
+                    None => Ok(0),
+                })?;
             }
         };
-        self.buffers.input_appended(read);
-        self.broken |= read == 0;
-        Ok(read > 0)
-    }
-
-    /// Whether a connection that idled since its last use can take a request:
-    /// see [`PROBE_AFTER`].
-    fn probe(&self) -> bool {
-        let socket = &*self.socket;
-        if socket.set_nonblocking(true).is_err() {
-            return false;
+        if read == 0 {
+            // The server closed the connection: the end of a body read to
+            // its close, or no answer at all.
+            self.broken = true;
+            if self.reused && !self.answered {
+                return Err(self.failed(io::ErrorKind::UnexpectedEof.into(), deadline));
+            }
+            return Ok(false);
         }
-        // Bytes (a server's garbage or its TLS close), an end or an error:
-        // not reusable. Nothing to read: open.
-        let open = matches!((&*socket).read(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        open && socket.set_nonblocking(false).is_ok()
+        self.buffers.input_appended(read);
+        self.answered = true;
+        Ok(true)
     }
 }
 
@@ -387,34 +436,42 @@ impl Transport for Connection {
     }
 
     fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> Result<(), Error> {
-        let timeout = timeout.for_write();
-        let deadline = Deadline::new(timeout);
+        let deadline = Deadline::new(timeout.for_write());
         deadline.left()?;
+        if !self.exchange {
+            self.exchange = true;
+            self.answered = false;
+        }
         self.held.extend_from_slice(&self.buffers.output()[..amount]);
         self.held_deadline.get_or_insert(deadline);
-        self.last_used = Instant::now();
         if self.held.len() >= FLUSH_AT { self.flush() } else { Ok(()) }
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> Result<bool, Error> {
         self.flush()?;
-        let result = self.read_input(&Deadline::new(timeout.for_read()));
-        self.last_used = Instant::now();
-        result
+        self.read_input(&Deadline::new(timeout.for_read()))
     }
 
+    /// Asked when the connection is returned to the pool after its answer,
+    /// and when it is taken again for a new request (see the module's doc).
     fn is_open(&mut self) -> bool {
         if self.broken || !self.held.is_empty() {
             return false;
         }
-        if let Some(tls) = &mut self.tls {
-            // A close or bytes already received and decrypted: not reusable.
-            match tls.process_new_packets() {
-                Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() => {}
-                _ => return false,
-            }
+        if !self.exchange {
+            // Taken again: nothing left over, nothing arrived since.
+            return self.buffers.input().is_empty() && self.quiet.is_quiet();
         }
-        self.probe == Probe::Never || self.last_used.elapsed() < PROBE_AFTER || self.probe()
+        // Returned: what is known, without a system call.
+        self.exchange = false;
+        self.reused = true;
+        match &mut self.tls {
+            // A close or bytes already received and decrypted: not reusable.
+            Some(tls) => tls
+                .process_new_packets()
+                .is_ok_and(|state| state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed()),
+            None => true,
+        }
     }
 
     fn is_tls(&self) -> bool {
@@ -425,14 +482,110 @@ impl Transport for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::util::http::{Timeouts, agent_config};
+    use std::net::{SocketAddr, TcpListener};
+    use std::time::Instant;
+    use ureq::Timeout;
+
+    fn timeouts(each: Duration) -> Timeouts {
+        Timeouts { connect: each, send: each, response: each, body: each }
+    }
+
+    /// A name whose lookup takes 3 s (a DNS server that does not answer).
+    fn slow_lookup(_: &str, port: u16) -> io::Result<Vec<SocketAddr>> {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(vec![SocketAddr::from(([127, 0, 0, 1], port))])
+    }
 
     #[test]
-    fn a_socket_timeout_is_rounded_down_to_a_step_and_never_lengthened() {
-        let ms = Duration::from_millis;
-        assert_eq!(socket_timeout(None), None);
-        assert_eq!(socket_timeout(Some(ms(4_999))), Some(ms(4_750)));
-        assert_eq!(socket_timeout(Some(ms(4_800))), Some(ms(4_750)));
-        assert_eq!(socket_timeout(Some(ms(250))), Some(ms(250)));
-        assert_eq!(socket_timeout(Some(ms(120))), Some(ms(120)));
+    fn a_slow_lookup_ends_with_the_connect_phase() {
+        let config = agent_config(timeouts(Duration::from_millis(500))).build();
+        let agent = agent_resolving(config, None, Resolver::with(slow_lookup));
+        let started = Instant::now();
+        let answer = agent.get("http://opstatus-slow-dns.test:1/").call();
+        let took = started.elapsed();
+        println!("the lookup ended after {took:?}: {answer:?}");
+        assert!(matches!(answer, Err(Error::Timeout(Timeout::Connect))), "{answer:?}");
+        assert!(took < Duration::from_millis(1_500), "the 500 ms connect phase took {took:?}");
+    }
+
+    /// A peer that reads 64 KiB every 100 ms, for at most 20 s.
+    fn slow_reader() -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            let started = Instant::now();
+            let mut buffer = vec![0u8; 64 * 1024];
+            while started.elapsed() < Duration::from_secs(20) && peer.read(&mut buffer).is_ok_and(|n| n > 0) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn a_peer_that_reads_slowly_cannot_push_a_send_past_its_deadline() {
+        // One large output buffer: ureq hands the body over in 4 MiB
+        // pieces, so one flush spans many socket writes that each make a
+        // little progress.
+        let config = agent_config(timeouts(Duration::from_secs(1)));
+        let agent = agent(config.output_buffer_size(4 * 1024 * 1024).build(), None);
+        let body = vec![b'x'; 16 * 1024 * 1024];
+        let started = Instant::now();
+        let answer = agent.put(format!("http://{}/", slow_reader())).send(&body[..]);
+        let took = started.elapsed();
+        println!("the send ended after {took:?}: {answer:?}");
+        assert!(matches!(answer, Err(Error::Timeout(Timeout::SendBody | Timeout::SendRequest))), "{answer:?}");
+        // The head's and the body's 1 s each, at most.
+        assert!(took < Duration::from_millis(2_300), "the send took {took:?}");
+    }
+
+    /// A server that answers the first request on each connection and,
+    /// per `close_under_the_second`, reads the next one and closes (`true`) or never
+    /// answers it (`false`).
+    fn answers_once(close_under_the_second: bool) -> SocketAddr {
+        use std::io::BufRead;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for peer in listener.incoming().take(4) {
+                let Ok(mut peer) = peer else { return };
+                std::thread::spawn(move || {
+                    let _ = peer.set_read_timeout(Some(Duration::from_secs(10)));
+                    let mut reader = io::BufReader::new(peer.try_clone().unwrap());
+                    for nth in 0..2 {
+                        let mut line = String::new();
+                        while reader.read_line(&mut line).is_ok_and(|n| n > 0) && !line.ends_with("\r\n\r\n") {}
+                        if nth == 0 {
+                            let _ = peer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+                        } else if close_under_the_second {
+                            return;
+                        } else {
+                            std::thread::sleep(Duration::from_secs(3));
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn only_a_kept_connection_closed_before_any_answer_marks_the_request_unsent() {
+        let agent = agent(agent_config(timeouts(Duration::from_secs(1))).build(), None);
+        let url = format!("http://{}/", answers_once(true));
+        // Read to its end, so that the connection is kept.
+        let read = |agent: &ureq::Agent, url: &str| agent.get(url).call()?.body_mut().read_to_string();
+        assert_eq!(read(&agent, &url).unwrap(), "ok", "the first request, on a new connection");
+        let closed = agent.get(&url).call().unwrap_err();
+        assert!(unsent(&closed), "closed under the second, on the kept connection: {closed:?}");
+
+        let agent = super::agent(agent_config(timeouts(Duration::from_secs(1))).build(), None);
+        let url = format!("http://{}/", answers_once(false));
+        assert_eq!(read(&agent, &url).unwrap(), "ok");
+        let timed_out = agent.get(&url).call().unwrap_err();
+        assert!(matches!(timed_out, Error::Timeout(Timeout::RecvResponse)), "{timed_out:?}");
+        assert!(!unsent(&timed_out), "the server may be working on it");
     }
 }

@@ -1,14 +1,13 @@
-//! A kept connection that breaks while idle costs no heartbeat: the write
-//! that finds it closed is sent again at once on a new connection.
+//! A kept connection that breaks costs no heartbeat.
 //!
-//! The Kubernetes client does not probe its kept connection before using
-//! it (three system calls per request): a close the server made while it
-//! idled, one that crosses the request, or a load balancer / conntrack
-//! that forgot the idle flow all surface on the request, which is sent
-//! again when it may be sent twice. The fake API server closes the
-//! connection under the next request here, and closes idle connections
-//! below; a request that may not be sent twice (an Event's POST) never
-//! takes a connection that idled 5 s or more.
+//! A close the server made while the connection idled is seen when the
+//! connection is taken again (one `epoll_wait`), and a new one is opened;
+//! a close that crosses the request fails it before a byte of the answer,
+//! and the request is sent again at once on a new connection when it may
+//! be sent twice. The fake API server closes the connection under the
+//! next request here, and closes idle connections below; a request that
+//! may not be sent twice (an Event's POST) never takes a connection that
+//! idled 5 s or more.
 
 use crate::support;
 use crate::support::run_args::Run;

@@ -70,6 +70,9 @@ pub enum Fault {
     Trickle(Duration),
     /// Answer normally, but reset the connection halfway through the body.
     CutBody,
+    /// Answer normally, then, this long after, send these bytes on the same
+    /// connection unasked (a second response, as a broken proxy sends).
+    Stray(Duration, Vec<u8>),
 }
 
 #[derive(Default)]
@@ -152,6 +155,9 @@ impl FakeApiServer {
                         Reply::Trickle { response: handle(request, &mut st.lock().unwrap()), interval }
                     }
                     Some(Fault::CutBody) => Reply::CutBody(handle(request, &mut st.lock().unwrap())),
+                    Some(Fault::Stray(after, stray)) => {
+                        Reply::AnswerThenStray { response: handle(request, &mut st.lock().unwrap()), stray, after }
+                    }
                     None if is_watch(request) => watch(request, st.clone(), ch.clone()),
                     None => {
                         let response = handle(request, &mut st.lock().unwrap());

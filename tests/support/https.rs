@@ -46,6 +46,13 @@ pub enum Reply {
     },
     /// Send the headers and half the body, then reset the connection.
     CutBody(Response),
+    /// Answer, then, `after` later, send `stray` on the same connection
+    /// unasked (a second response, as a broken server or proxy sends).
+    AnswerThenStray {
+        response: Response,
+        stray: Vec<u8>,
+        after: Duration,
+    },
     /// A streamed answer (a watch): 200 with a chunked body, one chunk per
     /// [`Streamed::Chunk`] the closure returns, until it says the stream
     /// ends (the connection stays open for the next request) or is cut.
@@ -154,6 +161,15 @@ fn serve_connection(
             }
             Reply::Answer(response) => {
                 if write_response(stream.get_mut(), &response).is_err() {
+                    return;
+                }
+            }
+            Reply::AnswerThenStray { response, stray, after } => {
+                if write_response(stream.get_mut(), &response).is_err() {
+                    return;
+                }
+                std::thread::sleep(after);
+                if stream.get_mut().write_all(&stray).and_then(|_| stream.get_mut().flush()).is_err() {
                     return;
                 }
             }

@@ -1,0 +1,126 @@
+//! A stand-in for the operator's own health endpoint that keeps
+//! connections alive, with the habits of real servers that the health
+//! checks must live with: an idle close after a few seconds (gunicorn's
+//! keep-alive is 2 s), a close that crosses the next request, a slow
+//! answer or none. It records what it saw. Listens on 127.0.0.1, stops
+//! when dropped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How the endpoint behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct Habits {
+    /// A connection idle this long is closed.
+    pub keep_alive: Duration,
+    /// How long it takes to answer; `None`: it never does, and waits for
+    /// the client to give up.
+    pub answer_after: Option<Duration>,
+    /// A second request on a connection is read, then the connection is
+    /// closed without an answer (an idle close that crossed it).
+    pub close_under_reuse: bool,
+}
+
+impl Default for Habits {
+    fn default() -> Habits {
+        Habits { keep_alive: Duration::from_secs(30), answer_after: Some(Duration::ZERO), close_under_reuse: false }
+    }
+}
+
+/// A request the endpoint read.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub at: Instant,
+    /// The connection's number, from 0, and the request's on it.
+    pub connection: usize,
+    pub nth_on_connection: usize,
+    /// How long after the request the client closed the connection, when
+    /// the endpoint never answered.
+    pub given_up_after: Option<Duration>,
+}
+
+pub struct OperatorEndpoint {
+    pub addr: SocketAddr,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl OperatorEndpoint {
+    pub fn start(habits: Habits) -> OperatorEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (record, stopped) = (seen.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let count = AtomicUsize::new(0);
+            for stream in listener.incoming() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                let (connection, record) = (count.fetch_add(1, Ordering::SeqCst), record.clone());
+                std::thread::spawn(move || serve(stream, connection, habits, &record));
+            }
+        });
+        OperatorEndpoint { addr, seen, stop }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/healthz", self.addr)
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for OperatorEndpoint {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<Seen>>) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    for nth_on_connection in 0..1000 {
+        let _ = writer.set_read_timeout(Some(habits.keep_alive));
+        // The request head; an idle close (the keep-alive ran out) or the
+        // client's close ends the connection.
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match reader.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line == "\r\n" => break,
+                Ok(_) => {}
+            }
+        }
+        let at = Instant::now();
+        let record = |given_up_after| {
+            seen.lock().unwrap().push(Seen { at, connection, nth_on_connection, given_up_after });
+        };
+        if habits.close_under_reuse && nth_on_connection > 0 {
+            record(None);
+            let _ = writer.shutdown(Shutdown::Both);
+            return;
+        }
+        let Some(after) = habits.answer_after else {
+            // Waits (boundedly) for the client to give up and close.
+            let _ = writer.set_read_timeout(Some(Duration::from_secs(10)));
+            let closed = matches!(reader.read(&mut [0u8; 64]), Ok(0));
+            record(closed.then(|| at.elapsed()));
+            return;
+        };
+        record(None);
+        std::thread::sleep(after);
+        if writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+            return;
+        }
+    }
+}
