@@ -12,7 +12,9 @@
 //! must get answers while an API call blocks), the shutdown watchdog, the
 //! Kubernetes Events sender (unless `--events=false`), and one per watch
 //! (each probed collection's list-then-watch, the operator's Pod with
-//! `--watch-container`), each with a client of its own.
+//! `--watch-container`), each with a client of its own, and, when the API
+//! server or an endpoint is named by a host name rather than an address,
+//! one host-name lookup thread (so a lookup is bounded by the connect time).
 //!
 //! The layout is the pipeline, input → signals → one verdict per tick →
 //! sinks, over the Kubernetes client and pure cores:
