@@ -15,6 +15,12 @@ phase() { echo "test.sh: [${SECONDS}s] $*"; }
 phase "install and build the control plane, the static binaries, buildah and prometheus"
 
 scripts/control-plane.sh build >/dev/null
+# --- The real node (tests/e2e/node_*: kubelet, containerd, a registry on
+# 127.0.0.1): its packages, and kubelet, kube-scheduler and
+# kube-controller-manager built once into the same cache. The node tests
+# run with the other end-to-end tests; a node that cannot start fails them.
+scripts/node.sh build >/dev/null
+# ---
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
 scripts/static-build.sh >/dev/null
 # The image check builds the Containerfile's offline path with buildah; the
