@@ -5,12 +5,12 @@
 //! new privileges, seccomp RuntimeDefault, a read-only root, the memory
 //! limit and CPU request. Then `kubectl delete pod`: kubelet's SIGTERM makes
 //! opstatus write its final status and exit 0 well within the grace period,
-//! as kubelet itself records it (the container's terminated state).
+//! as containerd records the task's exit and kubelet its stop (no SIGKILL).
 
 use crate::support;
 
 use serde_json::Value;
-use std::io::Read;
+use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::control_plane::{ROOT, unique_namespace};
@@ -86,54 +86,51 @@ fn e2e_node_kubelet_enforces_the_shipped_security_context_and_sigterm_writes_the
     assert_eq!(shares.trim(), "5", "requests.cpu 5m is 5 shares");
     let rss = proc_field(&status, "VmRSS");
 
-    // `kubectl delete pod` with no replacement (the Deployment is orphaned
-    // first): kubelet's record of how the container ended, from a watch.
+    // `kubectl delete pod` with no replacement (the Deployment and its
+    // ReplicaSet are deleted first, the Pod orphaned). kubelet v1.20 does not keep a deleted Pod's container status
+    // (it reports "ContainerStatusUnknown", exit code 137, for any container
+    // of a deleted Pod): how the container ended is read from the runtime's
+    // own record instead, containerd's task exit event, timed as it arrives,
+    // and kubelet's log says whether the stop needed a SIGKILL.
     cp.kubectl_ok(&["-n", &ns, "delete", "deployment", "opstatus", "--cascade=orphan"]);
-    let mut watch = Command::new("kubectl")
-        .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "get", "pod", &name, "--watch", "-o", "json"])
-        .args(["--request-timeout=0"])
+    cp.kubectl_ok(&["-n", &ns, "delete", "replicaset", "-l", "app.kubernetes.io/name=opstatus", "--cascade=orphan"]);
+    let container_id = container_status(&pod, "opstatus")["containerID"].as_str().unwrap().to_string();
+    let id = container_id.trim_start_matches("containerd://").to_string();
+    let mut events = Command::new("ctr")
+        .args(["--address", node.containerd_sock(), "events"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stream = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stream.read_to_string(&mut text);
-        text
+    let stream = events.stdout.take().unwrap();
+    let exits = std::thread::spawn({
+        let id = id.clone();
+        move || {
+            // The first exit event of the container's task, and when it came.
+            BufReader::new(stream)
+                .lines()
+                .map_while(Result::ok)
+                .find(|l| l.contains("/tasks/exit") && l.contains(&format!("\"container_id\":\"{id}\"")))
+                .map(|l| (l, Instant::now()))
+        }
     });
     std::thread::sleep(Duration::from_secs(1));
     let deleted = Instant::now();
     cp.kubectl_ok(&["-n", &ns, "delete", "pod", &name, "--wait=true", "--timeout=120s"]);
     let gone_after = deleted.elapsed();
-    let _ = watch.kill();
-    let _ = watch.wait();
-    let text = reader.join().unwrap();
-    let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
-    let terminated = versions
-        .iter()
-        .rev()
-        .map(|p| container_status(p, "opstatus")["state"]["terminated"].clone())
-        .find(|t| t.is_object())
-        .unwrap_or_else(|| {
-            let states: Vec<String> = versions
-                .iter()
-                .map(|p| format!("{} {}", p["metadata"]["resourceVersion"], container_status(p, "opstatus")))
-                .collect();
-            panic!("kubelet recorded no termination in {} versions:\n{}", versions.len(), states.join("\n"))
-        });
-    assert_eq!(terminated["exitCode"], 0, "exit 0 on SIGTERM: {terminated}");
+    let _ = events.kill();
+    let _ = events.wait();
+    let (exit, exited) = exits.join().unwrap().expect("containerd reported the task's exit");
+    let exit: Value = serde_json::from_str(&exit[exit.find('{').unwrap()..]).unwrap();
+    // Protobuf's JSON leaves a zero status out.
+    assert_eq!(exit["exit_status"].as_u64().unwrap_or(0), 0, "exit 0 on SIGTERM: {exit}");
+    let took = exited.duration_since(deleted);
     let grace = pod["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap();
-    let last = versions.last().unwrap();
-    // The API server sets deletionTimestamp to the delete's time plus the grace period.
-    let asked = opstatus::testing::parse_rfc3339(last["metadata"]["deletionTimestamp"].as_str().unwrap()).unwrap()
-        - Duration::from_secs(grace);
-    let took = opstatus::testing::parse_rfc3339(terminated["finishedAt"].as_str().unwrap())
-        .unwrap()
-        .duration_since(asked)
-        .unwrap_or_default();
     assert!(took < Duration::from_secs(grace), "exited {took:?} after the delete; grace {grace} s");
+    let kubelet = node.kubelet_log();
+    let stopped = format!("Container \"{container_id}\" exited normally");
+    assert!(kubelet.contains(&stopped), "kubelet did not log `{stopped}` (a SIGKILL?)");
     let doc = cp.status_document(&ns, "kube9-operator-status").unwrap();
     assert_eq!((doc["health"].as_str(), doc["error"].as_str()), (Some("unhealthy"), Some("Shutting down")), "{doc}");
     println!(

@@ -171,6 +171,11 @@ impl Node {
         rules
     }
 
+    /// containerd's socket.
+    pub fn containerd_sock(&self) -> &str {
+        &self.env["CONTAINERD_SOCK"]
+    }
+
     /// ctr against the node's containerd, in kubelet's namespace.
     pub fn ctr(&self, args: &[&str]) -> String {
         let out = Command::new("ctr")
