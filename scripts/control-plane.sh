@@ -11,6 +11,8 @@
 #                                directory, decompress (once, into the cache) and
 #                                verify its binaries; prints the kube-apiserver's
 #   control-plane.sh version     the kube-apiserver version `start` would run
+#   control-plane.sh binary NAME the verified path of another binary of
+#                                OPSTATUS_KUBE_BIN_DIR (kubelet, for scripts/node.sh)
 #   control-plane.sh start DIR   start etcd + kube-apiserver on free loopback
 #                                ports with a fresh PKI in DIR; writes DIR/env
 #   control-plane.sh stop DIR    stop what `start DIR` started, by PID
@@ -411,6 +413,7 @@ case "${1:-}" in
   build) cmd_build ;;
   prepare) cmd_prepare ;;
   version) cmd_version ;;
+  binary) shift; bin_dir_binary "${1:?usage: control-plane.sh binary NAME}" ;;
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
   stop-apiserver) shift; cmd_stop_apiserver "$@" ;;

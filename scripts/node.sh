@@ -21,6 +21,13 @@
 #                                made (traced), one a line; fails if one left
 #                                loopback
 #
+# Which Kubernetes: OPSTATUS_KUBE_VERSION, as for scripts/control-plane.sh.
+# Unset or 1.20: the v1.20.2 built here. bin-dir: kubelet, kube-scheduler,
+# kube-controller-manager (and the control plane) from OPSTATUS_KUBE_BIN_DIR
+# (default ../shared/k8s/v1.36.2: v1.36.2, which runs native sidecars); what
+# a current kubelet needs beyond v1.20 here: shared/k8s/v1.36.2/README.md.
+# The pause image is the one `build` makes, for both.
+#
 # DIR/env (KEY=VALUE lines) tells tests and scripts: KUBECONFIG,
 # APISERVER_PORT, REGISTRY (127.0.0.1:PORT, plain http), CONTAINERD_SOCK,
 # KUBELET_LOG, AUDIT_LOG, NODE_VERSION.
@@ -66,6 +73,21 @@ readonly NODE_BINARIES=(kubelet kube-scheduler kube-controller-manager)
 readonly NODE_PACKAGES=(containerd runc containernetworking-plugins buildah docker-registry strace
   gcc libc6-dev python3 openssl curl)
 readonly PAUSE_IMAGE="localhost/pause:3.4"
+readonly KUBE_FLAVOR="${OPSTATUS_KUBE_VERSION:-1.20}"
+
+# Sets KUBELET, SCHEDULER, CONTROLLER_MANAGER to the binaries `up` runs.
+resolve_node_binaries() {
+  case "$KUBE_FLAVOR" in
+    1.20)
+      KUBELET=$NODE_CACHE/kubelet SCHEDULER=$NODE_CACHE/kube-scheduler
+      CONTROLLER_MANAGER=$NODE_CACHE/kube-controller-manager ;;
+    bin-dir)
+      KUBELET=$("$CONTROL_PLANE" binary kubelet)
+      SCHEDULER=$("$CONTROL_PLANE" binary kube-scheduler)
+      CONTROLLER_MANAGER=$("$CONTROL_PLANE" binary kube-controller-manager) ;;
+    *) die "OPSTATUS_KUBE_VERSION=$KUBE_FLAVOR: expected 1.20 or bin-dir" ;;
+  esac
+}
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
@@ -247,6 +269,14 @@ EOF
   kubectl --kubeconfig "$KUBECONFIG" apply -f "$w/config.yaml" >/dev/null
 }
 
+# What a current kubelet needs here beyond v1.20's configuration: to run on
+# cgroup v1, its runtime endpoint in the configuration (the flag is gone),
+# and its Pods' logs under DIR.
+current_kubelet_config() {
+  [ "$KUBE_FLAVOR" = 1.20 ] && return 0
+  printf 'failCgroupV1: false\ncontainerRuntimeEndpoint: unix://%s\npodLogsDir: %s\n' "$SOCK" "$DIR/pod-logs"
+}
+
 write_kubelet_config() {
   cat > "$DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -259,6 +289,7 @@ healthzPort: $(free_port)
 cgroupDriver: cgroupfs
 cgroupRoot: /$CGROUP_ROOT
 failSwapOn: false
+$(current_kubelet_config)
 # Else kubelet adds KUBE-FIREWALL and KUBE-MARK-* chains to the host's iptables.
 makeIPTablesUtilChains: false
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
@@ -289,10 +320,11 @@ start_kubelet() {
   # the in-tree ECR credential provider asks 169.254.169.254 at start.
   # --containerd: cAdvisor's socket (else /run/containerd/containerd.sock,
   # another containerd's).
+  local runtime=()
+  [ "$KUBE_FLAVOR" = 1.20 ] && runtime=(--container-runtime=remote --container-runtime-endpoint="unix://$SOCK")
   AWS_EC2_METADATA_DISABLED=true start_traced kubelet "$DIR/log/kubelet.log" \
-    "$NODE_CACHE/kubelet" --config="$DIR/kubelet-config.yaml" --kubeconfig="$KUBECONFIG" \
-    --root-dir="$DIR/kubelet" --cert-dir="$DIR/kubelet/pki" \
-    --container-runtime=remote --container-runtime-endpoint="unix://$SOCK" --containerd="$SOCK" \
+    "$KUBELET" --config="$DIR/kubelet-config.yaml" --kubeconfig="$KUBECONFIG" \
+    --root-dir="$DIR/kubelet" --cert-dir="$DIR/kubelet/pki" ${runtime[@]+"${runtime[@]}"} --containerd="$SOCK" \
     --hostname-override=127.0.0.1 --v="${OPSTATUS_KUBELET_V:-3}"
 }
 
@@ -325,6 +357,7 @@ cmd_up() {
   done
   [ -n "$DIR" ] || die "usage: node.sh up DIR [--watch-pid PID]"
   node_built || die "no node binaries in $NODE_CACHE: run 'scripts/node.sh build' first"
+  resolve_node_binaries
   [ "$(id -u)" -eq 0 ] || die "kubelet and containerd need root"
   mkdir -p "$DIR"
   DIR=$(cd "$DIR" && pwd)
@@ -368,16 +401,21 @@ cmd_up() {
   APISERVER_URL=$(cp_env APISERVER_URL) AUDIT_LOG=$(cp_env AUDIT_LOG)
   export KUBECONFIG
   start_webhook
-  "$NODE_CACHE/kube-controller-manager" --kubeconfig="$KUBECONFIG" --leader-elect=false --port=0 \
+  # v1.20's insecure ports are off with --port=0; later versions have none.
+  local insecure=()
+  [ "$KUBE_FLAVOR" = 1.20 ] && insecure=(--port=0)
+  "$CONTROLLER_MANAGER" --kubeconfig="$KUBECONFIG" --leader-elect=false ${insecure[@]+"${insecure[@]}"} \
     --bind-address=127.0.0.1 --secure-port="$(free_port)" \
     --service-account-private-key-file="$DIR/cp/sa.key" --root-ca-file="$DIR/cp/ca.crt" \
     --use-service-account-credentials=true --controllers='*,-nodeipam' >"$DIR/log/kcm.log" 2>&1 &
   record kube-controller-manager $!
-  "$NODE_CACHE/kube-scheduler" --kubeconfig="$KUBECONFIG" --leader-elect=false --port=0 \
+  "$SCHEDULER" --kubeconfig="$KUBECONFIG" --leader-elect=false ${insecure[@]+"${insecure[@]}"} \
     --bind-address=127.0.0.1 --secure-port="$(free_port)" >"$DIR/log/scheduler.log" 2>&1 &
   record kube-scheduler $!
   start_kubelet
   wait_node_ready
+  local node_version
+  node_version=$(kubectl --kubeconfig "$KUBECONFIG" get node 127.0.0.1 -o 'jsonpath={.status.nodeInfo.kubeletVersion}')
   cat > "$DIR/env" <<EOF
 KUBECONFIG=$KUBECONFIG
 APISERVER_PORT=$APISERVER_PORT
@@ -385,9 +423,9 @@ AUDIT_LOG=$AUDIT_LOG
 REGISTRY=$REGISTRY
 CONTAINERD_SOCK=$SOCK
 KUBELET_LOG=$DIR/log/kubelet.log
-NODE_VERSION=$KUBE_GIT_VERSION
+NODE_VERSION=$node_version
 EOF
-  log "node 127.0.0.1 Ready in $((SECONDS - started)) s: kubelet $KUBE_GIT_VERSION, API server $APISERVER_URL, registry $REGISTRY, state in $DIR"
+  log "node 127.0.0.1 Ready in $((SECONDS - started)) s: kubelet $node_version, API server $APISERVER_URL, registry $REGISTRY, state in $DIR"
 }
 
 # --- down ---------------------------------------------------------------

@@ -65,6 +65,11 @@ e2e_threads=${OPSTATUS_E2E_THREADS:-6}
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start)
+# --- The real-node tests again on a current node (kubelet, scheduler and
+# controller-manager v1.36.2 from the same directory): the native sidecar.
+current_modules+=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
+  node_loopback)
+# ---
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
 # `cargo test` runs them on the Debian-built v1.20.2; this runs the modules

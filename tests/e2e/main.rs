@@ -21,6 +21,7 @@ mod kept_connection;
 mod manifests;
 mod monitoring;
 mod node_loopback;
+mod node_native_sidecar;
 mod node_pod;
 mod node_quick_start;
 mod node_rollout;

@@ -26,7 +26,7 @@ fn holder(cm: &Value) -> Option<String> {
 fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time() {
     let node = shared();
     let cp = node.cp();
-    let ns = deploy_operator(node, "node-rollout", &["opstatus-plain"], "spec:\n  replicas: 2\n");
+    let ns = deploy_operator(node, "node-rollout", &[], "spec:\n  replicas: 2\n");
     let old: Vec<String> = node
         .wait_ready(&ns, SELECTOR, 2, Duration::from_secs(180))
         .iter()

@@ -1,6 +1,6 @@
 //! End to end on a real node: opstatus beside an operator, as the shipped
-//! component (manifests/components/opstatus-plain: kubelet v1.20 has no
-//! native sidecars) adds it to a sample kubebuilder-style operator
+//! component adds it (manifests/components/opstatus, a native sidecar, on
+//! a kubelet that runs them; opstatus-plain on v1.20) to a sample kubebuilder-style operator
 //! (tests/fixtures/sample-operator, its image the stand-in of
 //! tests/fixtures/node/operator.c), from an overlay as a user writes one.
 //! kubelet's own probes are answered by opstatus, and the readiness
@@ -11,7 +11,6 @@
 
 use crate::support;
 
-use serde_json::Value;
 use std::time::{Duration, Instant};
 use support::TempDir;
 use support::control_plane::{service_account_user, unique_namespace};
@@ -22,14 +21,22 @@ pub(crate) const CM: &str = "kube9-operator-status";
 pub(crate) const DEPLOYMENT: &str = "sample-controller-manager";
 pub(crate) const SELECTOR: &str = "control-plane=controller-manager";
 
+/// Where the component puts the opstatus container: `initContainers` for
+/// a native sidecar, else `containers`.
+pub(crate) fn sidecar_list(node: &Node) -> &'static str {
+    if node.native_sidecars() { "initContainers" } else { "containers" }
+}
+
 /// The overlay a user writes: the sample operator in `ns` with the
-/// component(s), the images from the node's registry, the operator's
+/// sidecar component (native where kubelet runs it) and `components`, the images from the node's registry, the operator's
 /// version label, a 2 s heartbeat and 1 s checks (the tests' pace), the
 /// unrelated webhook Deployment scaled to 0 (its image is nobody's), and
 /// `patch` (a strategic merge patch of the operator's Deployment from
 /// `spec:` on, see [`operator_patch`]) on top.
 pub(crate) fn operator_overlay(node: &Node, ns: &str, components: &[&str], patch: &str) -> TempDir {
-    let components: String = components.iter().map(|c| format!("- {{ROOT}}/manifests/components/{c}\n")).collect();
+    let sidecar = if node.native_sidecars() { "opstatus" } else { "opstatus-plain" };
+    let components: String =
+        std::iter::once(&sidecar).chain(components).map(|c| format!("- {{ROOT}}/manifests/components/{c}\n")).collect();
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -54,7 +61,7 @@ patches:
         metadata:
           labels: {{app.kubernetes.io/version: 2.0.1}}
         spec:
-          containers:
+          {list}:
           - name: opstatus
             env:
             - {{name: OPSTATUS_INTERVAL, value: 2s}}
@@ -62,6 +69,7 @@ patches:
 {extra}",
         opstatus = node.opstatus_image(),
         registry = node.registry(),
+        list = sidecar_list(node),
         extra = if patch.is_empty() { String::new() } else { operator_patch(patch) },
     );
     node.overlay("node-operator", &text)
@@ -85,21 +93,12 @@ pub(crate) fn deploy_operator(node: &Node, label: &str, components: &[&str], pat
     ns
 }
 
-/// How many times kubelet logged `probe` (Readiness, Liveness) of
-/// `container` in `pod` as succeeded (kubelet --v=3).
-pub(crate) fn probe_successes(node: &Node, probe: &str, pod: &Value, container: &str) -> usize {
-    let (name, ns) = (pod["metadata"]["name"].as_str().unwrap(), pod["metadata"]["namespace"].as_str().unwrap());
-    let start = format!("{probe} probe for \"{name}_{ns}(");
-    let end = format!("):{container}\" succeeded");
-    node.kubelet_log().lines().filter(|l| l.contains(&start) && l.contains(&end)).count()
-}
-
 #[test]
 fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_ready() {
     let node = shared();
     let cp = node.cp();
     let started = Instant::now();
-    let ns = deploy_operator(node, "node-sidecar", &["opstatus-plain"], "");
+    let ns = deploy_operator(node, "node-sidecar", &[], "");
     let pod = node.wait_ready(&ns, SELECTOR, 1, Duration::from_secs(180)).remove(0);
     let ready_after = started.elapsed();
     let doc = cp.status_document(&ns, CM).expect("published before the Pod was Ready");
@@ -108,8 +107,10 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
     // kubelet probed opstatus (readiness every 10 s, liveness every 30 s)
     // and the operator; opstatus watched the operator's health endpoint.
     let probed = wait_for(Duration::from_secs(90), Duration::from_secs(1), || {
-        let (r, l) =
-            (probe_successes(node, "Readiness", &pod, "opstatus"), probe_successes(node, "Liveness", &pod, "opstatus"));
+        let (r, l) = (
+            node.probe_successes("Readiness", &pod, "opstatus").len(),
+            node.probe_successes("Liveness", &pod, "opstatus").len(),
+        );
         (r >= 1 && l >= 1).then_some((r, l))
     });
     let (readiness, liveness) = probed.unwrap_or_else(|| {
@@ -117,19 +118,13 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
     });
     let name = pod["metadata"]["name"].as_str().unwrap();
     let operator_log = cp.kubectl_ok(&["-n", &ns, "logs", name, "-c", "manager"]);
-    assert!(operator_log.contains("ua=kube-probe/1.20"), "kubelet probes the operator:\n{operator_log}");
+    let agent = format!("ua={}", node.probe_agent());
+    assert!(operator_log.contains(&agent), "kubelet probes the operator:\n{operator_log}");
     assert!(
         operator_log.contains("request: GET /healthz HTTP/1.1 ua=opstatus/"),
         "opstatus watches it:\n{operator_log}"
     );
-    let probe_line = node
-        .kubelet_log()
-        .lines()
-        .find(|l| {
-            l.contains("Readiness probe for") && l.contains(&format!("{name}_{ns}(")) && l.contains(":opstatus\"")
-        })
-        .unwrap()
-        .to_string();
+    let probe_line = node.probe_successes("Readiness", &pod, "opstatus").remove(0);
 
     // opstatus's RBAC revoked: the status write fails, the Pod stays Ready.
     cp.kubectl_ok(&["-n", &ns, "delete", "rolebinding", "opstatus-status-writer"]);
@@ -138,14 +133,14 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
         cp.audit_events(&user).into_iter().find(|e| e.code == 403 && e.uri.contains("/configmaps/"))
     })
     .expect("the status write is refused once the RoleBinding is gone");
-    let before = probe_successes(node, "Readiness", &pod, "opstatus");
+    let before = node.probe_successes("Readiness", &pod, "opstatus").len();
     let watched = Instant::now();
     while watched.elapsed() < Duration::from_secs(25) {
         let now = &node.pods(&ns, SELECTOR)[0];
         assert!(is_ready(now), "the Pod left Ready when its status write failed:\n{}", node.events_text(&ns));
         std::thread::sleep(Duration::from_secs(1));
     }
-    let after = probe_successes(node, "Readiness", &pod, "opstatus");
+    let after = node.probe_successes("Readiness", &pod, "opstatus").len();
     assert!(after >= before + 2, "kubelet's readiness probes kept succeeding: {before} -> {after}");
     let events = node.events_text(&ns);
     assert!(!events.contains("Unhealthy"), "no failed probe:\n{events}");

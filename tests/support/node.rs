@@ -122,6 +122,43 @@ impl Node {
         &self.env["NODE_VERSION"]
     }
 
+    /// kubelet's minor version (20, 36).
+    pub fn minor(&self) -> u32 {
+        self.version().split('.').nth(1).and_then(|m| m.parse().ok()).expect("kubelet vMAJOR.MINOR.PATCH")
+    }
+
+    /// Does this kubelet run native sidecars (init containers with
+    /// `restartPolicy: Always`, Kubernetes 1.29 and later)?
+    pub fn native_sidecars(&self) -> bool {
+        self.minor() >= 29
+    }
+
+    /// The User-Agent of this kubelet's probes.
+    pub fn probe_agent(&self) -> String {
+        format!("kube-probe/1.{}", self.minor())
+    }
+
+    /// kubelet's log lines saying `probe` (Readiness, Liveness, Startup) of
+    /// `container` in `pod` succeeded (its --v=3 lines: v1.20's text, later
+    /// versions' structured form).
+    pub fn probe_successes(&self, probe: &str, pod: &Value, container: &str) -> Vec<String> {
+        let (name, ns) = (pod["metadata"]["name"].as_str().unwrap(), pod["metadata"]["namespace"].as_str().unwrap());
+        let text = (format!("{probe} probe for \"{name}_{ns}("), format!("):{container}\" succeeded"));
+        let structured = [
+            "\"Probe succeeded\"".to_string(),
+            format!("probeType=\"{probe}\""),
+            format!("pod=\"{ns}/{name}\""),
+            format!("containerName=\"{container}\""),
+        ];
+        self.kubelet_log()
+            .lines()
+            .filter(|l| {
+                (l.contains(&text.0) && l.contains(&text.1)) || structured.iter().all(|part| l.contains(part.as_str()))
+            })
+            .map(String::from)
+            .collect()
+    }
+
     /// `IMAGE` for the README: opstatus's image in the node's registry, no tag.
     pub fn opstatus_image(&self) -> String {
         format!("{}/{OPSTATUS_REPOSITORY}", self.registry())
