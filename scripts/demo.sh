@@ -6,7 +6,7 @@
 # (`scripts/node.sh`), opstatus's scratch image built with buildah and
 # pushed to its registry, the README's quick start applied, and kubelet
 # running, probing and stopping the Pod: `kubectl get pods`, kubelet's probe
-# results and `opstatus get` are shown.
+# results, `opstatus get`, and the final status once kubelet stopped it.
 #
 # Elsewhere: a real local control plane (etcd + kube-apiserver on
 # loopback), the manifests/ RBAC, and opstatus run "as in a pod" for a few
@@ -51,7 +51,8 @@ pod_demo() {
   version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
   local store=(buildah --storage-driver vfs --root "$state/buildah/root" --runroot "$state/buildah/runroot")
   step "buildah build --target prebuilt -t $image:$version . && buildah push $image:$version"
-  "${store[@]}" build --quiet --target prebuilt -f Containerfile -t "$image:$version" . >/dev/null
+  "${store[@]}" build --quiet --platform linux/amd64 --build-arg SOURCE_URL= --target prebuilt -f Containerfile \
+    -t "$image:$version" . >/dev/null
   "${store[@]}" push --quiet --tls-verify=false "$image:$version"
   mkdir -p "$state/my-opstatus"
   printf 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%s]\nimages:\n- {name: opstatus, newName: %s}\n' \
@@ -72,7 +73,7 @@ pod_demo() {
     -o custom-columns=REASON:.reason,FROM:.source.component,MESSAGE:.message
   step "opstatus get"
   "$bin" get --kubeconfig "$KUBECONFIG"
-  step "kubectl -n $ns delete pod $pod   (kubelet's SIGTERM: the final status)"
+  step "kubectl -n $ns scale deployment/opstatus --replicas=0   (kubelet's SIGTERM: the final status)"
   kubectl -n "$ns" scale deployment/opstatus --replicas=0 >/dev/null
   kubectl -n "$ns" wait --for=delete "pod/$pod" --timeout=90s >/dev/null || true
   "$bin" get --kubeconfig "$KUBECONFIG" -o json
