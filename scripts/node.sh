@@ -430,13 +430,18 @@ EOF
 
 # --- down ---------------------------------------------------------------
 
+# Running, and not a zombie waiting for init (which reaps it in its own time).
+alive() {
+  kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]
+}
+
 stop_pid() {
   local pid=$1 i
   [ -n "$pid" ] || return 0
-  kill -0 "$pid" 2>/dev/null || return 0
+  alive "$pid" || return 0
   kill "$pid" 2>/dev/null || true
   for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    alive "$pid" || return 0
     sleep 0.1
   done
   kill -9 "$pid" 2>/dev/null || true
@@ -454,7 +459,7 @@ cmd_down() {
   for name in kubelet strace-kubelet kube-scheduler kube-controller-manager webhook docker-registry; do
     stop_pid "$(pid_of "$name")"
   done
-  if kill -0 "$(pid_of containerd)" 2>/dev/null; then
+  if alive "$(pid_of containerd)"; then
     local c=(ctr --address "$SOCK" -n k8s.io)
     for t in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
     for t in $(seq 1 50); do [ -z "$("${c[@]}" tasks ls -q 2>/dev/null | head -n 1)" ] && break; "${c[@]}" tasks ls -q 2>/dev/null | while read -r x; do "${c[@]}" tasks delete "$x" >/dev/null 2>&1 || true; done; sleep 0.1; done
