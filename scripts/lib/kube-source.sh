@@ -56,8 +56,9 @@ enable_deb_src() {
 # Prints the tree's path.
 unpack_kube_source() {
   local work=$1
-  apt_install "${BUILD_PACKAGES[@]}"
-  enable_deb_src
+  # Only the tree's path goes to stdout.
+  apt_install "${BUILD_PACKAGES[@]}" >&2
+  enable_deb_src >&2
   (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>&1)
   local orig
   orig=$(ls "$work"/kubernetes_*.orig.tar.gz 2>/dev/null | head -n 1)
