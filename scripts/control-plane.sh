@@ -11,6 +11,8 @@
 #                                directory, decompress (once, into the cache) and
 #                                verify its binaries; prints the kube-apiserver's
 #   control-plane.sh version     the kube-apiserver version `start` would run
+#   control-plane.sh binary NAME the verified path of another binary of
+#                                OPSTATUS_KUBE_BIN_DIR (kubelet, for scripts/node.sh)
 #   control-plane.sh start DIR   start etcd + kube-apiserver on free loopback
 #                                ports with a fresh PKI in DIR; writes DIR/env
 #   control-plane.sh stop DIR    stop what `start DIR` started, by PID
@@ -40,61 +42,22 @@
 # (v1.20) and shared/k8s/v1.36.2/README.md.
 set -euo pipefail
 
-readonly KUBE_DEB_VERSION="1.20.5+really1.20.2"
-readonly KUBE_GIT_VERSION="v1.20.2"
-readonly CACHE_ROOT="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
-readonly APISERVER_BIN="$CACHE_ROOT/kube-apiserver/$KUBE_DEB_VERSION/kube-apiserver"
-readonly GO_BIN_DIR="/usr/lib/go-1.19/bin"
-readonly RUNTIME_PACKAGES=(etcd-server openssl)
 readonly REPO_ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+log() { printf 'control-plane: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+# KUBE_DEB_VERSION, CACHE_ROOT, apt_install, unpack_kube_source, ...
+# shellcheck source=scripts/lib/kube-source.sh
+. "$REPO_ROOT/scripts/lib/kube-source.sh"
+
+readonly APISERVER_BIN="$CACHE_ROOT/kube-apiserver/$KUBE_DEB_VERSION/kube-apiserver"
+readonly RUNTIME_PACKAGES=(etcd-server openssl)
 readonly KUBE_FLAVOR="${OPSTATUS_KUBE_VERSION:-1.20}"
 readonly DEFAULT_BIN_DIR="$REPO_ROOT/../shared/k8s/v1.36.2"
 readonly BIN_DIR="${OPSTATUS_KUBE_BIN_DIR:-$DEFAULT_BIN_DIR}"
-readonly BUILD_PACKAGES=(golang-1.19-go golang-github-modern-go-reflect2-dev dpkg-dev)
-
-log() { printf 'control-plane: %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-as_root() {
-  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
-}
-
-missing_packages() {
-  local pkg
-  for pkg in "$@"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-      echo "$pkg"
-    fi
-  done
-}
-
-apt_updated=0
-apt_install() {
-  local missing
-  missing=$(missing_packages "$@")
-  [ -n "$missing" ] || return 0
-  log "installing: $(echo $missing)"
-  if [ "$apt_updated" -eq 0 ]; then
-    as_root apt-get update -qq
-    apt_updated=1
-  fi
-  # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends $missing >/dev/null
-}
 
 cmd_install() {
   apt_install "${RUNTIME_PACKAGES[@]}"
   command -v kubectl >/dev/null || apt_install kubernetes-client
-}
-
-enable_deb_src() {
-  local src=/etc/apt/sources.list.d/opstatus-deb-src.sources
-  [ -f "$src" ] && return 0
-  [ -f /etc/apt/sources.list.d/debian.sources ] || die "no /etc/apt/sources.list.d/debian.sources to derive a deb-src entry from"
-  # The same suites as the machine's binary packages, for source packages.
-  sed 's/^Types: deb$/Types: deb-src/' /etc/apt/sources.list.d/debian.sources | as_root tee "$src" >/dev/null
-  as_root apt-get update -qq
-  apt_updated=1
 }
 
 # Prints the Go import paths of every directory holding a `+k8s:openapi-gen=`
@@ -123,31 +86,12 @@ cmd_build() {
     return 0
   fi
   log "building kube-apiserver $KUBE_GIT_VERSION from Debian source $KUBE_DEB_VERSION (about 8 minutes, once)"
-  apt_install "${BUILD_PACKAGES[@]}"
-  enable_deb_src
-
-  local work
+  local work tree
   work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-kube-build.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$work'" EXIT
-  (cd "$work" && apt-get source --download-only -qq kubernetes >/dev/null 2>&1)
-  local orig
-  orig=$(ls "$work"/kubernetes_*.orig.tar.gz 2>/dev/null | head -n 1)
-  [ -n "$orig" ] || die "apt-get source kubernetes gave no .orig.tar.gz"
-  case "$orig" in
-    *"$KUBE_DEB_VERSION"*) ;;
-    *) die "expected kubernetes source $KUBE_DEB_VERSION, got $(basename "$orig")" ;;
-  esac
-
-  local gopath="$work/gopath" tree="$work/gopath/src/k8s.io/kubernetes"
-  mkdir -p "$tree"
-  tar -xzf "$orig" -C "$tree" --strip-components=1
-
-  # Go >= 1.18 crashes the vendored reflect2 1.0.1 at run time: use Debian's 1.0.2.
-  rm -rf "$tree/vendor/github.com/modern-go/reflect2"
-  cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 "$tree/vendor/github.com/modern-go/reflect2"
-
-  export GOPATH="$gopath" GO111MODULE=off GOFLAGS= GOCACHE="$work/gocache" PATH="$GO_BIN_DIR:$PATH"
+  tree=$(unpack_kube_source "$work")
+  kube_go_env "$work"
   (
     cd "$tree"
     go build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
@@ -157,10 +101,7 @@ cmd_build() {
     "$work/openapi-gen" -i "$packages" -p k8s.io/kubernetes/pkg/generated/openapi \
       -O zz_generated.openapi -h hack/boilerplate/boilerplate.generatego.txt \
       -r "$work/openapi-report.txt" >/dev/null
-    local v=k8s.io/kubernetes/vendor/k8s.io/component-base/version
-    go build -o "$work/kube-apiserver" \
-      -ldflags "-s -w -X $v.gitVersion=$KUBE_GIT_VERSION -X $v.gitMajor=1 -X $v.gitMinor=20" \
-      ./cmd/kube-apiserver
+    go build -o "$work/kube-apiserver" -ldflags "$(kube_ldflags)" ./cmd/kube-apiserver
   )
   mkdir -p "$(dirname "$APISERVER_BIN")"
   mv "$work/kube-apiserver" "$APISERVER_BIN.tmp"
@@ -472,6 +413,7 @@ case "${1:-}" in
   build) cmd_build ;;
   prepare) cmd_prepare ;;
   version) cmd_version ;;
+  binary) shift; bin_dir_binary "${1:?usage: control-plane.sh binary NAME}" ;;
   start) shift; cmd_start "$@" ;;
   stop) shift; cmd_stop "$@" ;;
   stop-apiserver) shift; cmd_stop_apiserver "$@" ;;

@@ -15,6 +15,12 @@ phase() { echo "test.sh: [${SECONDS}s] $*"; }
 phase "install and build the control plane, the static binaries, buildah and prometheus"
 
 scripts/control-plane.sh build >/dev/null
+# --- The real node (tests/e2e/node_*: kubelet, containerd, a registry on
+# 127.0.0.1): its packages, and kubelet, kube-scheduler and
+# kube-controller-manager built once into the same cache. The node tests
+# run with the other end-to-end tests; a node that cannot start fails them.
+scripts/node.sh build >/dev/null
+# ---
 command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
 scripts/static-build.sh >/dev/null
 # The image check builds the Containerfile's offline path with buildah; the
@@ -59,6 +65,11 @@ e2e_threads=${OPSTATUS_E2E_THREADS:-6}
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start)
+# --- The real-node tests again on a current node (kubelet, scheduler and
+# controller-manager v1.36.2 from the same directory): the native sidecar.
+current_modules+=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
+  node_loopback)
+# ---
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
 # `cargo test` runs them on the Debian-built v1.20.2; this runs the modules

@@ -36,7 +36,7 @@ const ROLLOUT: &str = "kubectl -n kube9-system rollout status deployment/opstatu
 const IMAGE: &str = "registry.example/team/opstatus";
 
 /// The fenced blocks of `file`'s section `heading`, dedented: (info string, body).
-fn section_blocks(file: &str, heading: &str) -> Vec<(String, String)> {
+pub(crate) fn section_blocks(file: &str, heading: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(Path::new(ROOT).join(file)).unwrap();
     let section = text.split(&format!("\n{heading}\n")).nth(1).unwrap_or_else(|| panic!("{file} has `{heading}`"));
     let section = section.split("\n## ").next().unwrap();
@@ -44,20 +44,26 @@ fn section_blocks(file: &str, heading: &str) -> Vec<(String, String)> {
 }
 
 /// The `sh` blocks of a section, one script.
-fn script(blocks: &[(String, String)]) -> String {
+pub(crate) fn script(blocks: &[(String, String)]) -> String {
     blocks.iter().filter(|(info, _)| info == "sh").map(|(_, b)| b.as_str()).collect()
 }
 
 /// A user's checkout of this repository (what the commands read: the
 /// manifests and the fixture CRDs), with `opstatus` on the PATH, on a
 /// laptop whose kubeconfig is the admin's.
-struct Laptop {
+pub(crate) struct Laptop {
     checkout: TempDir,
     env: Vec<(&'static str, String)>,
 }
 
 impl Laptop {
     fn new(cp: &ControlPlane) -> Laptop {
+        Laptop::with_image(cp, IMAGE)
+    }
+
+    /// The laptop with `IMAGE` set to `image` (`tests/e2e/node_quick_start.rs`:
+    /// the real node's registry).
+    pub(crate) fn with_image(cp: &ControlPlane, image: &str) -> Laptop {
         let checkout = TempDir::new("quick-start");
         std::fs::create_dir_all(checkout.path().join("tests")).unwrap();
         for part in ["manifests", "tests/fixtures"] {
@@ -69,16 +75,16 @@ impl Laptop {
         std::fs::create_dir(&bin).unwrap();
         std::os::unix::fs::symlink(opstatus_bin(), bin.join("opstatus")).unwrap();
         let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-        let env = vec![("KUBECONFIG", cp.kubeconfig().to_string()), ("IMAGE", IMAGE.to_string()), ("PATH", path)];
+        let env = vec![("KUBECONFIG", cp.kubeconfig().to_string()), ("IMAGE", image.to_string()), ("PATH", path)];
         Laptop { checkout, env }
     }
 
     /// Runs `script` with bash (errexit, pipefail) in the checkout; its stdout.
-    fn run(&self, script: &str) -> String {
+    pub(crate) fn run(&self, script: &str) -> String {
         self.try_run(script).unwrap_or_else(|e| panic!("the documented commands failed at:\n{script}\n{e}"))
     }
 
-    fn try_run(&self, script: &str) -> Result<String, String> {
+    pub(crate) fn try_run(&self, script: &str) -> Result<String, String> {
         let dir = self.checkout.path();
         let mut c = Command::new("bash");
         // Nothing of the developer's environment leaks in; HOME holds kubectl's cache.

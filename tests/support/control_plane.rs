@@ -67,6 +67,14 @@ impl ControlPlane {
         cp
     }
 
+    /// The control plane `control-plane.sh start` started in `dir` for
+    /// another script (`scripts/node.sh`), which stops it.
+    pub fn attach(dir: TempDir) -> ControlPlane {
+        let mut cp = ControlPlane { dir, env: HashMap::new() };
+        cp.reload_env();
+        cp
+    }
+
     /// `/version`'s `gitVersion` (the Debian build may say `v0.0.0-master`).
     pub fn git_version(&self) -> &str {
         self.var("KUBE_GIT_VERSION")

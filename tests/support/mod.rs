@@ -16,6 +16,7 @@ pub mod http;
 pub mod https;
 pub mod markdown;
 pub mod monitoring;
+pub mod node;
 pub mod operator_endpoint;
 pub mod pki;
 pub mod replicas;

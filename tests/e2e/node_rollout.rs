@@ -1,0 +1,130 @@
+//! End to end on a real node: a rolling update of the operator's
+//! Deployment with 2 replicas (a changed pod-template annotation), the
+//! sidecar from the shipped component. Readers, polling all along, never
+//! see "Shutting down" nor a status older than a few heartbeats, and every
+//! version of the ConfigMap (a watch) names one publisher at a time: each
+//! holder's writes are one unbroken run, handed over from old pods to new.
+
+use crate::node_sidecar::{CM, DEPLOYMENT, SELECTOR, deploy_operator};
+use crate::support;
+
+use serde_json::Value;
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+use support::control_plane::service_account_user;
+use support::node::shared;
+
+const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
+
+fn holder(cm: &Value) -> Option<String> {
+    let record: Value = serde_json::from_str(cm["metadata"]["annotations"][ANNOTATION].as_str()?).ok()?;
+    Some(record["holderIdentity"].as_str()?.to_string())
+}
+
+#[test]
+fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time() {
+    let node = shared();
+    let cp = node.cp();
+    let ns = deploy_operator(node, "node-rollout", &[], "spec:\n  replicas: 2\n");
+    let old: Vec<String> = node
+        .wait_ready(&ns, SELECTOR, 2, Duration::from_secs(180))
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+
+    // Every version of the ConfigMap from here on.
+    let mut watch = Command::new("kubectl")
+        .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "get", "configmap", CM, "--watch", "-o", "json"])
+        .arg("--request-timeout=0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stream = watch.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stream.read_to_string(&mut text);
+        text
+    });
+
+    let started = Instant::now();
+    cp.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "deployment",
+        DEPLOYMENT,
+        "-p",
+        r#"{"spec":{"template":{"metadata":{"annotations":{"example.com/restarted":"now"}}}}}"#,
+    ]);
+    let rollout = std::thread::spawn({
+        let (kubeconfig, ns) = (cp.kubeconfig().to_string(), ns.clone());
+        move || {
+            Command::new("kubectl")
+                .args(["--kubeconfig", &kubeconfig, "-n", &ns, "rollout", "status", "deployment", DEPLOYMENT])
+                .arg("--timeout=240s")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap()
+        }
+    });
+    let mut oldest_seen = Duration::ZERO;
+    let mut polls = 0;
+    while !rollout.is_finished() || started.elapsed() < Duration::from_secs(5) {
+        if let Some(doc) = cp.status_document(&ns, CM) {
+            assert_ne!(doc["error"], "Shutting down", "a reader saw an old pod's final status: {doc}");
+            assert_eq!(doc["health"], "healthy", "{doc}");
+            let updated = opstatus::testing::parse_rfc3339(doc["lastUpdate"].as_str().unwrap()).unwrap();
+            let age = SystemTime::now().duration_since(updated).unwrap_or_default();
+            oldest_seen = oldest_seen.max(age);
+            assert!(age < Duration::from_secs(20), "stale: last updated {age:?} ago (2 s heartbeats): {doc}");
+            polls += 1;
+        }
+        assert!(started.elapsed() < Duration::from_secs(300), "the rollout did not finish");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let out = rollout.join().unwrap();
+    assert!(out.status.success(), "rollout status: {}", String::from_utf8_lossy(&out.stderr));
+    let rolled = started.elapsed();
+    // The new publisher's status lands after the last old pod is gone.
+    std::thread::sleep(Duration::from_secs(5));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let text = reader.join().unwrap();
+    let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
+    let mut runs: Vec<String> = Vec::new();
+    for cm in &versions {
+        // An empty holder is the lock released at a handover: nobody publishes.
+        let Some(h) = holder(cm).filter(|h| !h.is_empty()) else { continue };
+        if runs.last() != Some(&h) {
+            assert!(!runs.contains(&h), "{h} published again after another did: {runs:?}");
+            runs.push(h);
+        }
+        let doc: Value = serde_json::from_str(cm["data"]["status"].as_str().unwrap()).unwrap();
+        assert_ne!(doc["error"], "Shutting down", "a version said Shutting down: {doc}");
+    }
+    // kubelet v1.20 takes a while to remove a stopped Pod's object.
+    let new: Vec<String> = node
+        .pods(&ns, SELECTOR)
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(new.len(), 2);
+    let last = runs.last().expect("a publisher");
+    assert!(new.contains(last), "a new pod publishes at the end: {runs:?}, new pods {new:?}");
+    assert!(runs.iter().take(1).all(|h| old.contains(h)), "an old pod published first: {runs:?}");
+    let writes = cp.audit_events(&service_account_user(&ns, DEPLOYMENT));
+    let conflicts = writes.iter().filter(|e| e.code == 409).count();
+    println!(
+        "e2e node rolling update (kubelet {}): 2 replicas rolled in {:.1} s; {polls} reads, oldest status seen \
+         {oldest_seen:.1?} old, never Shutting down; {} ConfigMap versions, publishers in turn: {runs:?}; {} requests \
+         by the pods' ServiceAccount, {conflicts} of them 409",
+        node.version(),
+        rolled.as_secs_f64(),
+        versions.len(),
+        writes.len()
+    );
+}

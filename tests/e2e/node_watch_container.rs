@@ -1,0 +1,124 @@
+//! End to end on a real node: `--watch-container` against real failures of
+//! the operator's container, as kubelet reports them. The component with
+//! `manifests/components/opstatus-watch-container` (its RBAC) and
+//! OPSTATUS_WATCH_CONTAINER=manager, as docs/probes-and-metrics.md has the
+//! overlay; the stand-in operator fails its first starts (counted in an
+//! emptyDir): it exits 1 (a real `CrashLoopBackOff`), or allocates past its
+//! memory limit (a real `OOMKilled`, exit 137). The status must say so in
+//! kubelet's words, and keep saying the container restarted once it runs
+//! again (it is called well after ten minutes of running cleanly, a window
+//! no flag shortens, so that part stays with tests/e2e/watch_container.rs).
+
+use crate::node_sidecar::{CM, SELECTOR, deploy_operator, sidecar_list};
+use crate::support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant};
+use support::node::{Node, container_status, shared};
+use support::wait_for;
+
+/// The operator's container failing `times` times with `fail`, and its limits.
+fn failing(node: &Node, fail: &str, times: u32, memory_limit: &str) -> String {
+    let sidecar = "- name: opstatus
+        env:
+        - {name: OPSTATUS_WATCH_CONTAINER, value: manager}
+";
+    let manager = format!(
+        "- name: manager
+        env:
+        - {{name: FAIL, value: {fail}}}
+        - {{name: FAIL_TIMES, value: \"{times}\"}}
+        resources:
+          limits: {{memory: {memory_limit}}}
+        volumeMounts:
+        - {{name: state, mountPath: /state}}
+"
+    );
+    // A plain sidecar is in the same list as the operator's container.
+    let containers = match sidecar_list(node) {
+        "containers" => format!("      containers:\n      {sidecar}      {manager}"),
+        list => format!("      {list}:\n      {sidecar}      containers:\n      {manager}"),
+    };
+    format!("spec:\n  template:\n    spec:\n{containers}      volumes:\n      - {{name: state, emptyDir: {{}}}}\n")
+}
+
+/// Waits (bounded) for the published status to satisfy `check`; returns it
+/// and every distinct `error` seen on the way.
+fn wait_status(ns: &str, what: &str, within: Duration, check: impl Fn(&Value) -> bool) -> (Value, Vec<String>) {
+    let node = shared();
+    let mut seen: Vec<String> = Vec::new();
+    let found = wait_for(within, Duration::from_millis(500), || {
+        let doc = node.cp().status_document(ns, CM)?;
+        let error = doc["error"].as_str().unwrap_or_default().to_string();
+        if seen.last() != Some(&error) {
+            seen.push(error);
+        }
+        check(&doc).then_some(doc)
+    });
+    let doc = found.unwrap_or_else(|| {
+        panic!("{what} within {within:?}; errors seen: {seen:#?}\nevents:\n{}", node.events_text(ns))
+    });
+    (doc, seen)
+}
+
+#[test]
+fn e2e_node_a_real_crash_loop_of_the_operator_is_said_in_kubelets_words() {
+    let node = shared();
+    let started = Instant::now();
+    let ns = deploy_operator(node, "node-crashloop", &["opstatus-watch-container"], &failing(node, "exit", 2, "64Mi"));
+    // While the operator is down its health endpoint refuses too, and that
+    // rule comes first: kubelet's words are its back-off, or the restart
+    // and exit code once it runs again.
+    let (doc, seen) = wait_status(&ns, "a crash loop degrades the status", Duration::from_secs(120), |d| {
+        d["error"].as_str().is_some_and(|e| e.starts_with("Container manager") && e.contains("Error, exit code 1"))
+    });
+    let in_loop = started.elapsed();
+    assert_eq!(doc["health"], "degraded");
+    let error = doc["error"].as_str().unwrap().to_string();
+    // kubelet said the same: its status of the container, and its events.
+    let pod = &node.pods(&ns, SELECTOR)[0];
+    let manager = container_status(pod, "manager");
+    assert_eq!(manager["lastState"]["terminated"]["exitCode"], 1, "{manager}");
+    assert_eq!(container_status(pod, "opstatus")["restartCount"], 0, "opstatus itself never restarted");
+    let events = node.events_text(&ns);
+    assert!(events.contains("BackOff"), "kubelet's back-off event:\n{events}");
+
+    // The third start runs: restarted, not yet clean for ten minutes.
+    let (doc, later) =
+        wait_status(&ns, "the running container is said to have restarted", Duration::from_secs(120), |d| {
+            d["error"].as_str().is_some_and(|e| {
+                e.starts_with("Container manager restarted (2 restarts; last terminated Error, exit code 1)")
+            })
+        });
+    assert_eq!(doc["health"], "degraded");
+    println!(
+        "e2e node crash loop (kubelet {}): published {:.1} s after apply: {error}\nthen: {}\nerrors seen: \
+         {seen:#?} {later:#?}\nevents:\n{events}",
+        node.version(),
+        in_loop.as_secs_f64(),
+        doc["error"]
+    );
+}
+
+#[test]
+fn e2e_node_a_real_oom_kill_of_the_operator_is_said_in_kubelets_words() {
+    let node = shared();
+    let started = Instant::now();
+    let ns = deploy_operator(node, "node-oom", &["opstatus-watch-container"], &failing(node, "oom", 1, "24Mi"));
+    let (doc, seen) = wait_status(&ns, "the OOM kill is published", Duration::from_secs(120), |d| {
+        d["error"].as_str().is_some_and(|e| e.contains("last terminated OOMKilled, exit code 137"))
+    });
+    let took = started.elapsed();
+    assert_eq!(doc["health"], "degraded");
+    let pod = &node.pods(&ns, SELECTOR)[0];
+    let manager = container_status(pod, "manager");
+    assert_eq!(manager["lastState"]["terminated"]["reason"], "OOMKilled", "{manager}");
+    assert_eq!(manager["lastState"]["terminated"]["exitCode"], 137, "{manager}");
+    assert_eq!(container_status(pod, "opstatus")["restartCount"], 0, "opstatus itself never restarted");
+    println!(
+        "e2e node OOM kill (kubelet {}): published {:.1} s after apply: {}\nerrors seen: {seen:#?}",
+        node.version(),
+        took.as_secs_f64(),
+        doc["error"]
+    );
+}
