@@ -23,6 +23,7 @@ mod monitoring;
 mod operator_condition;
 mod operator_watch;
 mod pro_tier;
+mod probe_first_list;
 mod probe_large_objects;
 mod probe_scale;
 mod probe_standby;
