@@ -116,14 +116,19 @@ impl Pager {
         if now < self.budget.until {
             return Ok(());
         }
-        let (seconds, pages) = (self.budget.length.as_secs_f64(), self.pages);
+        let (length, pages) = (self.budget.length, self.pages);
+        // Whole seconds, or milliseconds (an `--interval` under a second).
+        let seconds = match length.subsec_millis() {
+            0 => format!("{}s", length.as_secs()),
+            _ => format!("{}ms", length.as_millis()),
+        };
         Err(if self.budget.grows {
             format!(
-                "listing made no progress for {seconds}s ({pages} pages, {listed} resources): stopped; the next try \
+                "listing made no progress for {seconds} ({pages} pages, {listed} resources): stopped; the next try \
                  starts over"
             )
         } else {
-            format!("listing took longer than {seconds}s ({pages} pages): stopped; the next check tries again")
+            format!("listing took longer than {seconds} ({pages} pages): stopped; the next check tries again")
         })
     }
 
@@ -148,7 +153,7 @@ pub(super) fn next_limit(limit: usize, fitted: bool) -> Option<usize> {
 /// Every page of one collection into a store, within a fixed
 /// [`Budget`] (`opstatus once`); its version is the list's.
 pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    Listing::new(Budget::fixed(budget, Instant::now())).run(client, collection, |_| {})
+    Listing::new(Budget::fixed(budget, Instant::now())).run(client, collection, &mut |_| {})
 }
 
 /// One collection's list, page by page, resumable: a request that fails
@@ -195,11 +200,12 @@ impl Listing {
     /// Lists the remaining pages into the store, which it returns when
     /// complete (and starts over: the next call lists anew). `progress` is
     /// told the resources listed after each page.
+    #[inline(never)]
     pub(crate) fn run(
         &mut self,
         client: &mut Client,
         collection: &Collection,
-        mut progress: impl FnMut(usize),
+        progress: &mut dyn FnMut(usize),
     ) -> Result<Store, KubeError> {
         // A continue token expires (410 Gone) when the list is older than
         // etcd's compaction window; start over once, then give up until the

@@ -316,7 +316,7 @@ impl Run {
         let first = self.lock().store.is_none();
         let (shared, name) = (self.shared.clone(), &self.collection.name);
         let (started, mut said) = (Instant::now(), Instant::now());
-        let progress = |listed: usize| {
+        let mut progress = |listed: usize| {
             if first {
                 shared.lock().unwrap_or_else(|p| p.into_inner()).listing = Some(listed);
                 if said.elapsed() >= super::LIST_BUDGET {
@@ -325,17 +325,12 @@ impl Run {
                 }
             }
         };
-        let listed = self.listing.run(&mut self.client, &self.collection, progress);
+        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
         match listed {
             Ok(store) => {
                 if first && started.elapsed() >= super::LIST_BUDGET {
-                    let took = started.elapsed().as_secs_f32();
-                    log::info!(
-                        "Listed {} {}{} in {took:.1}s",
-                        store.len(),
-                        self.collection.name,
-                        self.collection.scope
-                    );
+                    let (c, took) = (&self.collection, started.elapsed().as_secs());
+                    log::info!("Listed {} {}{} in {took} s", store.len(), c.name, c.scope);
                 }
                 version.clone_from(&store.resource_version);
                 let mut shared = self.lock();
