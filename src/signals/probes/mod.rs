@@ -223,12 +223,19 @@ impl Prober {
         let mut unseen: Vec<(bool, String)> = Vec::new();
         let mut pending = false;
         let mut listing = Vec::new();
+        // What the stores hold that is wrong (resources that cannot be
+        // read, too many): reported, but only too many leaves the tally
+        // incomplete (`partial`); one that cannot be read is unknown, which
+        // never blocks, and every other resource still counts.
+        let mut noted = Vec::new();
+        let mut partial = false;
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
                         Ok(store) => {
-                            problems.extend(c.store_problem(&store));
+                            partial |= !store.holds_all();
+                            noted.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
                         }
@@ -243,7 +250,8 @@ impl Prober {
                     problems.extend(shared.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
-                            problems.extend(w.collection.store_problem(store));
+                            partial |= !store.holds_all();
+                            noted.extend(w.collection.store_problem(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
                         }
@@ -257,7 +265,8 @@ impl Prober {
                 }
             }
         }
-        let complete = problems.is_empty() && !pending;
+        let complete = problems.is_empty() && !pending && !partial;
+        problems.extend(noted);
         // Only the condition types some probe declares are published: an
         // operator that sets Upgradeable itself keeps it unless asked.
         let declares = |f: fn(&ProbeSpec) -> bool| self.flags.iter().chain(&self.from_crds).any(|s| f(&s.spec));
