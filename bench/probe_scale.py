@@ -328,6 +328,9 @@ def run_scale(cp, audit, admin, args, work, tools, n, data_ns):
             f"CPU {r['cpu_s_per_min']:.3f} s/min; peak RSS {r['peak_rss_kib']} KiB, steady {r['steady_rss_kib']} KiB")
     for r in runs:
         r.pop("proc", None)
+        # opstatus says each change of the published health in its log.
+        r["health"] = [line.split("health=", 1)[1].split(",", 1)[0] for line in open(r["log"], errors="replace")
+                       if "Status updated:" in line and "health=" in line]
     return runs
 
 
@@ -389,6 +392,8 @@ def main():
               f"| {r['steady_rss_kib'] / 1024:.1f} MiB | {r['peak_rss_kib'] / 1024:.1f} MiB "
               f"| {r['cpu_s_per_min'] * 1000:.1f} ms | {r['all_per_min']:.2f} ({r['foo_per_min']:.2f}) | {flips} |")
     ok = [r for r in results if "failed" not in r]
+    print("\nopstatus's published health from start to stop: " + "; ".join(
+        f"{r['n']:,}: {' → '.join(r['health']) or 'none'}" for r in results if r["label"] == "opstatus"))
     print("\nGrowth (steady RSS per 1,000 Foos, smallest to largest scale):")
     for label, _ in tools:
         mine = sorted((r for r in ok if r["label"] == label), key=lambda r: r["n"])
