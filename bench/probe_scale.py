@@ -1,48 +1,51 @@
 #!/usr/bin/env python3
-"""Probe-scale benchmark: what opstatus's OLM probes
-cost with many custom resources and nothing changing. Run it with
-`scripts/bench.sh --probe-scale [options]`, or directly:
+"""Probe-scale benchmark: what opstatus's OLM probes cost as the custom
+resources grow, beside the peers doing the same job: a kube-rs reflector
+(bench/peers/src/kube_reflector.rs) and a client-go shared informer
+(bench/peers/client-go/informer.go). Run it with `scripts/bench.sh
+--probe-scale [options]` (it builds the peers), or directly:
 
-    python3 bench/probe_scale.py --opstatus PATH [--scales 100,2000,10000]
-        [--window 120] [--flips 6] [--also before=PATH [--also-at 2000]]
+    python3 bench/probe_scale.py --opstatus PATH [--peer kube-rs=PATH]
+        [--peer client-go=PATH] [--scales 1000,10000] [--window 120]
+        [--flips 6]
 
 One real kube-apiserver (scripts/control-plane.sh, audit log at Metadata
-level) and, per scale N, a namespace holding N Foos (tests/fixtures/crds/
-foos.example.com.yaml) whose status says `Migrating=False`. opstatus runs
-as its own ServiceAccount in its own namespace, as in a pod, with exactly
-the RBAC of manifests/base (its ConfigMap by name, events), manifests/olm
-(list + watch on the Foos, granted in the Foos' namespace) and OLM's grant
-on its OperatorCondition (get, update, patch by name):
+level) and, per scale N, a namespace holding N Foos
+(tests/fixtures/crds/foos.example.com.yaml) as users have them: a spec of
+~1 KiB and a `status.conditions` of three entries (`Migrating=False`,
+`Ready=True`, `Available=True`). Every tool runs at once, each as its own
+ServiceAccount in its own namespace with the same RBAC: list + watch on
+the Foos in their namespace (manifests/olm), OLM's grant on its own
+OperatorCondition (get, update, patch by name), and manifests/base's on
+the status ConfigMap and events (which only opstatus uses):
 
     opstatus run --interval 60s --probe example.com/v1/foos:Upgradeable=!Migrating
         --probe-namespace foos-N --operator-condition demo-operator.v2.0.0
+    kube-reflector foos-N demo-operator.v2.0.0
+    informer foos-N demo-operator.v2.0.0
 
-(default check interval: 5 s). Per scale and build, from the audit log
-(the API server's own clock):
+(opstatus's default check interval: 5 s). Each evaluates
+`Upgradeable=!Migrating` and writes its OperatorCondition's `Upgradeable`
+(`update`) when it flips. Per scale and tool, from the audit log (the API
+server's own clock) and /proc:
 
-- initial list: from start to the first OperatorCondition write
-  (`Upgradeable=True`, "N checked"): the list's pages and the API server's
-  time serving them;
-- flip -> OperatorCondition: one Foo's `status.conditions` patched to
-  `Migrating=True` and back (--flips, alternating), each timed from the
-  admin's PATCH to opstatus's OperatorCondition `update`, both as the API
-  server received them; median and max;
-- then a steady window (--window s) with nothing changing: requests on the
-  Foos (lists, watches) and every request of the process (heartbeats
-  included), per minute. kube-apiserver v1.20 audits a watch of a custom
-  resource only when it ends (and the policy omits RequestReceived), so
-  opstatus is stopped at the end of the window and the requests are then
-  counted by their requestReceivedTimestamp in the window;
-- API-server time serving them, from the ResponseComplete events
-  (stageTimestamp - requestReceivedTimestamp): summed over the window's
-  lists per minute; for watches, the time the watch was open within the
-  window (idle streaming: a held connection, not work);
-- opstatus peak RSS (VmHWM, just before it is stopped) and steady RSS
-  (median VmRSS sampled each second over the window).
+- initial list: from the process's start to its first OperatorCondition
+  write (`Upgradeable=True`, "N checked"), and the list requests it made
+  before it;
+- flip -> OperatorCondition: one Foo's `Migrating` patched to `True` and
+  back (--flips, alternating), each timed from the admin's PATCH to each
+  tool's OperatorCondition `update`, both as the API server received them;
+  median and max;
+- then a steady window (--window s) with nothing changing: requests per
+  minute (every request of the process, counted by requestReceivedTimestamp
+  once the tools stopped: kube-apiserver v1.20 audits a watch of a custom
+  resource only when it ends), CPU seconds per minute (all threads,
+  /proc/PID/task/*/schedstat), steady RSS (median VmRSS sampled each
+  second) and peak RSS (VmHWM at the end of the window).
 
---also LABEL=PATH runs another build the same way at the --also-at scales
-(e.g. the build before watches, which re-lists every check).
-Prints a Markdown table on stdout, progress on stderr.
+Then the growth: steady RSS per 1,000 Foos between the smallest and the
+largest scale. The tools start in a rotated order per scale. Prints
+Markdown tables on stdout, progress on stderr.
 """
 import argparse
 import http.client
@@ -60,7 +63,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench import ROOT, ControlPlane, parse_time, status_kib  # noqa: E402
+from bench import ROOT, ControlPlane, parse_time, proc_tasks_cpu_ns, status_kib  # noqa: E402
 
 OC_NAME = "demo-operator.v2.0.0"
 FOOS = "/apis/example.com/v1"
@@ -122,9 +125,18 @@ class Admin:
                      content_type="application/merge-patch+json")
 
 
-def create_foos(env, ns, count, threads=3):
-    """`count` Foos in `ns`, each created and its status set (two requests:
-    the status subresource ignores a status in the create)."""
+CALM = [("Migrating", "False"), ("Ready", "True"), ("Available", "True")]
+
+
+def foo_spec(i):
+    """~1 KiB of spec, as an operator's resources carry."""
+    return {"replicas": 3, "image": f"registry.example.com/team/app:v1.{i % 50}",
+            "config": {f"setting-{k:02d}": f"value-{i}-{k:02d}-" + "x" * 24 for k in range(20)}}
+
+
+def create_foos(env, ns, count, threads=8):
+    """`count` Foos in `ns`, each created with its spec and its status set
+    (two requests: the status subresource ignores a status in the create)."""
     errors = []
 
     def worker(indices):
@@ -134,8 +146,8 @@ def create_foos(env, ns, count, threads=3):
                 name = f"foo-{i:05d}"
                 admin.request("POST", f"{FOOS}/namespaces/{ns}/foos",
                               {"apiVersion": "example.com/v1", "kind": "Foo",
-                               "metadata": {"name": name, "namespace": ns}, "spec": {}})
-                admin.set_conditions(ns, name, [("Migrating", "False")])
+                               "metadata": {"name": name, "namespace": ns}, "spec": foo_spec(i)})
+                admin.set_conditions(ns, name, CALM)
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -199,139 +211,141 @@ def oc_updates(events, since):
             and e["_received"] >= since]
 
 
-def run_one(cp, audit, admin, args, work, label, binary, n, data_ns):
-    ns = f"{label}-{n}".replace("_", "-").lower()
-    sa_dir, _, user = cp.identity(ns, "opstatus", OPSTATUS_RULES, work)
-    # manifests/olm's probe reader, in the Foos' namespace.
-    cp.kubectl("apply", "-f", "-", stdin=(
-        f"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: probe-reader-{ns}, namespace: {data_ns}}}\n"
-        "rules:\n- {apiGroups: [example.com], resources: [foos], verbs: [list, watch]}\n---\n"
-        f"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: probe-reader-{ns}, namespace: {data_ns}}}\n"
-        f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: probe-reader-{ns}}}\n"
-        f"subjects: [{{kind: ServiceAccount, name: opstatus, namespace: {ns}}}]\n"))
-    cp.kubectl("create", "-f", "-", stdin=json.dumps({
-        "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-        "metadata": {"name": OC_NAME, "namespace": ns},
-        "spec": {"deployments": ["demo-operator"], "serviceAccounts": ["opstatus"], "conditions": []}}))
-    audit.watch_user(user)
-    audit.poll()
-    env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"],
-               OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
-    env.pop("OPERATOR_CONDITION_NAME", None)
-    argv = ["nice", "-n", "5", binary, "run", "--interval", "60s", "--probe", PROBE, "--probe-namespace", data_ns,
-            "--operator-condition", OC_NAME]
-    logf = open(f"{work}/{ns}.log", "wb")
-    start = time.time()
-    p = subprocess.Popen(argv, env=env, stdout=logf, stderr=logf)
-    r = {"label": label, "n": n}
-    try:
-        first = wait_for(lambda: oc_updates(audit.of(user), start), 180, 0.05)
-        assert first, f"{label} at {n}: no OperatorCondition write ({open(f'{work}/{ns}.log').read()[-800:]})"
-        ready = first[0]["_received"]
-        oc = admin.request("GET", f"/apis/operators.coreos.com/v2/namespaces/{ns}/operatorconditions/{OC_NAME}")
-        up = next((c for c in oc["spec"]["conditions"] if c["type"] == "Upgradeable"), {})
-        assert up.get("status") == "True" and f"({n} checked)" in up.get("message", ""), up
-        lists = [e for e in audit.of(user) if e["verb"] == "list" and "/foos" in e["requestURI"]
-                 and start <= e["_received"] < ready]
-        r["initial_s"] = ready - start
-        r["initial_pages"] = len(lists)
-        r["initial_list_api_s"] = sum(e["_completed"] - e["_received"] for e in lists)
-        log(f"{label} {n}: Upgradeable=True written {r['initial_s']:.2f} s after start "
-            f"({len(lists)} list pages, {r['initial_list_api_s']:.2f} s API-server time)")
+def argv_of(label, binary, data_ns):
+    if label == "opstatus":
+        return [binary, "run", "--interval", "60s", "--probe", PROBE, "--probe-namespace", data_ns,
+                "--operator-condition", OC_NAME]
+    return [binary, data_ns, OC_NAME]
 
-        # Flips: one Foo's condition, alternately blocking and not.
+
+def run_scale(cp, audit, admin, args, work, tools, n, data_ns):
+    """Every tool at once over the `n` Foos of `data_ns`; one result each."""
+    runs = []
+    for label, binary in tools:
+        ns = f"{label}-{n}".replace("_", "-").lower()
+        sa_dir, _, user = cp.identity(ns, "prober", OPSTATUS_RULES, work)
+        # manifests/olm's probe reader, in the Foos' namespace.
+        cp.kubectl("apply", "-f", "-", stdin=(
+            f"apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: probe-reader-{ns}, namespace: {data_ns}}}\n"
+            "rules:\n- {apiGroups: [example.com], resources: [foos], verbs: [list, watch]}\n---\n"
+            f"apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: probe-reader-{ns}, namespace: {data_ns}}}\n"
+            f"roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: probe-reader-{ns}}}\n"
+            f"subjects: [{{kind: ServiceAccount, name: prober, namespace: {ns}}}]\n"))
+        cp.kubectl("create", "-f", "-", stdin=json.dumps({
+            "apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
+            "metadata": {"name": OC_NAME, "namespace": ns},
+            "spec": {"deployments": ["demo-operator"], "serviceAccounts": ["prober"], "conditions": []}}))
+        audit.watch_user(user)
+        runs.append({"label": label, "n": n, "ns": ns, "user": user, "sa_dir": sa_dir, "binary": binary})
+    audit.poll()
+    # A rotated start order per scale: none always starts first.
+    shift = args.scales.index(n) % len(runs)
+    order = runs[shift:] + runs[:shift]
+    for r in order:
+        env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"],
+                   OPSTATUS_SERVICE_ACCOUNT_DIR=r["sa_dir"])
+        env.pop("OPERATOR_CONDITION_NAME", None)
+        r["log"] = f"{work}/{r['ns']}.log"
+        logf = open(r["log"], "wb")
+        r["start"] = time.time()
+        r["proc"] = subprocess.Popen(argv_of(r["label"], r["binary"], data_ns), env=env, stdout=logf, stderr=logf)
+    try:
+        for r in runs:
+            first = wait_for(lambda: oc_updates(audit.of(r["user"]), r["start"]), args.initial_timeout, 0.05)
+            if not first:
+                r["failed"] = f"no OperatorCondition write in {args.initial_timeout:.0f} s: " + \
+                    open(r["log"], errors="replace").read()[-300:]
+                log(f"{r['label']} {n}: FAILED: {r['failed']}")
+                continue
+            ready = first[0]["_received"]
+            lists = [e for e in audit.of(r["user"]) if e["verb"] == "list" and "/foos" in e["requestURI"]
+                     and e["_received"] < ready]
+            r["initial_s"] = ready - r["start"]
+            r["initial_pages"] = len(lists)
+            oc = admin.request("GET", f"/apis/operators.coreos.com/v2/namespaces/{r['ns']}/operatorconditions/{OC_NAME}")
+            up = next((c for c in oc["spec"]["conditions"] if c["type"] == "Upgradeable"), {})
+            if up.get("status") != "True" or f"({n} checked)" not in up.get("message", ""):
+                r["failed"] = f"first write: {up}"
+            log(f"{r['label']} {n}: Upgradeable=True written {r['initial_s']:.2f} s after start "
+                f"({len(lists)} list requests before)")
+        live = [r for r in runs if "failed" not in r]
         one = f"foo-{n * 617 // 1000:05d}"
-        latencies = []
+        for r in live:
+            r["flips"] = []
         for i in range(args.flips):
-            time.sleep(1.0 + (i * 0.37) % 1.0)  # land at different points of the check cycle
+            time.sleep(2.0 + (i * 0.37) % 1.0)  # land at different points of opstatus's check cycle
             blocking = i % 2 == 0
             before = time.time()
-            admin.set_conditions(data_ns, one, [("Migrating", "True" if blocking else "False")])
+            admin.set_conditions(data_ns, one, [("Migrating", "True" if blocking else "False")] + CALM[1:])
             patched = wait_for(lambda: [e for e in audit.of("admin") if e["verb"] == "patch" and
                                         f"/foos/{one}/status" in e["requestURI"] and e["_received"] >= before - 0.005],
                                5)
             assert patched, "the admin's patch is not in the audit log"
             t_patch = patched[-1]["_received"]
-            written = wait_for(lambda: oc_updates(audit.of(user), t_patch), 30)
-            assert written, f"{label} at {n}: flip {i} never reached the OperatorCondition"
-            latencies.append(written[0]["_received"] - t_patch)
-            log(f"{label} {n}: flip {i + 1}/{args.flips} ({'block' if blocking else 'unblock'}) -> "
-                f"OperatorCondition update {latencies[-1] * 1000:.0f} ms later")
-        r["flips"] = latencies
+            for r in live:
+                written = wait_for(lambda: oc_updates(audit.of(r["user"]), t_patch), 60)
+                r["flips"].append(written[0]["_received"] - t_patch if written else float("inf"))
+            log(f"{n}: flip {i + 1}/{args.flips} ({'block' if blocking else 'unblock'}) -> " +
+                ", ".join(f"{r['label']} {r['flips'][-1] * 1000:.0f} ms" for r in live))
         time.sleep(5)  # anything the flips started (events, a check) is over
 
         # The steady window: nothing changes.
         w0 = time.time()
-        rss = []
+        for r in live:
+            r["rss"], r["cpu0"] = [], proc_tasks_cpu_ns(r["proc"].pid)
         while time.time() < w0 + args.window:
-            rss.append(status_kib(p.pid, "VmRSS"))
+            for r in live:
+                r["rss"].append(status_kib(r["proc"].pid, "VmRSS"))
             time.sleep(1)
         w1 = time.time()
-        r["peak_rss_kib"] = status_kib(p.pid, "VmHWM")
-        r["steady_rss_kib"] = statistics.median(rss)
+        for r in live:
+            r["cpu_s_per_min"] = (proc_tasks_cpu_ns(r["proc"].pid) - r["cpu0"]) / 1e9 / ((w1 - w0) / 60)
+            r["peak_rss_kib"] = status_kib(r["proc"].pid, "VmHWM")
+            r["steady_rss_kib"] = statistics.median(r["rss"])
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(5)
-    assert p.returncode is not None
+        for r in runs:
+            if "proc" in r:
+                r["proc"].send_signal(signal.SIGTERM)
+        for r in runs:
+            if "proc" in r:
+                try:
+                    r["proc"].wait(15)
+                except subprocess.TimeoutExpired:
+                    r["proc"].kill()
+                    r["proc"].wait(5)
 
-    # A watch is audited once it ended; the agent stopped, so all have.
-    def settled():
-        ev = audit.of(user)
-        watches = [e for e in ev if e["verb"] == "watch" and "/foos" in e["requestURI"]]
-        return ev if (watches or label_relists(ev)) else None
-
-    def label_relists(ev):  # a build that never watches (re-lists each check)
-        return any(e["verb"] == "list" and "/foos" in e["requestURI"] and e["_received"] >= w0 for e in ev)
-
-    ev = wait_for(settled, 15, 0.1) or audit.of(user)
-    time.sleep(1)
-    ev = audit.of(user)
-    minutes = (w1 - w0) / 60
-    in_window = [e for e in ev if w0 <= e["_received"] < w1]
-    foo_lists = [e for e in in_window if e["verb"] == "list" and "/foos" in e["requestURI"]]
-    foo_watches_new = [e for e in in_window if e["verb"] == "watch" and "/foos" in e["requestURI"]]
-    all_watches = [e for e in ev if e["verb"] == "watch" and "/foos" in e["requestURI"]]
-    watch_open = sum(max(0.0, min(w1, e["_completed"]) - max(w0, e["_received"])) for e in all_watches)
-    r.update({
-        "window_s": w1 - w0,
-        "foo_lists_per_min": len(foo_lists) / minutes,
-        "foo_watches_per_min": len(foo_watches_new) / minutes,
-        "foo_requests": len(foo_lists) + len(foo_watches_new),
-        "foo_per_min": (len(foo_lists) + len(foo_watches_new)) / minutes,
-        "list_api_s_per_min": sum(e["_completed"] - e["_received"] for e in foo_lists) / minutes,
-        "watch_open_s_per_min": watch_open / minutes,
-        "all_per_min": len(in_window) / minutes,
-        "verbs": sorted({f"{e['verb']} {e['objectRef'].get('resource', '?')}" for e in in_window
-                         if e.get("objectRef")}),
-        "watch_uris": [e["requestURI"] for e in all_watches],
-        "watch_timeouts": [int(q.split("=", 1)[1]) for e in all_watches
-                           for q in e["requestURI"].split("?", 1)[-1].split("&") if q.startswith("timeoutSeconds=")],
-    })
-    log(f"{label} {n}: window {r['window_s']:.0f} s: {len(foo_lists)} lists + {len(foo_watches_new)} watches "
-        f"on the Foos, {len(in_window)} requests in all ({', '.join(r['verbs'])}); lists "
-        f"{r['list_api_s_per_min']:.3f} s/min API-server time, watch open {r['watch_open_s_per_min']:.1f} s/min; "
-        f"peak RSS {r['peak_rss_kib']} KiB, steady {r['steady_rss_kib']} KiB; "
-        f"watches: {[u.split('?', 1)[-1] for u in r['watch_uris']]}")
-    return r
+    # Watches are audited once they ended; the tools stopped, so all have.
+    time.sleep(2)
+    for r in live:
+        ev = audit.of(r["user"])
+        in_window = [e for e in ev if w0 <= e["_received"] < w1]
+        r["window_s"] = w1 - w0
+        r["all_per_min"] = len(in_window) / ((w1 - w0) / 60)
+        r["foo_per_min"] = len([e for e in in_window if "/foos" in e["requestURI"]]) / ((w1 - w0) / 60)
+        r["verbs"] = sorted({f"{e['verb']} {e['objectRef'].get('resource', '?')}" for e in in_window
+                             if e.get("objectRef")})
+        log(f"{r['label']} {n}: window {r['window_s']:.0f} s: {len(in_window)} requests ({', '.join(r['verbs'])}); "
+            f"CPU {r['cpu_s_per_min']:.3f} s/min; peak RSS {r['peak_rss_kib']} KiB, steady {r['steady_rss_kib']} KiB")
+    for r in runs:
+        r.pop("proc", None)
+        # opstatus says each change of the published health in its log.
+        r["health"] = [line.split("health=", 1)[1].split(",", 1)[0] for line in open(r["log"], errors="replace")
+                       if "Status updated:" in line and "health=" in line]
+    return runs
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--opstatus", required=True, help="the (static) opstatus binary")
-    ap.add_argument("--scales", type=lambda v: [int(x) for x in v.split(",")], default=[100, 2000, 10000])
-    ap.add_argument("--window", type=float, default=120, help="seconds of nothing changing, counted (≥ 120)")
+    ap.add_argument("--peer", action="append", default=[], metavar="LABEL=PATH",
+                    help="a peer run beside opstatus: kube-reflector or the client-go informer (repeatable)")
+    ap.add_argument("--scales", type=lambda v: [int(x) for x in v.split(",")], default=[1000, 10000])
+    ap.add_argument("--window", type=float, default=120, help="seconds of nothing changing, counted")
     ap.add_argument("--flips", type=int, default=6, help="condition flips per scale (alternating)")
-    ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
-                    help="another opstatus build, run the same way (repeatable)")
-    ap.add_argument("--also-at", type=lambda v: [int(x) for x in v.split(",")], default=[2000],
-                    help="the scales at which the --also builds run (default 2000)")
+    ap.add_argument("--initial-timeout", type=float, default=300, help="seconds to wait for a first answer")
     args = ap.parse_args()
-    builds = [("opstatus", os.path.abspath(args.opstatus))]
-    builds += [(a.split("=", 1)[0], os.path.abspath(a.split("=", 1)[1])) for a in args.also]
+    tools = [("opstatus", os.path.abspath(args.opstatus))]
+    tools += [(a.split("=", 1)[0], os.path.abspath(a.split("=", 1)[1])) for a in args.peer]
 
     work = tempfile.mkdtemp(prefix="opstatus-probe-scale-")
     cp = ControlPlane(f"{work}/control-plane")
@@ -350,54 +364,57 @@ def main():
             cp.kubectl("create", "namespace", data_ns)
             t = time.time()
             create_foos(cp.env, data_ns, n)
-            log(f"created {n} Foos with status in {time.time() - t:.1f} s")
+            log(f"created {n} Foos (~1 KiB spec, 3 conditions) in {time.time() - t:.1f} s")
             audit.skip_to_end()
             audit.watch_user("admin")
-            for label, binary in builds:
-                if label != "opstatus" and n not in args.also_at:
-                    continue
-                try:
-                    results.append(run_one(cp, audit, admin, args, work, label, binary, n, data_ns))
-                except AssertionError as e:  # reported in the table; the other runs go on
-                    log(f"{label} {n}: FAILED: {e}")
-                    results.append({"label": label, "n": n, "failed": str(e)[:200]})
-                audit.events["admin"] = []
+            results += run_scale(cp, audit, admin, args, work, tools, n, data_ns)
+            audit.events = {"admin": []}
+            # The next scale's tools start on a quiet server.
+            cp.kubectl("delete", "namespace", data_ns, "--wait=false")
     finally:
         cp.stop()
         shutil.rmtree(work, ignore_errors=True)
 
     flavor = cp.env.get("KUBE_FLAVOR", "1.20")
     server = "v1.20.2 (the Debian build)" if flavor == "1.20" else cp.env.get("KUBE_GIT_VERSION", flavor)
-    print(f"\nopstatus `run --interval 60s --probe {PROBE} --operator-condition NAME` (check interval 5 s), one probed "
-          f"type, against kube-apiserver {server} on loopback; the Foos' "
-          f"status holds one condition. Nothing changing: a {args.window:.0f} s window after {args.flips} flips, "
-          f"counted from the audit log once opstatus stopped (v1.20 audits a watch when it ends).\n")
-    print("| CRs | build | initial list (pages, API-server time) | requests / min on the Foos, nothing changing "
-          "| API-server time / min: lists | watch open / min (idle streaming) | all requests / min of the process "
-          "| peak RSS | steady RSS | flip → OperatorCondition, median (max) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(f"\nAll tools at once against kube-apiserver {server} on loopback, one namespace of N Foos (~1 KiB spec, "
+          f"3 conditions), each probing `Upgradeable=!Migrating` and updating its OperatorCondition on a flip; "
+          f"{args.flips} flips, then a {args.window:.0f} s window with nothing changing.\n")
+    print("| Foos | tool | initial list → first answer | steady RSS | peak RSS | CPU / min idle | requests / min idle "
+          "(on the Foos) | flip → OperatorCondition, median (max) |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in results:
         if "failed" in r:
-            print(f"| {r['n']:,} | {r['label']} | failed: {r['failed']} |||||||")
+            print(f"| {r['n']:,} | {r['label']} | failed: {r['failed'][:160]} ||||||")
             continue
-        lw = f"{r['foo_per_min']:.2f} ({r['foo_lists_per_min']:.1f} lists, {r['foo_watches_per_min']:.1f} watches)"
-        if r["watch_timeouts"]:
-            lo, hi = min(r["watch_timeouts"]), max(r["watch_timeouts"])
-            lw += f"; the watch renews every {lo} s" if lo == hi else f"; the watch renews every {lo}–{hi} s"
-        pages = f"{r['initial_pages']} page{'s' if r['initial_pages'] != 1 else ''}"
-        print(f"| {r['n']:,} | {r['label']} | {pages}, {r['initial_list_api_s']:.2f} s "
-              f"| {lw} | {r['list_api_s_per_min']:.3f} s | {r['watch_open_s_per_min']:.0f} s "
-              f"| {r['all_per_min']:.2f} | {r['peak_rss_kib'] / 1024:.1f} MiB | {r['steady_rss_kib'] / 1024:.1f} MiB "
-              f"| {statistics.median(r['flips']) * 1000:.0f} ms ({max(r['flips']) * 1000:.0f} ms) |")
-    top = max((r for r in results if r["label"] == "opstatus" and "failed" not in r), key=lambda r: r["n"],
-              default=None)
-    if top:
-        flip = statistics.median(top["flips"])
-        print(f"\nGoals at {top['n']:,} CRs (opstatus): ≤ 1 request per minute per probed type: "
-              f"{top['foo_per_min']:.2f} — {'met' if top['foo_per_min'] <= 1 else 'NOT met'}; peak RSS ≤ 8 MiB: "
-              f"{top['peak_rss_kib'] / 1024:.1f} MiB — {'met' if top['peak_rss_kib'] <= 8192 else 'NOT met'}; "
-              f"flip → OperatorCondition ≤ 1 s: median {flip * 1000:.0f} ms, max {max(top['flips']) * 1000:.0f} ms — "
-              f"{'met' if max(top['flips']) <= 1 else ('met (median)' if flip <= 1 else 'NOT met')}.")
+        flips = f"{statistics.median(r['flips']) * 1000:.0f} ms ({max(r['flips']) * 1000:.0f} ms)"
+        print(f"| {r['n']:,} | {r['label']} | {r['initial_s']:.1f} s ({r['initial_pages']} list requests) "
+              f"| {r['steady_rss_kib'] / 1024:.1f} MiB | {r['peak_rss_kib'] / 1024:.1f} MiB "
+              f"| {r['cpu_s_per_min'] * 1000:.1f} ms | {r['all_per_min']:.2f} ({r['foo_per_min']:.2f}) | {flips} |")
+    ok = [r for r in results if "failed" not in r]
+    print("\nopstatus's published health from start to stop: " + "; ".join(
+        f"{r['n']:,}: {' → '.join(r['health']) or 'none'}" for r in results if r["label"] == "opstatus"))
+    print("\nGrowth (steady RSS per 1,000 Foos, smallest to largest scale):")
+    for label, _ in tools:
+        mine = sorted((r for r in ok if r["label"] == label), key=lambda r: r["n"])
+        if len(mine) >= 2 and mine[-1]["n"] > mine[0]["n"]:
+            per = (mine[-1]["steady_rss_kib"] - mine[0]["steady_rss_kib"]) / ((mine[-1]["n"] - mine[0]["n"]) / 1000)
+            print(f"- {label}: {per:.0f} KiB per 1,000 Foos ({mine[0]['n']:,} → {mine[-1]['n']:,})")
+    top = max((r["n"] for r in ok), default=None)
+    at_top = {r["label"]: r for r in ok if r["n"] == top}
+    me = at_top.get("opstatus")
+    peers = [r for label, r in at_top.items() if label != "opstatus"]
+    if me and peers:
+        rss = min(p["steady_rss_kib"] for p in peers) / me["steady_rss_kib"]
+        fastest = min(p["initial_s"] for p in peers)
+        print(f"\nGoals at {top:,} Foos: steady RSS ≥ 5× below both peers: {rss:.1f}× — "
+              f"{'met' if rss >= 5 else 'NOT met'}; flip median ≤ 1 s: "
+              f"{statistics.median(me['flips']) * 1000:.0f} ms — "
+              f"{'met' if statistics.median(me['flips']) <= 1 else 'NOT met'}; initial list within 1.2× of the "
+              f"faster peer: {me['initial_s']:.1f} s vs {fastest:.1f} s ({me['initial_s'] / fastest:.2f}×) — "
+              f"{'met' if me['initial_s'] <= 1.2 * fastest else 'NOT met'}; 0 requests / min idle on the Foos: "
+              f"{me['foo_per_min']:.2f} — {'met' if me['foo_per_min'] == 0 else 'NOT met'} (all requests, the "
+              f"60 s heartbeat included: {me['all_per_min']:.2f}).")
 
 
 if __name__ == "__main__":

@@ -22,11 +22,13 @@
 # bare rustls connection writing one pre-serialised PATCH per heartbeat
 # ("floor"). --no-peers leaves them out.
 #
-# The probe-scale mode instead (bench/probe_scale.py: OLM probes over 100,
-# 2,000 and 10,000 CRs with nothing changing; 10–15 minutes):
+# The probe-scale mode instead (bench/probe_scale.py: OLM probes over
+# 1,000 and 10,000 Foos by default, opstatus beside a kube-rs reflector and a
+# client-go informer of bench/peers, all at once; about 15 minutes, and
+# 15 more for --scales 1000,10000,50000):
 #
-#   scripts/bench.sh --probe-scale [--scales 100,2000,10000] [--window 120]
-#                    [--flips 6] [--also before=PATH [--also-at 2000]]
+#   scripts/bench.sh --probe-scale [--scales 1000,10000] [--window 120]
+#                    [--flips 6] [--no-peers]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
@@ -39,7 +41,15 @@ mapfile -t bins < <(scripts/static-build.sh)
 bin=${bins[0]}
 if [ "${1:-}" = --probe-scale ]; then
   shift
-  exec python3 bench/probe_scale.py --opstatus "$bin" "$@"
+  peers=()
+  if [[ " $* " != *" --no-peers "* ]]; then
+    cargo build --quiet --release --manifest-path bench/peers/Cargo.toml --bin kube-reflector
+    peers=(--peer kube-rs=bench/peers/target/release/kube-reflector
+           --peer client-go="$(bench/peers/client-go/build.sh)")
+  fi
+  args=()
+  for a in "$@"; do [ "$a" = --no-peers ] || args+=("$a"); done
+  exec python3 bench/probe_scale.py --opstatus "$bin" "${peers[@]}" "${args[@]}"
 fi
 peers=()
 if [[ " $* " != *" --no-peers "* ]]; then

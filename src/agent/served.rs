@@ -50,6 +50,7 @@ impl Agent {
             publishing,
             write_error: self.write_error.as_ref().map(|p| p.reason.clone()),
             unseen: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.unseen.clone()),
+            listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
         };
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());

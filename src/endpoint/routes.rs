@@ -159,6 +159,7 @@ mod tests {
                 publishing: true,
                 write_error: None,
                 unseen: Vec::new(),
+                listing: Vec::new(),
                 yielded_to: None,
             }),
             metrics: Metrics::default(),

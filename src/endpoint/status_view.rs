@@ -2,7 +2,8 @@
 //! publishes, or would) with who publishes, whether this instance does,
 //! why its last write failed (readers of the ConfigMap cannot see that: it
 //! is the write that failed), the condition names no probed resource
-//! carries and the other writer the ConfigMap is left to. The agent leaves
+//! carries, the probed collections still being listed for the first time
+//! and the other writer the ConfigMap is left to. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
@@ -15,6 +16,8 @@ pub(crate) struct StatusView {
     pub publishing: bool,
     pub write_error: Option<String>,
     pub unseen: Vec<String>,
+    /// The probed collections whose first list is under way, how far.
+    pub listing: Vec<String>,
     pub yielded_to: Option<String>,
 }
 
@@ -41,6 +44,10 @@ impl StatusView {
             json.push_str(",\"unseenConditions\":");
             json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
         }
+        if !self.listing.is_empty() {
+            json.push_str(",\"listing\":");
+            json.push_str(&serde_json::to_string(&self.listing).expect("strings serialise"));
+        }
         json + "}"
     }
 }
@@ -58,6 +65,7 @@ mod tests {
             publishing: false,
             write_error: None,
             unseen: Vec::new(),
+            listing: Vec::new(),
             yielded_to: None,
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
@@ -65,7 +73,7 @@ mod tests {
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "listing"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -73,6 +81,7 @@ mod tests {
             publishing: true,
             write_error: Some("Failed to write".into()),
             unseen: vec!["No Foo carries X".into()],
+            listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
             ..view
         };
@@ -82,5 +91,6 @@ mod tests {
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
+        assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
     }
 }

@@ -5,7 +5,10 @@
 //! every other Bar still counts, so the one that blocks an upgrade is
 //! published on the OperatorCondition. The same through the watch: a Bar
 //! changed to an unreadable status is reported, and when it is fixed the
-//! report goes.
+//! report goes. And without a blocker: 21 calm Bars and one whose `status`
+//! is not an object (`true`): the odd one is named, the 21 are counted and
+//! `Upgradeable=True` says so (an unreadable resource is unknown, and
+//! unknown never blocks).
 
 use crate::support;
 
@@ -98,4 +101,66 @@ fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
     assert!(healthy.is_some(), "{:?}\n{}", error(cp), agent.stderr());
     assert!(upgradeable("False").is_some(), "the blocker still blocks");
     assert_eq!(agent.exited(), None);
+}
+
+#[test]
+fn e2e_a_status_that_is_not_an_object_is_named_and_the_others_are_counted() {
+    let cp = shared();
+    cp.install_crd("bars.example.com");
+    cp.install_crd("operatorconditions.operators.coreos.com");
+    let pod = cp.deploy("probe-odd-status");
+    let ns = pod.namespace.as_str();
+    let sa = pod.user.rsplit(':').next().unwrap();
+    cp.kubectl_ok(&["-n", ns, "create", "role", "bar-reader", "--verb=list,watch", "--resource=bars.example.com"]);
+    let subject = format!("--serviceaccount={ns}:{sa}");
+    cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "bar-reader", "--role=bar-reader", &subject]);
+    cp.grant_operator_condition_as_olm(ns, NAME);
+    cp.create_operator_condition(ns, NAME, &[]);
+    let calm = json!({"conditions": [condition("Migrating", "False")]});
+    for i in 0..21 {
+        create_bar(cp, ns, &format!("calm-{i:02}"), calm.clone());
+    }
+    create_bar(cp, ns, "odd", json!(true));
+    let stored = cp.kubectl_ok(&["-n", ns, "get", "bars.example.com", "odd", "-o", "jsonpath={.status}"]);
+    assert_eq!(stored, "true", "the API server keeps a status that is not an object");
+
+    let mut env = cp.pod_env(&pod);
+    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
+    let probe = "example.com/v1/bars:Upgradeable=!Migrating";
+    let args = [
+        "run",
+        "--interval",
+        "60s",
+        "--check-interval",
+        "1s",
+        "--probe",
+        probe,
+        "--probe-namespace",
+        ns,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let agent = RunningAgent::start(&release_bin(), &args, &env);
+    let upgradeable = || {
+        let oc = cp.operator_condition(ns, NAME);
+        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "True").cloned()
+    };
+    let up = wait_for(Duration::from_secs(20), Duration::from_millis(100), upgradeable);
+    let up = up.unwrap_or_else(|| {
+        panic!("never Upgradeable=True: {:?}\n{}", cp.status_document(ns, "kube9-operator-status"), agent.stderr())
+    });
+    assert_eq!(up["message"], "No resource blocks an upgrade (21 checked)");
+    let status = cp.status_document(ns, "kube9-operator-status").unwrap();
+    assert_eq!(status["health"], "degraded", "{status}");
+    let said = status["error"].as_str().unwrap_or_default();
+    assert_eq!(
+        said,
+        format!(
+            "Probing bars.example.com in namespace {ns:?}: 1 resource is not readable and not evaluated: Bar {ns}/odd \
+             (invalid type: boolean `true`, expected a status object at line 1 column 4)"
+        )
+    );
+    let addr = support::http::endpoint_from_log(&agent.stderr()).expect("the endpoint's address is logged");
+    let (_, metrics, _) = support::http::get(addr, "/metrics");
+    assert!(metrics.lines().any(|l| l == "opstatus_probe_resources 21"), "{metrics}");
 }

@@ -85,6 +85,8 @@ struct State {
     /// Requests whose path contains this hang for that long (one API of
     /// the server hangs, the others answer).
     hang_path: Option<(String, Duration)>,
+    /// The first request whose query contains the part gets the fault.
+    query_faults: Vec<(String, Fault)>,
     requests: Vec<Recorded>,
     resource_version: u64,
     /// Custom resources by path (`/apis/GROUP/VERSION/.../NAME`).
@@ -139,9 +141,11 @@ impl FakeApiServer {
                     let mut s = st.lock().unwrap();
                     s.requests.push(request.clone());
                     let hangs = s.hang_path.as_ref().filter(|(part, _)| request.path.contains(part.as_str()));
-                    match hangs {
-                        Some((_, d)) => Some(Fault::Hang(*d)),
-                        None => s.faults.pop_front().or_else(|| s.sticky.clone()),
+                    let by_query = s.query_faults.iter().position(|(part, _)| request.query.contains(part.as_str()));
+                    match (hangs, by_query) {
+                        (Some((_, d)), _) => Some(Fault::Hang(*d)),
+                        (None, Some(at)) => Some(s.query_faults.remove(at).1),
+                        (None, None) => s.faults.pop_front().or_else(|| s.sticky.clone()),
                     }
                 };
                 match fault {
@@ -208,6 +212,12 @@ impl FakeApiServer {
     /// Hang every request whose path contains `part` for `how_long`.
     pub fn hang_path(&self, part: &str, how_long: Duration) {
         self.state.lock().unwrap().hang_path = Some((part.to_string(), how_long));
+    }
+
+    /// Serve `fault` to the first request whose query contains `part`
+    /// (a list's page: `continue=500`).
+    pub fn fail_query_once(&self, part: &str, fault: Fault) {
+        self.state.lock().unwrap().query_faults.push((part.to_string(), fault));
     }
 
     pub fn clear_sticky_fault(&self) {

@@ -53,6 +53,26 @@ impl ControlPlane {
         }
     }
 
+    /// Creates `count` Foos `foo-00000`… in `ns` (no status: the smallest
+    /// a Foo can be), over `threads` kept-alive admin connections at once:
+    /// 20,000 in well under a minute where kubectl would take many.
+    pub fn create_foos_in_bulk(&self, ns: &str, count: usize, threads: usize) {
+        let collection = format!("{FOOS}/namespaces/{ns}/foos");
+        std::thread::scope(|scope| {
+            for first in 0..threads {
+                let collection = collection.as_str();
+                scope.spawn(move || {
+                    let mut admin = self.admin_client();
+                    for i in (first..count).step_by(threads) {
+                        let object = json!({"apiVersion": "example.com/v1", "kind": "Foo",
+                            "metadata": {"name": format!("foo-{i:05}"), "namespace": ns}, "spec": {}});
+                        admin.create(collection, object.to_string().as_bytes(), "create foos").unwrap();
+                    }
+                });
+            }
+        });
+    }
+
     /// Replaces Foo `ns/name`'s status conditions (the status subresource).
     pub fn set_foo_conditions(&self, ns: &str, name: &str, conditions: &[(&str, &str)]) {
         let list: Vec<Value> = conditions.iter().map(|(k, s)| condition(k, s)).collect();

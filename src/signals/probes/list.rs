@@ -39,14 +39,32 @@ struct PageMeta {
 /// comes back.
 const SEEN_TOKENS: usize = 64;
 
-/// The time one check may spend listing: its length, and when it ends.
+/// The time a list may take: `length` at most, or (`grows`) `length`
+/// since the last page that brought a resource not listed before, so a
+/// long list that keeps making progress is never cut short, and one that
+/// stopped making progress (pages without new resources, as a server
+/// whose pages never end sends) is.
 #[derive(Clone, Copy)]
 pub(super) struct Budget {
     pub length: Duration,
     pub until: Instant,
+    pub grows: bool,
 }
 
-/// The bounds on one collection's paging: resources, pages, the check's
+impl Budget {
+    /// `length` from `now`, fixed (one check's list in `opstatus once`).
+    pub(super) fn fixed(length: Duration, now: Instant) -> Budget {
+        Budget { length, until: now.checked_add(length).unwrap_or(now), grows: false }
+    }
+
+    /// `length` from `now` and from each page that made progress (a
+    /// watch thread's list, which holds no one up).
+    pub(super) fn growing(length: Duration, now: Instant) -> Budget {
+        Budget { grows: true, ..Budget::fixed(length, now) }
+    }
+}
+
+/// The bounds on one collection's paging: resources, pages, the
 /// [`Budget`], and the last [`SEEN_TOKENS`] tokens followed (as hashes: a
 /// token can be long; a short scan, and no hash table linked in; a longer
 /// cycle of tokens runs into the budget). Pure: the clock is an argument.
@@ -54,11 +72,13 @@ pub(super) struct Pager {
     pages: usize,
     budget: Budget,
     seen: Vec<u64>,
+    /// Resources listed when the budget last grew.
+    progressed_at: usize,
 }
 
 impl Pager {
     pub(super) fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, seen: Vec::new() }
+        Pager { pages: 0, budget, seen: Vec::new(), progressed_at: 0 }
     }
 
     /// Whether to fetch the page `token` points at, `listed` resources in;
@@ -84,24 +104,37 @@ impl Pager {
             self.seen.remove(0);
         }
         self.seen.push(hash);
-        self.within(now)
-    }
-
-    /// Whether the budget allows another request.
-    pub(super) fn within(&self, now: Instant) -> Result<(), String> {
-        if now >= self.budget.until {
-            return Err(format!(
-                "listing took longer than {}s ({} pages): stopped; the next check tries again",
-                self.budget.length.as_secs(),
-                self.pages
-            ));
+        if self.budget.grows && listed > self.progressed_at {
+            self.progressed_at = listed;
+            self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
         }
-        Ok(())
+        self.within(now, listed)
     }
 
-    /// Restarts the collection (its continue token expired).
-    fn restart(&mut self) {
-        self.seen.clear();
+    /// Whether the budget allows another request, `listed` resources in.
+    pub(super) fn within(&self, now: Instant, listed: usize) -> Result<(), String> {
+        if now < self.budget.until {
+            return Ok(());
+        }
+        let (length, pages) = (self.budget.length, self.pages);
+        // Whole seconds, or milliseconds (an `--interval` under a second).
+        let seconds = match length.subsec_millis() {
+            0 => format!("{}s", length.as_secs()),
+            _ => format!("{}ms", length.as_millis()),
+        };
+        Err(if self.budget.grows {
+            format!(
+                "listing made no progress for {seconds} ({pages} pages, {listed} resources): stopped; the next try \
+                 starts over"
+            )
+        } else {
+            format!("listing took longer than {seconds} ({pages} pages): stopped; the next check tries again")
+        })
+    }
+
+    /// Resumes after a failed request, the budget counted from `now`.
+    fn resume(&mut self, now: Instant) {
+        self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
     }
 }
 
@@ -117,76 +150,140 @@ pub(super) fn next_limit(limit: usize, fitted: bool) -> Option<usize> {
     }
 }
 
-/// Every page of one collection into a store, within the [`Pager`]'s
-/// bounds; its version is the list's (what a watch starts from).
+/// Every page of one collection into a store, within a fixed
+/// [`Budget`] (`opstatus once`); its version is the list's.
 pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    // A continue token expires (410 Gone) when the list is older than etcd's
-    // compaction window; start over once, then give up until the next try.
-    let mut restarts_left = 1;
-    let mut next = String::new();
-    let mut store = Store::default();
-    let until = Instant::now().checked_add(budget).unwrap_or_else(Instant::now);
-    let mut pager = Pager::new(Budget { length: budget, until });
-    let action = format!("list {}{}", collection.name, collection.scope);
-    let mut limit = PAGE_SIZE;
-    loop {
-        let mut path = format!("{}?limit={limit}", collection.path);
-        if !next.is_empty() {
-            path.push_str("&continue=");
-            path.push_str(&percent_encode(&next));
-        }
-        let body = match client.get_path(&path, &action) {
-            Ok(Some(body)) => body,
-            Ok(None) => return Err(not_served(&collection.path)),
-            Err(e) if e.code() == Some(410) && restarts_left > 0 => {
-                restarts_left -= 1;
-                next.clear();
-                store = Store::default();
-                pager.restart();
-                continue;
+    Listing::new(Budget::fixed(budget, Instant::now())).run(client, collection, &mut |_| {})
+}
+
+/// One collection's list, page by page, resumable: a request that fails
+/// (a timeout, a 5xx, a broken connection) leaves what was listed and the
+/// `continue` token, so the next try goes on from the page it was at
+/// (the API server keeps a token valid until etcd compacts its version,
+/// ~5 min by default) instead of starting over; `410 Gone` (the token
+/// expired) starts over at once, and so does a list stopped by its bounds
+/// ([`Pager`]) the next time.
+pub(crate) struct Listing {
+    store: Store,
+    /// The `continue` token of the next page; empty: the first page.
+    next: String,
+    limit: usize,
+    pager: Pager,
+    budget: Budget,
+}
+
+impl Listing {
+    pub(super) fn new(budget: Budget) -> Listing {
+        Listing { store: Store::default(), next: String::new(), limit: PAGE_SIZE, pager: Pager::new(budget), budget }
+    }
+
+    /// Resources listed so far.
+    pub(crate) fn listed(&self) -> usize {
+        self.store.len()
+    }
+
+    /// Pages read so far.
+    pub(crate) fn pages(&self) -> usize {
+        self.pager.pages
+    }
+
+    /// Whether the next page is the first.
+    pub(crate) fn at_start(&self) -> bool {
+        self.next.is_empty()
+    }
+
+    fn start_over(&mut self) {
+        *self = Listing::new(Budget { until: Instant::now(), ..self.budget });
+        self.pager.resume(Instant::now());
+    }
+
+    /// Lists the remaining pages into the store, which it returns when
+    /// complete (and starts over: the next call lists anew). `progress` is
+    /// told the resources listed after each page.
+    #[inline(never)]
+    pub(crate) fn run(
+        &mut self,
+        client: &mut Client,
+        collection: &Collection,
+        progress: &mut dyn FnMut(usize),
+    ) -> Result<Store, KubeError> {
+        // A continue token expires (410 Gone) when the list is older than
+        // etcd's compaction window; start over once, then give up until the
+        // next try.
+        let mut restarts_left = 1;
+        let action = format!("list {}{}", collection.name, collection.scope);
+        self.pager.resume(Instant::now());
+        let bounded = |this: &mut Listing, message: String| {
+            this.start_over();
+            KubeError::Response { message }
+        };
+        loop {
+            let mut path = format!("{}?limit={}", collection.path, self.limit);
+            if !self.next.is_empty() {
+                path.push_str("&continue=");
+                path.push_str(&percent_encode(&self.next));
             }
-            Err(e) if e.is_too_large() => {
-                let Some(smaller) = next_limit(limit, false) else {
-                    return Err(KubeError::Response {
-                        message: format!(
+            let body = match client.get_path(&path, &action) {
+                Ok(Some(body)) => body,
+                Ok(None) => return Err(not_served(&collection.path)),
+                Err(e) if e.code() == Some(410) => {
+                    let expired = !self.next.is_empty();
+                    self.start_over();
+                    if expired && restarts_left > 0 {
+                        restarts_left -= 1;
+                        continue;
+                    }
+                    return Err(e);
+                }
+                Err(e) if e.is_too_large() => {
+                    let Some(smaller) = next_limit(self.limit, false) else {
+                        let message = format!(
                             "a single {} (after the first {} listed) is larger than {MAX_BODY} bytes, the most an \
                              answer may be: the resources past it cannot be listed",
                             collection.kind,
-                            store.len()
-                        ),
-                    });
-                };
-                limit = smaller;
-                pager.within(Instant::now()).map_err(|message| KubeError::Response { message })?;
-                continue;
+                            self.store.len()
+                        );
+                        return Err(bounded(self, message));
+                    };
+                    self.limit = smaller;
+                    let within = self.pager.within(Instant::now(), self.store.len());
+                    within.map_err(|message| bounded(self, message))?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            // As text: the events are parsed from text too, so the resource
+            // parser is compiled once.
+            let text = std::str::from_utf8(&body).map_err(|e| e.to_string());
+            let page = text.and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string()));
+            let page = match page {
+                Ok(page) => page,
+                Err(e) => {
+                    let message = format!("unexpected list answer for {}: {e}", collection.path);
+                    return Err(bounded(self, message));
+                }
+            };
+            for item in page.items {
+                let parsed = parse_item(item.get()).unwrap_or_else(|e| Parsed::Unreadable {
+                    // Not even a name: said by its place in the list.
+                    key: format!("#{} (no name)", self.store.len() + 1).into(),
+                    version: String::new(),
+                    why: crate::lock::error_kind(&e).into(),
+                });
+                self.store.insert(parsed, &collection.spec);
             }
-            Err(e) => return Err(e),
-        };
-        // As text: the events are parsed from text too, so the resource
-        // parser is compiled once.
-        let text = std::str::from_utf8(&body).map_err(|e| e.to_string());
-        let page =
-            text.and_then(|text| serde_json::from_str::<Page>(text).map_err(|e| e.to_string())).map_err(|e| {
-                KubeError::Response { message: format!("unexpected list answer for {}: {e}", collection.path) }
-            })?;
-        for item in page.items {
-            let parsed = parse_item(item.get()).unwrap_or_else(|e| Parsed::Unreadable {
-                // Not even a name: said by its place in the list.
-                key: format!("#{} (no name)", store.len() + 1).into(),
-                version: String::new(),
-                why: crate::lock::error_kind(&e).into(),
-            });
-            store.insert(parsed, &collection.spec);
+            self.store.resource_version = page.metadata.resource_version;
+            progress(self.store.len());
+            if page.metadata.next.is_empty() {
+                let store = std::mem::take(&mut self.store);
+                self.start_over();
+                return Ok(store);
+            }
+            let follow = self.pager.follow(&page.metadata.next, self.store.len(), Instant::now());
+            follow.map_err(|message| bounded(self, message))?;
+            self.next = page.metadata.next;
+            self.limit = next_limit(self.limit, true).unwrap_or(PAGE_SIZE);
         }
-        store.resource_version = page.metadata.resource_version;
-        if page.metadata.next.is_empty() {
-            return Ok(store);
-        }
-        pager
-            .follow(&page.metadata.next, store.len(), Instant::now())
-            .map_err(|message| KubeError::Response { message })?;
-        next = page.metadata.next;
-        limit = next_limit(limit, true).unwrap_or(PAGE_SIZE);
     }
 }
 
@@ -210,12 +307,12 @@ mod tests {
     #[test]
     fn paging_stops_at_the_resource_bound() {
         let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
         let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), n * PAGE_SIZE, now).is_ok()).count();
         assert_eq!(followed, MAX_RESOURCES / PAGE_SIZE - 1, "the first page and 399 followed tokens");
         let e = pager.follow("one-more", MAX_RESOURCES, now).unwrap_err();
         assert!(e.starts_with("the API server still had more after 100000 resources in 401 pages"), "{e}");
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
         let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), 0, now).is_ok()).count();
         assert_eq!(followed, MAX_PAGES - 1, "empty pages: at most MAX_PAGES");
     }
@@ -223,22 +320,44 @@ mod tests {
     #[test]
     fn paging_stops_on_a_token_seen_before() {
         let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
         for token in ["a", "b", "c"] {
             assert_eq!(pager.follow(token, 0, now), Ok(()));
         }
         let e = pager.follow("b", 0, now).unwrap_err();
         assert!(e.contains("a continue token it had already given, after 4 pages"), "{e}");
-        pager.restart();
-        assert_eq!(pager.follow("b", 0, now), Ok(()), "a restarted list may see its tokens again");
+        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
+        assert_eq!(pager.follow("b", 0, now), Ok(()), "a list started over may see its tokens again");
     }
 
     #[test]
     fn paging_stops_at_the_deadline() {
         let now = Instant::now();
-        let mut pager = Pager::new(Budget { length: LIST_BUDGET, until: now + LIST_BUDGET });
+        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
         assert_eq!(pager.follow("a", 0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
         let e = pager.follow("b", 0, now + LIST_BUDGET).unwrap_err();
         assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
+    }
+
+    #[test]
+    fn a_growing_budget_lasts_while_pages_bring_new_resources() {
+        let (now, s) = (Instant::now(), Duration::from_secs);
+        let mut pager = Pager::new(Budget::growing(s(10), now));
+        // 200 pages of 250, 3 s apart: 600 s in all, never cut short.
+        for page in 1..200 {
+            assert_eq!(pager.follow(&format!("t{page}"), page * 250, now + s(3 * page as u64)), Ok(()), "{page}");
+        }
+        // Pages that bring nothing new (a server that pages without end
+        // over the same resources): stopped once 10 s passed without one.
+        let last = now + s(3 * 199);
+        assert_eq!(pager.follow("same-1", 199 * 250, last + s(9)), Ok(()));
+        let e = pager.follow("same-2", 199 * 250, last + s(10)).unwrap_err();
+        assert_eq!(
+            e,
+            "listing made no progress for 10s (201 pages, 49750 resources): stopped; the next try starts over"
+        );
+        let mut fixed = Pager::new(Budget::fixed(s(10), now));
+        assert_eq!(fixed.follow("a", 250, now + s(9)), Ok(()));
+        assert!(fixed.follow("b", 500, now + s(10)).unwrap_err().starts_with("listing took longer than 10s (2 pages)"));
     }
 }

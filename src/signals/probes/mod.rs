@@ -22,14 +22,18 @@
 //! published value stands (only a resource seen blocking is reason enough
 //! to say `False`), and the failure is reported as a problem (the status
 //! turns `degraded`). Until a collection's first list completed, nothing is
-//! said about it.
+//! said about it but how far that list got (`/status`'s `listing`): a
+//! first list that makes progress is no problem, however long it takes.
 //!
 //! Paging is bounded ([`list::Pager`]): a server that keeps answering with a
 //! `continue` token (a buggy aggregated API) must not list forever, so a
 //! collection gets at most [`MAX_RESOURCES`] resources and [`MAX_PAGES`]
-//! pages, a list at most
-//! [`LIST_BUDGET`] (or one heartbeat interval, if shorter), and a token
-//! that comes back ends the list.
+//! pages, a token that comes back ends the list, and so does time: on a
+//! watch thread, [`LIST_BUDGET`] (or one heartbeat interval, if shorter)
+//! without a page that brought a resource not listed before; in `once`,
+//! that long in all. A watch thread's list that fails keeps what it
+//! listed and its `continue` token, and the next try goes on from there
+//! ([`list::Listing`]).
 
 pub(crate) mod grammar;
 pub(crate) mod list;
@@ -79,11 +83,12 @@ pub(crate) const MAX_COLLECTIONS: usize = 32;
 /// by this, by a token that comes back, or by the [`LIST_BUDGET`].
 pub(crate) const MAX_PAGES: usize = MAX_RESOURCES;
 
-/// Wall-clock time all the lists of one check may take at most (the real
-/// API server lists 2,000 resources in under a second); never more than one
-/// heartbeat interval, so a check cannot hold the heartbeat past the
-/// liveness window. Past it, the check stops listing and reports the probe
-/// as failed, and the heartbeat goes on.
+/// Wall-clock time all the lists of one check may take at most in
+/// `opstatus once` (the real API server lists 2,000 resources in under a
+/// second), so a check cannot hold the heartbeat past the liveness window;
+/// on a watch thread, how long a list may go without progress (a page
+/// bringing resources not listed before). Never more than one heartbeat
+/// interval. Past it, the list stops and the probe is reported failed.
 pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 
 /// CRD annotations are re-read this often (an operator upgrade may change
@@ -116,6 +121,10 @@ pub(crate) struct Outcome {
     /// Resources evaluated and resources blocking, as of the last complete
     /// evaluation.
     pub counts: Option<(u64, u64)>,
+    /// The collections whose first list is still under way, with how far
+    /// it got (`listing foos.example.com in namespace "ops": 31500 so
+    /// far`): not a problem while it makes progress.
+    pub listing: Vec<String>,
     /// Condition names an expression uses that no resource of its type
     /// carries while they carry others: a likely typo, said out loud
     /// (absence still means `False`).
@@ -216,12 +225,20 @@ impl Prober {
         let mut tally = Tally::default();
         let mut unseen: Vec<(bool, String)> = Vec::new();
         let mut pending = false;
+        let mut listing = Vec::new();
+        // What the stores hold that is wrong (resources that cannot be
+        // read, too many): reported, but only too many leaves the tally
+        // incomplete (`partial`); one that cannot be read is unknown, which
+        // never blocks, and every other resource still counts.
+        let mut noted = Vec::new();
+        let mut partial = false;
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
                         Ok(store) => {
-                            problems.extend(c.store_problem(&store));
+                            partial |= !store.holds_all();
+                            noted.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
                         }
@@ -236,16 +253,23 @@ impl Prober {
                     problems.extend(shared.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
-                            problems.extend(w.collection.store_problem(store));
+                            partial |= !store.holds_all();
+                            noted.extend(w.collection.store_problem(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
                         }
-                        None => pending = true,
+                        None => {
+                            pending = true;
+                            let so_far = shared.listing.unwrap_or(0);
+                            listing
+                                .push(format!("listing {}{}: {so_far} so far", w.collection.name, w.collection.scope));
+                        }
                     }
                 }
             }
         }
-        let complete = problems.is_empty() && !pending;
+        let complete = problems.is_empty() && !pending && !partial;
+        problems.extend(noted);
         // Only the condition types some probe declares are published: an
         // operator that sets Upgradeable itself keeps it unless asked.
         let declares = |f: fn(&ProbeSpec) -> bool| self.flags.iter().chain(&self.from_crds).any(|s| f(&s.spec));
@@ -268,6 +292,7 @@ impl Prober {
             upgradeable,
             important: declares(|s| s.important.is_some()).then(|| tally.important(complete)).flatten(),
             problem: joined(&problems),
+            listing,
             counts: if complete { Some((tally.evaluated as u64, tally.blocking.total as u64)) } else { self.counts },
             unseen: unseen.into_iter().map(|(_, said)| said).collect(),
         }

@@ -107,6 +107,7 @@ pub(crate) struct ItemMeta {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a status object")]
 struct ItemStatus {
     #[serde(default)]
     conditions: Option<Vec<ItemCondition>>,
@@ -230,6 +231,13 @@ impl Store {
             (Some(b), Some(u)) => Some(format!("{b}; {u}")),
             (b, u) => b.or(u),
         }
+    }
+
+    /// Whether it holds every resource of its collection (none past
+    /// [`MAX_RESOURCES`]): a resource not kept may block. One that could
+    /// not be read is held, as unknown, which never blocks.
+    pub(crate) fn holds_all(&self) -> bool {
+        self.beyond == 0
     }
 
     /// Remembers the condition types `item` carries (bounded).
@@ -529,10 +537,11 @@ mod tests {
         let mut store = Store::default();
         let bad = [
             r#"{"metadata":{"name":"b","namespace":"ns"},"status":{"conditions":[{"type":"Migrating","status":true}]}}"#,
+            r#"{"metadata":{"name":"d","namespace":"ns"},"status":true}"#,
             r#"{"metadata":{"name":"c\u001b[2J","namespace":"ns"},"status":{"conditions":{"Migrating":"x"}}}"#,
         ];
         let good = r#"{"metadata":{"name":"a","namespace":"ns"},"status":{"conditions":[{"type":"Migrating","status":"True"}]}}"#;
-        for json in [good, bad[0], bad[1]] {
+        for json in [good, bad[0], bad[1], bad[2]] {
             store.insert(parse_item(json).unwrap(), &spec);
         }
         assert!(parse_item(r#"{"metadata":{"name":5}}"#).is_err(), "no name: nothing to say which");
@@ -543,10 +552,12 @@ mod tests {
         );
         let said = store.problem("Foo").unwrap();
         assert!(
-            said.starts_with("2 resources are not readable and not evaluated: Foo ns/b (invalid type: boolean"),
+            said.starts_with("3 resources are not readable and not evaluated: Foo ns/b (invalid type: boolean"),
             "{said}"
         );
         assert!(said.contains("; Foo ns/c [2J (invalid type: map, expected a sequence"), "{said}");
+        assert!(said.contains("; Foo ns/d (invalid type: boolean `true`, expected a status object"), "{said}");
+        assert!(store.holds_all(), "an unreadable resource is held (as unknown): the tally is complete");
         // Through the watch: made readable, made unreadable, deleted.
         let fixed = r#"{"type":"MODIFIED","object":{"metadata":{"name":"b","namespace":"ns","resourceVersion":"7"},"status":{}}}"#;
         assert_eq!(store.apply(fixed.as_bytes(), &spec), Applied::Changed);
@@ -558,7 +569,7 @@ mod tests {
         assert_eq!(store.apply(gone.as_bytes(), &spec), Applied::Changed);
         let said = store.problem("Foo").unwrap();
         assert!(
-            said.starts_with("1 resource is not readable and not evaluated: Foo ns/a (invalid type: integer `7`"),
+            said.starts_with("2 resources are not readable and not evaluated: Foo ns/a (invalid type: integer `7`"),
             "{said}"
         );
         let nameless = r#"{"type":"ADDED","object":{"metadata":{"name":[]}}}"#;
@@ -599,6 +610,7 @@ mod tests {
             store.problem("Foo").unwrap(),
             "more than 100000 resources (the most probed per type and namespace): 2 past that not evaluated"
         );
+        assert!(!store.holds_all(), "one not kept may block: the tally is incomplete");
         assert_eq!(store.apply(&event("MODIFIED", "r000001", 3, &[("Migrating", "True")]), &spec), Applied::Changed);
         store.apply(&event("DELETED", "zz-1", 4, &[]), &spec);
         assert_eq!(store.apply(&event("DELETED", "zz-2", 5, &[]), &spec), Applied::Changed, "back within");

@@ -20,7 +20,7 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
-use super::list::list_into;
+use super::list::{Budget, Listing};
 use super::store::{Applied, Store};
 use super::{GRANT, grammar::ProbeSpec, percent_encode};
 use crate::kube::reflector::{Ended, HEALTHY_WATCH, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
@@ -62,6 +62,8 @@ impl Collection {
 pub(crate) struct Shared {
     /// `None` until the first list completed.
     pub store: Option<Store>,
+    /// While the first list runs: the resources it listed so far.
+    pub listing: Option<usize>,
     /// Why the collection may be out of date; `None` while all is well.
     pub problem: Option<String>,
     /// Since when the current watch is open: once for [`HEALTHY_WATCH`],
@@ -95,7 +97,8 @@ struct Run {
     shared: Arc<Mutex<Shared>>,
     stop: Stop,
     nudge: Nudge,
-    list_budget: Duration,
+    /// The list under way, kept between tries ([`Listing`]).
+    listing: Listing,
     jitter: Jitter,
 }
 
@@ -111,8 +114,8 @@ impl Watcher {
         let (for_thread, thread_collection) = (shared.clone(), collection.clone());
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
-            let run =
-                Run { client, collection: thread_collection, shared: for_thread, stop, nudge, list_budget, jitter };
+            let listing = Listing::new(Budget::growing(list_budget, Instant::now()));
+            let run = Run { client, collection: thread_collection, shared: for_thread, stop, nudge, listing, jitter };
             run.run();
         })?;
         Ok(Watcher { collection, shared, _worker: worker })
@@ -173,19 +176,48 @@ impl Run {
     }
 
     /// The paged list into a fresh store, which replaces the old one when
-    /// complete (until then the last one stands).
+    /// complete (until then the last one stands). A list stops only when
+    /// it fails or stops making progress ([`Budget::growing`]); a failed
+    /// request leaves it to go on from its page at the next try. While
+    /// the first list runs, [`Shared::listing`] says how far it got.
     fn list(&mut self, version: &mut String) -> Ended {
-        match list_into(&mut self.client, &self.collection, self.list_budget) {
+        let first = self.lock().store.is_none();
+        let (shared, name) = (self.shared.clone(), &self.collection.name);
+        let (started, mut said) = (Instant::now(), Instant::now());
+        let mut progress = |listed: usize| {
+            if first {
+                shared.lock().unwrap_or_else(|p| p.into_inner()).listing = Some(listed);
+                if said.elapsed() >= super::LIST_BUDGET {
+                    said = Instant::now();
+                    log::info!("Listing {name}: {listed} so far (the first list: nothing is said of it until done)");
+                }
+            }
+        };
+        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
+        match listed {
             Ok(store) => {
+                if first && started.elapsed() >= super::LIST_BUDGET {
+                    let (c, took) = (&self.collection, started.elapsed().as_secs());
+                    log::info!("Listed {} {}{} in {took} s", store.len(), c.name, c.scope);
+                }
                 version.clone_from(&store.resource_version);
-                self.lock().store = Some(store);
+                let mut shared = self.lock();
+                shared.store = Some(store);
+                shared.listing = None;
+                drop(shared);
                 self.nudge.nudge();
                 Ended::Listed
             }
             Err(e) => {
                 let retry_after = e.retry_after();
+                let at = if self.listing.at_start() {
+                    String::new()
+                } else {
+                    let (listed, pages) = (self.listing.listed(), self.listing.pages());
+                    format!(" (the next try goes on from page {} with {listed} listed)", pages + 1)
+                };
                 Ended::ListFailed {
-                    error: format!("Cannot list {}: {}", self.collection.name, e.granted_by(GRANT)),
+                    error: format!("Cannot list {}: {}{at}", self.collection.name, e.granted_by(GRANT)),
                     retry_after,
                 }
             }

@@ -1,0 +1,130 @@
+//! End to end, real kube-apiserver: a first list that takes many times
+//! the list bound. 20,000 Foos (`OPSTATUS_FIRST_LIST_FOOS` for another
+//! count) listed by a probe at `--interval 1s`, so the bound is one second
+//! while the list takes several: the list goes on while its pages bring new
+//! resources, the status never says `degraded` meanwhile (`/status` says how
+//! far the list got), `Upgradeable` is written once the list completed and
+//! not before, and no page is read twice (the audit log: one first page,
+//! each `continue` token followed once). Its own control plane: 20,000
+//! Foos would slow the shared one's other tests.
+
+use crate::support;
+
+use serde_json::Value;
+use std::time::{Duration, Instant, SystemTime};
+use support::control_plane::{ControlPlane, release_bin};
+use support::http::{endpoint_from_log, get};
+use support::resources::find;
+use support::{RunningAgent, wait_for};
+
+const NAME: &str = "demo-operator.v3.0.0";
+const FOO_COUNT: usize = 20_000;
+
+#[test]
+fn e2e_a_long_first_list_goes_on_without_degrading_and_reads_each_page_once() {
+    let cp = ControlPlane::start();
+    cp.install_crd("foos.example.com");
+    cp.install_crd("operatorconditions.operators.coreos.com");
+    let pod = cp.deploy("first-list");
+    let ns = pod.namespace.as_str();
+    cp.apply_manifests("manifests/olm", ns, &[]);
+    cp.grant_operator_condition_as_olm(ns, NAME);
+    cp.create_operator_condition(ns, NAME, &[]);
+    let count: usize = std::env::var("OPSTATUS_FIRST_LIST_FOOS").ok().and_then(|n| n.parse().ok()).unwrap_or(FOO_COUNT);
+    let created = Instant::now();
+    cp.create_foos_in_bulk(ns, count, 8);
+    println!("created {count} Foos in {:.1?}", created.elapsed());
+
+    let mut env = cp.pod_env(&pod);
+    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating";
+    let args = [
+        "run",
+        "--interval",
+        "1s",
+        "--check-interval",
+        "1s",
+        "--probe",
+        probe,
+        "--probe-namespace",
+        ns,
+        "--listen",
+        "127.0.0.1:0",
+    ];
+    let started_at = SystemTime::now();
+    let started = Instant::now();
+    let mut agent = RunningAgent::start(&release_bin(), &args, &env);
+    let addr = wait_for(Duration::from_secs(20), Duration::from_millis(20), || endpoint_from_log(&agent.stderr()))
+        .unwrap_or_else(|| panic!("no endpoint address logged\n{}", agent.stderr()));
+
+    // `/status` every 100 ms until the list is done: its health, error and
+    // how far the list got.
+    let mut transitions: Vec<(f64, String)> = Vec::new();
+    let mut so_far: Vec<u64> = Vec::new();
+    let mut not_healthy = Vec::new();
+    let listed = wait_for(Duration::from_secs(240), Duration::from_millis(100), || {
+        let (code, body, _) = get(addr, "/status");
+        let status: Value = serde_json::from_str(&body).ok().filter(|_| code == 200)?;
+        let health = status["health"].as_str().unwrap_or_default().to_string();
+        let said = format!("{health} {}", status["error"].as_str().unwrap_or_default());
+        if transitions.last().is_none_or(|(_, last)| *last != said) {
+            transitions.push((started.elapsed().as_secs_f64(), said.clone()));
+        }
+        if health != "healthy" {
+            not_healthy.push(said);
+        }
+        match status["listing"].as_array() {
+            Some(listing) => {
+                let text = listing.first()?.as_str()?;
+                assert!(text.starts_with(&format!("listing foos.example.com in namespace {ns:?}: ")), "{text}");
+                so_far.push(text.rsplit(": ").next()?.strip_suffix(" so far")?.parse().ok()?);
+                None
+            }
+            None => Some(()),
+        }
+    });
+    assert!(listed.is_some(), "the list never completed: {transitions:?}\n{}", agent.stderr());
+    let upgradeable = || {
+        let oc = cp.operator_condition(ns, NAME);
+        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "True").cloned()
+    };
+    let up = wait_for(Duration::from_secs(20), Duration::from_millis(100), upgradeable);
+    let up = up.unwrap_or_else(|| panic!("never Upgradeable=True: {transitions:?}\n{}", agent.stderr()));
+    assert_eq!(up["message"], format!("No resource blocks an upgrade ({count} checked)"));
+    assert!(not_healthy.is_empty(), "not healthy while listing: {transitions:?}\n{}", agent.stderr());
+    assert!(
+        so_far.len() >= 2 && so_far.windows(2).all(|w| w[0] <= w[1]) && so_far.last() < Some(&(count as u64)),
+        "/status said how far the list got, growing: {so_far:?}"
+    );
+    assert_eq!(agent.exited(), None);
+    agent.signal("TERM");
+    assert!(agent.wait_exit(Duration::from_secs(10)).is_some());
+
+    // The audit log: one list, each page read once, and the OperatorCondition
+    // written only after its last page.
+    let events = cp.audit_events(&pod.user);
+    let lists: Vec<_> = events.iter().filter(|e| e.verb == "list" && e.uri.contains("/foos")).collect();
+    let first_pages = lists.iter().filter(|e| !e.uri.contains("continue=")).count();
+    let mut tokens: Vec<&str> = lists.iter().filter_map(|e| e.uri.split("continue=").nth(1)).collect();
+    let followed = tokens.len();
+    tokens.sort_unstable();
+    tokens.dedup();
+    assert_eq!((first_pages, tokens.len()), (1, followed), "a page read twice: {lists:?}");
+    assert_eq!(lists.len(), count.div_ceil(250), "{lists:?}");
+    assert!(lists.iter().all(|e| e.code == 200), "{lists:?}");
+    let updates: Vec<_> =
+        events.iter().filter(|e| e.verb == "update" && e.uri.contains("/operatorconditions/")).collect();
+    let last_page = lists.last().unwrap().received;
+    assert!(!updates.is_empty() && updates.iter().all(|e| e.received >= last_page), "{updates:?}");
+    let first_answer = updates[0].received.duration_since(started_at).unwrap_or_default();
+    let span = last_page.duration_since(lists[0].received).unwrap_or_default();
+    println!(
+        "e2e first list: {count} Foos at a 1 s list bound: {} pages in {span:.1?}, each read once; first \
+         Upgradeable written {first_answer:.1?} after start; /status said {} samples of progress ({:?} … {:?}); \
+         transitions {transitions:?}",
+        lists.len(),
+        so_far.len(),
+        so_far.first(),
+        so_far.last()
+    );
+}
