@@ -171,7 +171,13 @@ fn agent_for(
                     .into(),
             )
         })?;
-        let watch = ContainerWatch::new(operator_namespace.clone(), pod, container.clone(), nudge.clone());
+        let watch = ContainerWatch::new(
+            operator_namespace.clone(),
+            pod,
+            container.clone(),
+            settings.watch.clean_run,
+            nudge.clone(),
+        );
         signals.push(Box::new(watch));
     }
     let probes = &settings.probes;

@@ -119,6 +119,7 @@ pub mod testing {
         now: std::time::SystemTime,
     ) -> Option<Result<Option<String>, String>> {
         let (pod, _) = crate::signals::container::pod::pod(pod, name).ok()?;
-        Some(crate::signals::container::judge::judge(&pod, name, now))
+        let clean_run = crate::signals::container::judge::DEFAULT_CLEAN_RUN;
+        Some(crate::signals::container::judge::judge(&pod, name, clean_run, now))
     }
 }

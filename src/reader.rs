@@ -305,11 +305,7 @@ pub fn render_text(r: &Reading, configmap: &str, namespace: &str, now: SystemTim
 }
 
 fn human_age(secs: u64) -> String {
-    match secs {
-        0..=119 => format!("{secs} s"),
-        120..=7199 => format!("{} min", secs / 60),
-        _ => format!("{} h", secs / 3600),
-    }
+    crate::util::time::spoken(std::time::Duration::from_secs(secs))
 }
 
 #[cfg(test)]

@@ -224,16 +224,29 @@ pub(crate) struct Verdict {
 /// 5. otherwise `healthy`.
 ///
 /// The problems come in any order; among equal rules the first given wins.
+///
+/// One cause is said first: an operator whose container crash-loops or was
+/// just killed also fails its health checks, and the check's "connection
+/// refused" alone hides why. When both the operator's health and its
+/// container are problems, the reason gives kubelet's words about the
+/// container, then the failing check; the health stays the check's.
 pub(crate) fn evaluate_health<'a>(problems: impl IntoIterator<Item = &'a Problem>) -> Verdict {
     let mut first: Option<&Problem> = None;
+    let mut container: Option<&Problem> = None;
     for p in problems {
         if first.is_none_or(|f| p.rule < f.rule) {
             first = Some(p);
         }
+        if p.rule == Rule::Container && container.is_none() {
+            container = Some(p);
+        }
     }
-    match first {
-        Some(p) => Verdict { health: p.health, error: Some(p.reason.clone()) },
-        None => Verdict { health: Health::Healthy, error: None },
+    match (first, container) {
+        (Some(p), Some(c)) if p.rule == Rule::Operator => {
+            Verdict { health: p.health, error: Some(format!("{}; {}", c.reason, p.reason)) }
+        }
+        (Some(p), _) => Verdict { health: p.health, error: Some(p.reason.clone()) },
+        (None, _) => Verdict { health: Health::Healthy, error: None },
     }
 }
 
@@ -353,6 +366,27 @@ mod tests {
         assert_eq!(v, Verdict { health: Health::Unhealthy, error: Some(problem.into()) });
         // A failing write still wins: it is what is wrong with the status itself.
         let v = evaluate_health(&[registration, critical, Problem::status_write("timed out")]);
+        assert_eq!(v.error.as_deref(), Some("Failed to write status ConfigMap: timed out"));
+    }
+
+    #[test]
+    fn a_failing_check_of_a_crash_looping_operator_says_the_container_first() {
+        let check = "Operator health check http://127.0.0.1:8081/healthz failed: connection refused";
+        let container =
+            "Container manager is CrashLoopBackOff: back-off 10s (1 restart; last terminated Error, exit code 1)";
+        let v =
+            evaluate_health(&[Problem::degraded(Rule::Operator, check), Problem::degraded(Rule::Container, container)]);
+        assert_eq!(v, Verdict { health: Health::Degraded, error: Some(format!("{container}; {check}")) });
+        // A critical check keeps its health; the container alone is degraded.
+        let v = evaluate_health(&[
+            Problem::degraded(Rule::Container, container),
+            Problem::unhealthy(Rule::Operator, check),
+        ]);
+        assert_eq!(v, Verdict { health: Health::Unhealthy, error: Some(format!("{container}; {check}")) });
+        let v = evaluate_health(&[Problem::degraded(Rule::Container, container)]);
+        assert_eq!(v.error.as_deref(), Some(container));
+        // Rules 1 and 2 still say only themselves.
+        let v = evaluate_health(&[Problem::degraded(Rule::Container, container), Problem::status_write("timed out")]);
         assert_eq!(v.error.as_deref(), Some("Failed to write status ConfigMap: timed out"));
     }
 

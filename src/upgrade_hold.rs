@@ -160,7 +160,7 @@ pub(crate) fn render_text(holds: &[Hold], not_read: &[String]) -> String {
     for h in holds {
         out += &format!("Upgradeable: {}", h.status);
         if let Some(secs) = h.held_seconds {
-            out += &format!(" for {}", human(secs));
+            out += &format!(" for {}", crate::util::time::spoken(std::time::Duration::from_secs(secs)));
         }
         if let Some(since) = &h.since {
             out += &format!(" (since {since})");
@@ -183,14 +183,6 @@ pub(crate) fn render_text(holds: &[Hold], not_read: &[String]) -> String {
         }
     }
     out
-}
-
-fn human(secs: u64) -> String {
-    match secs {
-        0..=119 => format!("{secs} s"),
-        120..=7199 => format!("{} min", secs / 60),
-        _ => format!("{} h {} min", secs / 3600, secs / 60 % 60),
-    }
 }
 
 #[cfg(test)]

@@ -215,6 +215,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--watch-container-clean-run",
+        env: "OPSTATUS_WATCH_CONTAINER_CLEAN_RUN",
+        default: Default::Value("10m"),
+        help: "How long the --watch-container container must run after a restart before the restart no longer \
+               makes the status degraded.",
+        kind: Kind::Value(|s, v| {
+            s.watch.clean_run = v.duration(MIN_INTERVAL..=DAY)?;
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--no-final-status",
         env: "OPSTATUS_NO_FINAL_STATUS",
         default: Default::Value("false"),

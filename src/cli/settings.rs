@@ -64,6 +64,9 @@ pub struct WatchSettings {
     pub max_age: Duration,
     /// The operator's container in this pod, whose restarts count.
     pub container: Option<String>,
+    /// How long that container must run after a restart before the restart
+    /// no longer counts.
+    pub clean_run: Duration,
 }
 
 /// The pro tier: the API key and kube9-server.
@@ -125,6 +128,7 @@ pub(crate) fn defaults() -> Settings {
             file: None,
             max_age: DEFAULT_WATCH_MAX_AGE,
             container: None,
+            clean_run: crate::signals::container::judge::DEFAULT_CLEAN_RUN,
         },
         pro: ProSettings {
             api_key: ApiKeySource { file: None, env: None },

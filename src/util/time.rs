@@ -135,6 +135,18 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
 }
 
+/// A length of time as a person says it: seconds up to two minutes,
+/// minutes up to two hours, then hours and minutes.
+pub(crate) fn spoken(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=7199 => format!("{} min", secs / 60),
+        _ if secs % 3600 < 60 => format!("{} h", secs / 3600),
+        _ => format!("{} h {} min", secs / 3600, secs / 60 % 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

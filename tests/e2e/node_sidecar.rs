@@ -2,7 +2,9 @@
 //! component adds it (manifests/components/opstatus, a native sidecar, on
 //! a kubelet that runs them; opstatus-plain on v1.20) to a sample kubebuilder-style operator
 //! (tests/fixtures/sample-operator, its image the stand-in of
-//! tests/fixtures/node/operator.c), from an overlay as a user writes one.
+//! tests/fixtures/node/operator.c), from an overlay as a user writes one
+//! (naming the Deployment in its own `opstatus-target`, as docs/install.md
+//! has it).
 //! kubelet's own probes are answered by opstatus, and the readiness
 //! contract holds under kubelet: a failing status write (opstatus's RBAC
 //! revoked) keeps the Pod Ready.
@@ -35,8 +37,11 @@ pub(crate) fn sidecar_list(node: &Node) -> &'static str {
 /// `spec:` on, see [`operator_patch`]) on top.
 pub(crate) fn operator_overlay(node: &Node, ns: &str, components: &[&str], patch: &str) -> TempDir {
     let sidecar = if node.native_sidecars() { "opstatus" } else { "opstatus-plain" };
-    let components: String =
-        std::iter::once(&sidecar).chain(components).map(|c| format!("- {{ROOT}}/manifests/components/{c}\n")).collect();
+    // The user's own `opstatus-target` (docs/install.md) names the
+    // Deployment; the shipped components follow it.
+    let components: String = std::iter::once("- opstatus-target\n".to_string())
+        .chain(std::iter::once(&sidecar).chain(components).map(|c| format!("- {{ROOT}}/manifests/components/{c}\n")))
+        .collect();
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
@@ -72,7 +77,11 @@ patches:
         list = sidecar_list(node),
         extra = if patch.is_empty() { String::new() } else { operator_patch(patch) },
     );
-    node.overlay("node-operator", &text)
+    let overlay = node.overlay("node-operator", &text);
+    let target = overlay.path().join("opstatus-target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("kustomization.yaml"), support::markdown::opstatus_target(DEPLOYMENT)).unwrap();
+    overlay
 }
 
 /// A `patches:` entry: `spec` (YAML from `spec:` on) merged into the

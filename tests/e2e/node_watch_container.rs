@@ -5,9 +5,10 @@
 //! overlay; the stand-in operator fails its first starts (counted in an
 //! emptyDir): it exits 1 (a real `CrashLoopBackOff`), or allocates past its
 //! memory limit (a real `OOMKilled`, exit 137). The status must say so in
-//! kubelet's words, and keep saying the container restarted once it runs
-//! again (it is called well after ten minutes of running cleanly, a window
-//! no flag shortens, so that part stays with tests/e2e/watch_container.rs).
+//! kubelet's words, keep saying the container restarted once it runs again,
+//! and go back to healthy once it has run cleanly for the clean-run window
+//! (`--watch-container-clean-run`, shortened to 30 s here; ten minutes by
+//! default).
 
 use crate::node_sidecar::{CM, SELECTOR, deploy_operator, sidecar_list};
 use crate::support;
@@ -22,6 +23,7 @@ fn failing(node: &Node, fail: &str, times: u32, memory_limit: &str) -> String {
     let sidecar = "- name: opstatus
         env:
         - {name: OPSTATUS_WATCH_CONTAINER, value: manager}
+        - {name: OPSTATUS_WATCH_CONTAINER_CLEAN_RUN, value: 30s}
 ";
     let manager = format!(
         "- name: manager
@@ -65,12 +67,13 @@ fn wait_status(ns: &str, what: &str, within: Duration, check: impl Fn(&Value) ->
 fn e2e_node_a_real_crash_loop_of_the_operator_is_said_in_kubelets_words() {
     let node = shared();
     let started = Instant::now();
-    let ns = deploy_operator(node, "node-crashloop", &["opstatus-watch-container"], &failing(node, "exit", 2, "64Mi"));
-    // While the operator is down its health endpoint refuses too, and that
-    // rule comes first: kubelet's words are its back-off, or the restart
-    // and exit code once it runs again.
-    let (doc, seen) = wait_status(&ns, "a crash loop degrades the status", Duration::from_secs(120), |d| {
-        d["error"].as_str().is_some_and(|e| e.starts_with("Container manager") && e.contains("Error, exit code 1"))
+    let ns = deploy_operator(node, "node-crashloop", &["opstatus-watch-container"], &failing(node, "exit", 3, "64Mi"));
+    // While the operator is down its health endpoint refuses too: kubelet's
+    // words about the container come first, then the failing check.
+    let (doc, seen) = wait_status(&ns, "kubelet's back-off is published", Duration::from_secs(150), |d| {
+        d["error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("Container manager is CrashLoopBackOff") && e.contains("Error, exit code 1"))
     });
     let in_loop = started.elapsed();
     assert_eq!(doc["health"], "degraded");
@@ -83,20 +86,31 @@ fn e2e_node_a_real_crash_loop_of_the_operator_is_said_in_kubelets_words() {
     let events = node.events_text(&ns);
     assert!(events.contains("BackOff"), "kubelet's back-off event:\n{events}");
 
-    // The third start runs: restarted, not yet clean for ten minutes.
+    // The fourth start runs: restarted, not yet clean for the window.
     let (doc, later) =
-        wait_status(&ns, "the running container is said to have restarted", Duration::from_secs(120), |d| {
+        wait_status(&ns, "the running container is said to have restarted", Duration::from_secs(150), |d| {
             d["error"].as_str().is_some_and(|e| {
-                e.starts_with("Container manager restarted (2 restarts; last terminated Error, exit code 1)")
+                e.starts_with("Container manager restarted (3 restarts; last terminated Error, exit code 1)")
             })
         });
     assert_eq!(doc["health"], "degraded");
+    assert!(doc["error"].as_str().unwrap().ends_with("has not run cleanly for 30 s since"), "{doc}");
+    let restarted = Instant::now();
+    // Once it has run cleanly for 30 s: healthy, with kubelet still counting 3 restarts.
+    let (healthy, _) =
+        wait_status(&ns, "healthy after a clean run", Duration::from_secs(90), |d| d["health"] == "healthy");
+    let clean_after = restarted.elapsed();
+    assert!(healthy["error"].as_str().unwrap_or_default().is_empty(), "{healthy}");
+    let pods = node.pods(&ns, SELECTOR);
+    let manager = container_status(&pods[0], "manager");
+    assert_eq!(manager["restartCount"], 3, "{manager}");
     println!(
-        "e2e node crash loop (kubelet {}): published {:.1} s after apply: {error}\nthen: {}\nerrors seen: \
-         {seen:#?} {later:#?}\nevents:\n{events}",
+        "e2e node crash loop (kubelet {}): published {:.1} s after apply: {error}\nthen: {}\nhealthy {:.1} s \
+         later\nerrors seen: {seen:#?} {later:#?}\nevents:\n{events}",
         node.version(),
         in_loop.as_secs_f64(),
-        doc["error"]
+        doc["error"],
+        clean_after.as_secs_f64()
     );
 }
 
@@ -115,6 +129,10 @@ fn e2e_node_a_real_oom_kill_of_the_operator_is_said_in_kubelets_words() {
     assert_eq!(manager["lastState"]["terminated"]["reason"], "OOMKilled", "{manager}");
     assert_eq!(manager["lastState"]["terminated"]["exitCode"], 137, "{manager}");
     assert_eq!(container_status(pod, "opstatus")["restartCount"], 0, "opstatus itself never restarted");
+    // It runs cleanly from its second start: healthy once the 30 s window is up.
+    let (healthy, _) =
+        wait_status(&ns, "healthy after a clean run", Duration::from_secs(120), |d| d["health"] == "healthy");
+    assert!(healthy["error"].as_str().unwrap_or_default().is_empty(), "{healthy}");
     println!(
         "e2e node OOM kill (kubelet {}): published {:.1} s after apply: {}\nerrors seen: {seen:#?}",
         node.version(),

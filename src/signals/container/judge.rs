@@ -5,8 +5,9 @@
 //! Kubelet's words are what is reported: a container waiting in
 //! `CrashLoopBackOff` (or another waiting reason that means it cannot
 //! start), and a container that restarted and has not yet run cleanly for
-//! [`CLEAN_AFTER`] (its last termination's reason — `OOMKilled`, `Error` —
-//! exit code and message, and its restart count). A container that has
+//! the clean-run window (`--watch-container-clean-run`, ten minutes by
+//! default), with its last termination's reason (`OOMKilled`, `Error`),
+//! exit code and message, and its restart count. A container that has
 //! run that long since its last restart is well again, whatever its
 //! restart count: the count never goes down, the judgement must.
 
@@ -14,8 +15,9 @@ use crate::util::time::parse_rfc3339;
 use serde::Deserialize;
 use std::time::{Duration, SystemTime};
 
-/// How long a restarted container must run before it counts as well again.
-pub(crate) const CLEAN_AFTER: Duration = Duration::from_secs(600);
+/// How long a restarted container must run before it counts as well again,
+/// unless `--watch-container-clean-run` says otherwise.
+pub(crate) const DEFAULT_CLEAN_RUN: Duration = Duration::from_secs(600);
 
 /// The longest text from kubelet (a reason or a message) kept.
 const MAX_TEXT: usize = 256;
@@ -84,7 +86,7 @@ fn text(s: &str) -> String {
 /// Why the container named `name` is not well, if it is not; `Ok(None)`
 /// when it is, `Err` when the Pod does not list it (a wrong name, or not
 /// started yet).
-pub(crate) fn judge(pod: &Pod, name: &str, now: SystemTime) -> Result<Option<String>, String> {
+pub(crate) fn judge(pod: &Pod, name: &str, clean_run: Duration, now: SystemTime) -> Result<Option<String>, String> {
     let Some(c) = pod.container.as_ref().filter(|c| c.name == name) else {
         return Err(format!("the Pod lists no container {name:?} (yet)"));
     };
@@ -105,12 +107,12 @@ pub(crate) fn judge(pod: &Pod, name: &str, now: SystemTime) -> Result<Option<Str
     let Some(last) = last.filter(|_| c.restart_count > 0) else { return Ok(None) };
     // Running since its last restart: well once that is long enough ago.
     let since = c.state.running.as_ref().and_then(|r| parse_rfc3339(&r.started_at));
-    if since.is_some_and(|started| now.duration_since(started).is_ok_and(|ran| ran >= CLEAN_AFTER)) {
+    if since.is_some_and(|started| now.duration_since(started).is_ok_and(|ran| ran >= clean_run)) {
         return Ok(None);
     }
     Ok(Some(format!(
-        "Container {name} restarted ({restarts}; {last}) and has not run cleanly for {} minutes since",
-        CLEAN_AFTER.as_secs() / 60
+        "Container {name} restarted ({restarts}; {last}) and has not run cleanly for {} since",
+        crate::util::time::spoken(clean_run)
     )))
 }
 
@@ -139,13 +141,13 @@ mod tests {
                 name,
             )
         };
-        let why = judge(&p("manager"), "manager", at(NOW)).unwrap().unwrap();
+        let why = judge(&p("manager"), "manager", DEFAULT_CLEAN_RUN, at(NOW)).unwrap().unwrap();
         assert_eq!(
             why,
             "Container manager is CrashLoopBackOff: back-off 5m0s restarting failed container \
              (5 restarts; last terminated Error, exit code 1: panic: boom [2J)"
         );
-        assert_eq!(judge(&p("sidecar"), "sidecar", at(NOW)), Ok(None));
+        assert_eq!(judge(&p("sidecar"), "sidecar", DEFAULT_CLEAN_RUN, at(NOW)), Ok(None));
     }
 
     #[test]
@@ -160,13 +162,22 @@ mod tests {
                 "manager",
             )
         };
-        let why = judge(&p("2026-11-25T11:55:00Z"), "manager", at(NOW)).unwrap().unwrap();
+        let why = judge(&p("2026-11-25T11:55:00Z"), "manager", DEFAULT_CLEAN_RUN, at(NOW)).unwrap().unwrap();
         assert_eq!(
             why,
             "Container manager restarted (1 restart; last terminated OOMKilled, exit code 137) and has not run \
-             cleanly for 10 minutes since"
+             cleanly for 10 min since"
         );
-        assert_eq!(judge(&p("2026-11-25T11:50:00Z"), "manager", at(NOW)), Ok(None), "ten minutes up: well");
+        // A shorter window (`--watch-container-clean-run 30s`) says so and ends sooner.
+        let thirty = Duration::from_secs(30);
+        let why = judge(&p("2026-11-25T11:59:45Z"), "manager", thirty, at(NOW)).unwrap().unwrap();
+        assert!(why.ends_with("has not run cleanly for 30 s since"), "{why}");
+        assert_eq!(judge(&p("2026-11-25T11:59:30Z"), "manager", thirty, at(NOW)), Ok(None), "30 s up: well");
+        assert_eq!(
+            judge(&p("2026-11-25T11:50:00Z"), "manager", DEFAULT_CLEAN_RUN, at(NOW)),
+            Ok(None),
+            "ten minutes up: well"
+        );
     }
 
     #[test]
@@ -178,15 +189,15 @@ mod tests {
                 name,
             )
         };
-        assert_eq!(judge(&creating("manager"), "manager", at(NOW)), Ok(None));
-        let err = judge(&creating("manger"), "manger", at(NOW)).unwrap_err();
+        assert_eq!(judge(&creating("manager"), "manager", DEFAULT_CLEAN_RUN, at(NOW)), Ok(None));
+        let err = judge(&creating("manger"), "manger", DEFAULT_CLEAN_RUN, at(NOW)).unwrap_err();
         assert_eq!(err, "the Pod lists no container \"manger\" (yet)");
-        assert!(judge(&Pod::default(), "manager", at(NOW)).is_err());
+        assert!(judge(&Pod::default(), "manager", DEFAULT_CLEAN_RUN, at(NOW)).is_err());
         let long = format!(
             r#"{{"status":{{"containerStatuses":[{{"name":"m","restartCount":2,
             "state":{{"waiting":{{"reason":"CrashLoopBackOff","message":"{}"}}}}}}]}}}}"#,
             "x".repeat(10_000)
         );
-        assert!(judge(&pod(&long, "m"), "m", at(NOW)).unwrap().unwrap().len() < 2 * MAX_TEXT);
+        assert!(judge(&pod(&long, "m"), "m", DEFAULT_CLEAN_RUN, at(NOW)).unwrap().unwrap().len() < 2 * MAX_TEXT);
     }
 }

@@ -50,6 +50,8 @@ pub(crate) struct ContainerWatch {
     namespace: String,
     pod: String,
     container: String,
+    /// How long the container must run after a restart to count as well.
+    clean_run: Duration,
     /// Wakes the agent's loop when the Pod changed; `None` (`opstatus
     /// once`): each check reads the Pod once instead of watching it.
     nudge: Option<Nudge>,
@@ -57,8 +59,14 @@ pub(crate) struct ContainerWatch {
 }
 
 impl ContainerWatch {
-    pub(crate) fn new(namespace: String, pod: String, container: String, nudge: Option<Nudge>) -> ContainerWatch {
-        ContainerWatch { namespace, pod, container, nudge, watcher: None }
+    pub(crate) fn new(
+        namespace: String,
+        pod: String,
+        container: String,
+        clean_run: Duration,
+        nudge: Option<Nudge>,
+    ) -> ContainerWatch {
+        ContainerWatch { namespace, pod, container, clean_run, nudge, watcher: None }
     }
 
     fn judge(&self, pod: Option<&judge::Pod>, problem: Option<&str>) -> Option<String> {
@@ -67,7 +75,7 @@ impl ContainerWatch {
             return Some(format!("Cannot watch the operator's Pod {ns}/{name}: {why}"));
         }
         let Some(pod) = pod else { return Some(format!("Pod {ns}/{name} does not exist")) };
-        match judge::judge(pod, &self.container, SystemTime::now()) {
+        match judge::judge(pod, &self.container, self.clean_run, SystemTime::now()) {
             Ok(verdict) => verdict,
             Err(why) => Some(format!("Pod {ns}/{name}: {why}")),
         }
