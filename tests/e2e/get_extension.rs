@@ -66,6 +66,7 @@ fn assert_reading(args: &[&str], mode: &str, found: Option<&str>, why: &str) {
 
 #[test]
 fn e2e_get_shows_what_the_extension_shows() {
+    let _kube9_system = support::control_plane::shared_status_namespaces();
     let cp = shared();
     // kube9-system may not exist yet on a fresh API server.
     let _ = cp.kubectl(&["create", "namespace", "kube9-system"], None);

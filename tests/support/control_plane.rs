@@ -391,6 +391,15 @@ pub fn shared() -> &'static ControlPlane {
     SHARED.get_or_init(ControlPlane::start)
 }
 
+/// Held by a test of the shared control plane that writes the status in
+/// `kube9-system` or `default`, the two namespaces every such test shares:
+/// one at a time, so that none reads another's status (which opstatus
+/// would rightly leave to that other writer for a while).
+pub fn shared_status_namespaces() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// opstatus installed in a namespace the way a user installs it.
 pub struct Deployed {
     pub namespace: String,
