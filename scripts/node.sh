@@ -150,8 +150,15 @@ start_traced() {
   shift 2
   strace -f -b execve -qq -e trace=connect -e signal=none -o "$DIR/log/$name.strace" "$@" >"$log_file" 2>&1 &
   tracer=$!
+  # The traced child once it runs the program itself (before its exec it
+  # is still a copy of strace): a stop or a liveness check by another PID
+  # would miss it and leave it running.
+  local program c
+  program=$(basename "$(command -v "$1")")
   for i in $(seq 1 100); do
-    child=$(pgrep -P "$tracer" || true)
+    for c in $(pgrep -P "$tracer" || true); do
+      [ "$(basename "$(readlink "/proc/$c/exe" 2>/dev/null)")" = "$program" ] && child=$c
+    done
     [ -n "$child" ] && break
     sleep 0.1
   done
@@ -459,6 +466,10 @@ cmd_down() {
   for name in kubelet strace-kubelet kube-scheduler kube-controller-manager webhook docker-registry; do
     stop_pid "$(pid_of "$name")"
   done
+  # Whatever still runs with this node's configuration (a traced process
+  # whose PID was not recorded because it never got that far), by its PID.
+  local stray
+  for stray in $(pgrep -f -- "--config=$DIR/" || true); do stop_pid "$stray"; done
   if alive "$(pid_of containerd)"; then
     local c=(ctr --address "$SOCK" -n k8s.io)
     for t in $("${c[@]}" tasks ls -q 2>/dev/null); do "${c[@]}" tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
