@@ -10,10 +10,11 @@
 //! a watch, the next starts from the last version seen, at once; a broken
 //! stream or a refused watch tries again from there after a bounded,
 //! jittered backoff ([`BACKOFF_BASE`] to [`BACKOFF_CAP`]); `410 Gone` lists
-//! again. The randomness comes in as an argument.
+//! again. The randomness comes in as an argument. [`drive`] is the one loop
+//! that carries the decisions out on a watch's thread, for any [`Reflect`].
 
-use crate::util::backoff::Backoff;
-use std::time::Duration;
+use crate::util::backoff::{Backoff, Jitter};
+use std::time::{Duration, Instant};
 
 /// A watch's `timeoutSeconds` (client-go: 5 to 10 min; a probe's watch
 /// adds jitter). With nothing changing, this is how often a watched object
@@ -153,6 +154,47 @@ impl Machine {
                 plan(Step::List, self.backoff.next_delay(random, None), Some(Some(error)))
             }
         }
+    }
+}
+
+/// What one list-then-watch needs from its owner: the list, the watch,
+/// where a problem goes, and whether to stop.
+pub(crate) trait Reflect {
+    /// Whether the owner asked the thread to stop.
+    fn stopped(&self) -> bool;
+    /// Lists what is watched; on success sets `version` to watch from.
+    fn list(&mut self, version: &mut String) -> Ended;
+    /// Watches from `version`, moving it with every event, until the watch
+    /// ends; `machine.delivered()` once an event arrives.
+    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended;
+    /// The problem to report now (`None`: none), as [`Plan::problem`] says.
+    fn report(&self, problem: Option<String>);
+}
+
+/// Lists, then watches from there, as the [`Machine`] says: the next watch
+/// at once when one ends, after a jittered backoff when one fails or ends
+/// at once, a list again after 410 Gone; until `owner` stops (the wait
+/// between tries is a park, which a stop's unpark cuts short).
+pub(crate) fn drive(owner: &mut impl Reflect, jitter: &mut Jitter) {
+    let mut machine = Machine::default();
+    let (mut step, mut version) = (Step::List, String::new());
+    while !owner.stopped() {
+        let ended = match step {
+            Step::List => owner.list(&mut version),
+            Step::Watch => owner.watch(&mut version, &mut machine),
+        };
+        if owner.stopped() {
+            return;
+        }
+        let plan = machine.after(ended, jitter.next_u64());
+        if let Some(problem) = plan.problem {
+            owner.report(problem);
+        }
+        let until = Instant::now() + plan.delay;
+        while !owner.stopped() && Instant::now() < until {
+            std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
+        }
+        step = plan.step;
     }
 }
 

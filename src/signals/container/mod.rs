@@ -22,7 +22,7 @@ pub(crate) mod judge;
 pub(crate) mod pod;
 
 use super::{Observation, Signal};
-use crate::kube::reflector::{self, Ended, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
+use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::Jitter;
@@ -163,7 +163,8 @@ impl PodWatcher {
         let read_once = Arc::new(AtomicBool::new(false));
         let (for_thread, read) = (shared.clone(), read_once.clone());
         let worker = Worker::spawn("pod-watch", client, move |client, stop| {
-            Run { client, ns, pod, container, shared: for_thread, read_once: read, stop, nudge }.run();
+            let mut run = Run { client, ns, pod, container, shared: for_thread, read_once: read, stop, nudge };
+            reflector::drive(&mut run, &mut Jitter::from_os());
         })?;
         Ok(PodWatcher { shared, read_once, _worker: worker })
     }
@@ -182,76 +183,7 @@ struct Run {
 }
 
 impl Run {
-    fn stopped(&self) -> bool {
-        self.stop.stopped()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The Pod as last seen (`None`: it does not exist).
-    fn set_pod(&self, pod: Option<judge::Pod>) {
-        self.lock().pod = pod;
-        self.read_once.store(true, Ordering::SeqCst);
-        self.nudge.nudge();
-    }
-
-    /// Why the Pod cannot be followed (`None`: it can).
-    fn report(&self, problem: Option<String>) {
-        let mut shared = self.lock();
-        let changed = shared.problem != problem;
-        shared.problem = problem;
-        drop(shared);
-        self.read_once.store(true, Ordering::SeqCst);
-        if changed {
-            self.nudge.nudge();
-        }
-    }
-
-    /// List, then watch from there, as the reflector's machine says: the
-    /// next watch at once when one ends, after a jittered backoff when one
-    /// fails or ends at once, a list again after 410 Gone.
-    fn run(mut self) {
-        let mut machine = Machine::default();
-        let mut jitter = Jitter::from_os();
-        let (mut step, mut version) = (Step::List, String::new());
-        while !self.stopped() {
-            let ended = match step {
-                Step::List => self.list(&mut version),
-                Step::Watch => {
-                    let ended = self.watch(&mut version, &mut machine);
-                    self.lock().watching_since = None;
-                    ended
-                }
-            };
-            if self.stopped() {
-                return;
-            }
-            let plan = machine.after(ended, jitter.next_u64());
-            if let Some(problem) = plan.problem {
-                self.report(problem);
-            }
-            let until = Instant::now() + plan.delay;
-            while !self.stopped() && Instant::now() < until {
-                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
-            }
-            step = plan.step;
-        }
-    }
-
-    fn list(&mut self, version: &mut String) -> Ended {
-        match read_pod(&mut self.client, &self.ns, &self.pod, &self.container) {
-            Ok((pod, listed)) => {
-                *version = listed;
-                self.set_pod(pod);
-                Ended::Listed
-            }
-            Err(e) => Ended::ListFailed { retry_after: e.retry_after(), error: e.granted_by(GRANT).to_string() },
-        }
-    }
-
-    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
+    fn watch_from(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
         let path = format!(
             "/api/v1/namespaces/{}/pods?watch=1&fieldSelector=metadata.name%3D{}&resourceVersion={}\
              &allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
@@ -325,6 +257,52 @@ impl Run {
                 machine.delivered();
                 self.report(None);
             }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The Pod as last seen (`None`: it does not exist).
+    fn set_pod(&self, pod: Option<judge::Pod>) {
+        self.lock().pod = pod;
+        self.read_once.store(true, Ordering::SeqCst);
+        self.nudge.nudge();
+    }
+}
+
+impl Reflect for Run {
+    fn stopped(&self) -> bool {
+        self.stop.stopped()
+    }
+
+    fn list(&mut self, version: &mut String) -> Ended {
+        match read_pod(&mut self.client, &self.ns, &self.pod, &self.container) {
+            Ok((pod, listed)) => {
+                *version = listed;
+                self.set_pod(pod);
+                Ended::Listed
+            }
+            Err(e) => Ended::ListFailed { retry_after: e.retry_after(), error: e.granted_by(GRANT).to_string() },
+        }
+    }
+
+    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
+        let ended = self.watch_from(version, machine);
+        self.lock().watching_since = None;
+        ended
+    }
+
+    /// Why the Pod cannot be followed (`None`: it can).
+    fn report(&self, problem: Option<String>) {
+        let mut shared = self.lock();
+        let changed = shared.problem != problem;
+        shared.problem = problem;
+        drop(shared);
+        self.read_once.store(true, Ordering::SeqCst);
+        if changed {
+            self.nudge.nudge();
         }
     }
 }

@@ -23,7 +23,7 @@
 use super::list::{Budget, Listing};
 use super::store::{Applied, Store};
 use super::{GRANT, grammar::ProbeSpec, percent_encode};
-use crate::kube::reflector::{Ended, HEALTHY_WATCH, Machine, SILENCE_MARGIN, Step, WATCH_SECONDS};
+use crate::kube::reflector::{self, Ended, HEALTHY_WATCH, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
@@ -115,125 +115,16 @@ impl Watcher {
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
             let listing = Listing::new(Budget::growing(list_budget, Instant::now()));
-            let run = Run { client, collection: thread_collection, shared: for_thread, stop, nudge, listing, jitter };
-            run.run();
+            let mut run =
+                Run { client, collection: thread_collection, shared: for_thread, stop, nudge, listing, jitter };
+            reflector::drive(&mut run, &mut Jitter::from_os());
         })?;
         Ok(Watcher { collection, shared, _worker: worker })
     }
 }
 
 impl Run {
-    fn stopped(&self) -> bool {
-        self.stop.stopped()
-    }
-
-    fn run(mut self) {
-        let mut machine = Machine::default();
-        let mut step = Step::List;
-        let mut version = String::new();
-        while !self.stopped() {
-            let ended = match step {
-                Step::List => self.list(&mut version),
-                Step::Watch => {
-                    let ended = self.watch(&mut version, &mut machine);
-                    self.lock().watching_since = None;
-                    ended
-                }
-            };
-            if self.stopped() {
-                return;
-            }
-            let plan = machine.after(ended, self.jitter.next_u64());
-            if let Some(problem) = plan.problem {
-                self.report(problem);
-            }
-            let until = Instant::now() + plan.delay;
-            while !self.stopped() && Instant::now() < until {
-                std::thread::park_timeout(until.saturating_duration_since(Instant::now()));
-            }
-            step = plan.step;
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
-        self.shared.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn report(&self, problem: Option<String>) {
-        let mut shared = self.lock();
-        if shared.problem != problem {
-            match &problem {
-                Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
-                None if shared.problem.is_some() => {
-                    log::debug!("Probe of {}: listing and watching work again", self.collection.name)
-                }
-                None => {}
-            }
-            shared.problem = problem;
-            drop(shared);
-            self.nudge.nudge();
-        }
-    }
-
-    /// The paged list into a fresh store, which replaces the old one when
-    /// complete (until then the last one stands). A list stops only when
-    /// it fails or stops making progress ([`Budget::growing`]); a failed
-    /// request leaves it to go on from its page at the next try. While
-    /// the first list runs, [`Shared::listing`] says how far it got.
-    fn list(&mut self, version: &mut String) -> Ended {
-        let first = self.lock().store.is_none();
-        let (shared, name) = (self.shared.clone(), &self.collection.name);
-        let (started, mut said) = (Instant::now(), Instant::now());
-        let mut progress = |listed: usize| {
-            if first {
-                shared.lock().unwrap_or_else(|p| p.into_inner()).listing = Some(listed);
-                if said.elapsed() >= super::LIST_BUDGET {
-                    said = Instant::now();
-                    log::info!("Listing {name}: {listed} so far (the first list: nothing is said of it until done)");
-                }
-            }
-        };
-        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
-        match listed {
-            Ok(store) => {
-                if first && started.elapsed() >= super::LIST_BUDGET {
-                    let (c, took) = (&self.collection, started.elapsed().as_secs());
-                    log::info!("Listed {} {}{} in {took} s", store.len(), c.name, c.scope);
-                }
-                version.clone_from(&store.resource_version);
-                let mut shared = self.lock();
-                shared.store = Some(store);
-                shared.listing = None;
-                drop(shared);
-                self.nudge.nudge();
-                Ended::Listed
-            }
-            Err(e) => {
-                let retry_after = e.retry_after();
-                let at = if self.listing.at_start() {
-                    String::new()
-                } else {
-                    let (listed, pages) = (self.listing.listed(), self.listing.pages());
-                    format!(" (the next try goes on from page {} with {listed} listed)", pages + 1)
-                };
-                Ended::ListFailed {
-                    error: format!("Cannot list {}: {}{at}", self.collection.name, e.granted_by(GRANT)),
-                    retry_after,
-                }
-            }
-        }
-    }
-
-    fn gone(&self) -> Ended {
-        let error = format!(
-            "Cannot watch {}: its watches end at once with 410 Gone (the version watched from is compacted away): \
-             listing again after a backoff",
-            self.collection.name
-        );
-        Ended::Gone { error }
-    }
-
-    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
+    fn watch_from(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
         let seconds = WATCH_SECONDS + self.jitter.next_u64() % (WATCH_JITTER_SECONDS + 1);
         let path = format!(
             "{}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={seconds}",
@@ -304,6 +195,96 @@ impl Run {
                     };
                 }
             }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn gone(&self) -> Ended {
+        let error = format!(
+            "Cannot watch {}: its watches end at once with 410 Gone (the version watched from is compacted away): \
+             listing again after a backoff",
+            self.collection.name
+        );
+        Ended::Gone { error }
+    }
+}
+
+impl Reflect for Run {
+    fn stopped(&self) -> bool {
+        self.stop.stopped()
+    }
+
+    /// The paged list into a fresh store, which replaces the old one when
+    /// complete (until then the last one stands). A list stops only when
+    /// it fails or stops making progress ([`Budget::growing`]); a failed
+    /// request leaves it to go on from its page at the next try. While
+    /// the first list runs, [`Shared::listing`] says how far it got.
+    fn list(&mut self, version: &mut String) -> Ended {
+        let first = self.lock().store.is_none();
+        let (shared, name) = (self.shared.clone(), &self.collection.name);
+        let (started, mut said) = (Instant::now(), Instant::now());
+        let mut progress = |listed: usize| {
+            if first {
+                shared.lock().unwrap_or_else(|p| p.into_inner()).listing = Some(listed);
+                if said.elapsed() >= super::LIST_BUDGET {
+                    said = Instant::now();
+                    log::info!("Listing {name}: {listed} so far (the first list: nothing is said of it until done)");
+                }
+            }
+        };
+        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
+        match listed {
+            Ok(store) => {
+                if first && started.elapsed() >= super::LIST_BUDGET {
+                    let (c, took) = (&self.collection, started.elapsed().as_secs());
+                    log::info!("Listed {} {}{} in {took} s", store.len(), c.name, c.scope);
+                }
+                version.clone_from(&store.resource_version);
+                let mut shared = self.lock();
+                shared.store = Some(store);
+                shared.listing = None;
+                drop(shared);
+                self.nudge.nudge();
+                Ended::Listed
+            }
+            Err(e) => {
+                let retry_after = e.retry_after();
+                let at = if self.listing.at_start() {
+                    String::new()
+                } else {
+                    let (listed, pages) = (self.listing.listed(), self.listing.pages());
+                    format!(" (the next try goes on from page {} with {listed} listed)", pages + 1)
+                };
+                Ended::ListFailed {
+                    error: format!("Cannot list {}: {}{at}", self.collection.name, e.granted_by(GRANT)),
+                    retry_after,
+                }
+            }
+        }
+    }
+
+    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
+        let ended = self.watch_from(version, machine);
+        self.lock().watching_since = None;
+        ended
+    }
+
+    fn report(&self, problem: Option<String>) {
+        let mut shared = self.lock();
+        if shared.problem != problem {
+            match &problem {
+                Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
+                None if shared.problem.is_some() => {
+                    log::debug!("Probe of {}: listing and watching work again", self.collection.name)
+                }
+                None => {}
+            }
+            shared.problem = problem;
+            drop(shared);
+            self.nudge.nudge();
         }
     }
 }
