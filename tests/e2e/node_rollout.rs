@@ -72,10 +72,22 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     });
     let mut oldest_seen = Duration::ZERO;
     let mut polls = 0;
+    // A new Pod's opstatus (a native sidecar starts before the operator)
+    // may take the lock the old holder handed over before its own operator
+    // answers: it then says so, degraded, until the operator is up. Any
+    // other problem fails the test; how often this one was seen is printed.
+    let mut operator_starting = 0;
     while !rollout.is_finished() || started.elapsed() < Duration::from_secs(5) {
         if let Some(doc) = cp.status_document(&ns, CM) {
             assert_ne!(doc["error"], "Shutting down", "a reader saw an old pod's final status: {doc}");
-            assert_eq!(doc["health"], "healthy", "{doc}");
+            if doc["health"] != "healthy" {
+                let error = doc["error"].as_str().unwrap_or_default();
+                let starting = doc["health"] == "degraded"
+                    && error.starts_with("Operator health check http://127.0.0.1:")
+                    && error.ends_with("connection refused");
+                assert!(starting, "only a new operator not yet answering may show: {doc}");
+                operator_starting += 1;
+            }
             let updated = opstatus::testing::parse_rfc3339(doc["lastUpdate"].as_str().unwrap()).unwrap();
             let age = SystemTime::now().duration_since(updated).unwrap_or_default();
             oldest_seen = oldest_seen.max(age);
@@ -115,13 +127,16 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     assert_eq!(new.len(), 2);
     let last = runs.last().expect("a publisher");
     assert!(new.contains(last), "a new pod publishes at the end: {runs:?}, new pods {new:?}");
+    let end = cp.status_document(&ns, CM).expect("the status");
+    assert_eq!(end["health"], "healthy", "healthy once the rollout is over: {end}");
     assert!(runs.iter().take(1).all(|h| old.contains(h)), "an old pod published first: {runs:?}");
     let writes = cp.audit_events(&service_account_user(&ns, DEPLOYMENT));
     let conflicts = writes.iter().filter(|e| e.code == 409).count();
     println!(
         "e2e node rolling update (kubelet {}): 2 replicas rolled in {:.1} s; {polls} reads, oldest status seen \
          {oldest_seen:.1?} old, never Shutting down; {} ConfigMap versions, publishers in turn: {runs:?}; {} requests \
-         by the pods' ServiceAccount, {conflicts} of them 409",
+         by the pods' ServiceAccount, {conflicts} of them 409; {operator_starting} reads said a new operator did not \
+         answer yet",
         node.version(),
         rolled.as_secs_f64(),
         versions.len(),

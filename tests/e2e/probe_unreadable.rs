@@ -14,7 +14,7 @@ use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;
-use support::control_plane::{ControlPlane, release_bin, shared};
+use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
 use support::resources::{condition, find};
 use support::{RunningAgent, wait_for};
 
@@ -32,12 +32,13 @@ fn set_status(cp: &ControlPlane, ns: &str, name: &str, status: Value) {
     cp.kubectl_ok(&["-n", ns, "patch", "bars.example.com", name, "--subresource=status", "--type=merge", "-p", &patch]);
 }
 
-#[test]
-fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
-    let cp = shared();
+/// opstatus deployed in a namespace of its own with the Bar CRD, list and
+/// watch on Bars for its ServiceAccount, and an OperatorCondition it may
+/// update as OLM grants.
+fn deploy_with_bars(cp: &ControlPlane, label: &str) -> Deployed {
     cp.install_crd("bars.example.com");
     cp.install_crd("operatorconditions.operators.coreos.com");
-    let pod = cp.deploy("probe-unreadable");
+    let pod = cp.deploy(label);
     let ns = pod.namespace.as_str();
     let sa = pod.user.rsplit(':').next().unwrap();
     cp.kubectl_ok(&["-n", ns, "create", "role", "bar-reader", "--verb=list,watch", "--resource=bars.example.com"]);
@@ -45,6 +46,14 @@ fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
     cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "bar-reader", "--role=bar-reader", &subject]);
     cp.grant_operator_condition_as_olm(ns, NAME);
     cp.create_operator_condition(ns, NAME, &[]);
+    pod
+}
+
+#[test]
+fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
+    let cp = shared();
+    let pod = deploy_with_bars(cp, "probe-unreadable");
+    let ns = pod.namespace.as_str();
     let calm = json!({"conditions": [condition("Migrating", "False")]});
     for i in 0..3 {
         create_bar(cp, ns, &format!("calm-{i}"), calm.clone());
@@ -106,16 +115,8 @@ fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
 #[test]
 fn e2e_a_status_that_is_not_an_object_is_named_and_the_others_are_counted() {
     let cp = shared();
-    cp.install_crd("bars.example.com");
-    cp.install_crd("operatorconditions.operators.coreos.com");
-    let pod = cp.deploy("probe-odd-status");
+    let pod = deploy_with_bars(cp, "probe-odd-status");
     let ns = pod.namespace.as_str();
-    let sa = pod.user.rsplit(':').next().unwrap();
-    cp.kubectl_ok(&["-n", ns, "create", "role", "bar-reader", "--verb=list,watch", "--resource=bars.example.com"]);
-    let subject = format!("--serviceaccount={ns}:{sa}");
-    cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "bar-reader", "--role=bar-reader", &subject]);
-    cp.grant_operator_condition_as_olm(ns, NAME);
-    cp.create_operator_condition(ns, NAME, &[]);
     let calm = json!({"conditions": [condition("Migrating", "False")]});
     for i in 0..21 {
         create_bar(cp, ns, &format!("calm-{i:02}"), calm.clone());
