@@ -64,7 +64,8 @@ e2e_threads=${OPSTATUS_E2E_THREADS:-6}
 # v1.20).
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
-  foreign_writer watch_container quick_start)
+  foreign_writer watch_container quick_start probe_unreadable probe_first_list first_hour get client_certificate
+  kept_connection)
 # --- The real-node tests again on a current node (kubelet, scheduler and
 # controller-manager v1.36.2 from the same directory): the native sidecar.
 current_modules+=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
