@@ -8,7 +8,6 @@
 use crate::support;
 
 use std::time::Duration;
-use support::control_plane::{ROOT, unique_namespace};
 use support::node::{Node, shared};
 
 #[test]
@@ -16,14 +15,7 @@ fn e2e_node_kubelet_and_containerd_connect_only_to_loopback_and_leave_iptables_a
     let node = shared();
     let cp = node.cp();
     // A Pod to pull and probe, so that the trace has all three kinds.
-    let ns = unique_namespace("node-loopback");
-    cp.create_namespace(&ns);
-    cp.apply_base_manifests(&ns);
-    let image = format!("{}:{}", node.opstatus_image(), env!("CARGO_PKG_VERSION"));
-    let deployment = std::fs::read_to_string(format!("{ROOT}/manifests/examples/quick-start/deployment.yaml"))
-        .unwrap()
-        .replace("image: opstatus:0.1.0", &format!("image: {image}"));
-    cp.kubectl_stdin_ok(&["-n", &ns, "apply", "-f", "-"], Some(&deployment));
+    let ns = node.quick_start_deployment("node-loopback");
     let pod = node.wait_ready(&ns, "app.kubernetes.io/name=opstatus", 1, Duration::from_secs(120)).remove(0);
     let probe_port = Node::pod_port(&pod, 8090);
 

@@ -20,7 +20,6 @@ use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 use support::control_plane::unique_namespace;
@@ -56,13 +55,7 @@ fn e2e_node_the_native_sidecar_starts_before_the_operator_and_stops_after_it() {
     cp.kubectl_ok(&["-n", &ns, "delete", "replicaset", "-l", SELECTOR, "--cascade=orphan"]);
     let id = |c: &Value| c["containerID"].as_str().unwrap().trim_start_matches("containerd://").to_string();
     let (sidecar_id, operator_id) = (id(opstatus), id(manager));
-    let mut events = Command::new("ctr")
-        .args(["--address", node.containerd_sock(), "events"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut events = node.containerd_events();
     let stream = events.stdout.take().unwrap();
     let (send, exits) = mpsc::channel();
     std::thread::spawn(move || {

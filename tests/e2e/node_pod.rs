@@ -11,9 +11,7 @@ use crate::support;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use support::control_plane::{ROOT, unique_namespace};
 use support::node::{container_status, shared};
 
 fn proc_field(status: &str, key: &str) -> String {
@@ -50,16 +48,8 @@ fn cgroup_dir(pid: u32, controller: &str) -> String {
 fn e2e_node_kubelet_enforces_the_shipped_security_context_and_sigterm_writes_the_final_status() {
     let node = shared();
     let cp = node.cp();
-    let ns = unique_namespace("node-pod");
-    cp.create_namespace(&ns);
-    cp.apply_base_manifests(&ns);
-    let image = format!("{}:{}", node.opstatus_image(), env!("CARGO_PKG_VERSION"));
-    let deployment = std::fs::read_to_string(format!("{ROOT}/manifests/examples/quick-start/deployment.yaml"))
-        .unwrap()
-        .replace("image: opstatus:0.1.0", &format!("image: {image}"));
-    assert!(deployment.contains(&image));
-    cp.kubectl_stdin_ok(&["-n", &ns, "apply", "-f", "-"], Some(&deployment));
     let started = Instant::now();
+    let ns = node.quick_start_deployment("node-pod");
     let pod = node.wait_ready(&ns, "app.kubernetes.io/name=opstatus", 1, Duration::from_secs(120)).remove(0);
     let ready_after = started.elapsed();
     let name = pod["metadata"]["name"].as_str().unwrap().to_string();
@@ -96,13 +86,7 @@ fn e2e_node_kubelet_enforces_the_shipped_security_context_and_sigterm_writes_the
     cp.kubectl_ok(&["-n", &ns, "delete", "replicaset", "-l", "app.kubernetes.io/name=opstatus", "--cascade=orphan"]);
     let container_id = container_status(&pod, "opstatus")["containerID"].as_str().unwrap().to_string();
     let id = container_id.trim_start_matches("containerd://").to_string();
-    let mut events = Command::new("ctr")
-        .args(["--address", node.containerd_sock(), "events"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut events = node.containerd_events();
     let stream = events.stdout.take().unwrap();
     let exits = std::thread::spawn({
         let id = id.clone();

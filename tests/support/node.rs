@@ -213,6 +213,33 @@ impl Node {
         &self.env["CONTAINERD_SOCK"]
     }
 
+    /// containerd's event stream (`ctr events`), its standard output piped:
+    /// task exits with their codes, as containerd saw them.
+    pub fn containerd_events(&self) -> std::process::Child {
+        Command::new("ctr")
+            .args(["--address", self.containerd_sock(), "events"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// A fresh namespace with `manifests/base` and the quick start's
+    /// Deployment, its image the node's opstatus: the namespace.
+    pub fn quick_start_deployment(&self, label: &str) -> String {
+        let ns = super::control_plane::unique_namespace(label);
+        self.cp.create_namespace(&ns);
+        self.cp.apply_base_manifests(&ns);
+        let image = format!("{}:{}", self.opstatus_image(), env!("CARGO_PKG_VERSION"));
+        let deployment = std::fs::read_to_string(format!("{ROOT}/manifests/examples/quick-start/deployment.yaml"))
+            .unwrap()
+            .replace("image: opstatus:0.1.0", &format!("image: {image}"));
+        assert!(deployment.contains(&image), "{deployment}");
+        self.cp.kubectl_stdin_ok(&["-n", &ns, "apply", "-f", "-"], Some(&deployment));
+        ns
+    }
+
     /// ctr against the node's containerd, in kubelet's namespace.
     pub fn ctr(&self, args: &[&str]) -> String {
         let out = Command::new("ctr")
