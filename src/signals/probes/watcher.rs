@@ -235,7 +235,7 @@ impl Reflect for Run {
                 }
             }
         };
-        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
+        let listed = self.listing.run(&mut self.client, &self.collection, version, &mut progress);
         match listed {
             Ok(store) => {
                 if first && started.elapsed() >= super::LIST_BUDGET {
