@@ -26,15 +26,18 @@
 //! said about it but how far that list got (`/status`'s `listing`): a
 //! first list that makes progress is no problem, however long it takes.
 //!
-//! Paging is bounded ([`list::Pager`]): a server that keeps answering with a
-//! `continue` token (a buggy aggregated API) must not list forever, so a
-//! collection gets at most [`MAX_RESOURCES`] resources and [`MAX_PAGES`]
-//! pages, a token that comes back ends the list, and so does time: on a
-//! watch thread, [`LIST_BUDGET`] (or one heartbeat interval, if shorter)
-//! without a page that brought a resource not listed before; in `once`,
-//! that long in all. A watch thread's list that fails keeps what it
-//! listed and its `continue` token, and the next try goes on from there
-//! ([`list::Listing`]).
+//! A list is bounded ([`list::Pager`]): each resource in an answer by the
+//! client's 4 MiB, not the answer (read as it arrives, it may be 100 MB);
+//! a server that keeps answering with a `continue` token (a buggy
+//! aggregated API) must not list forever, so a collection gets at most
+//! [`MAX_RESOURCES`] resources and [`MAX_PAGES`] pages, a token that comes
+//! back ends the list, and so does time: on a watch thread, [`LIST_BUDGET`]
+//! (or one heartbeat interval, if shorter) without a resource not listed
+//! before, and [`LIST_ANSWER`] for one answer; in `once`, that long in
+//! all. A watch thread's first list reads the API server's watch cache
+//! (`resourceVersion=0`), as client-go's reflector does; a paged list that
+//! fails keeps what it listed and its `continue` token, and the next try
+//! goes on from there ([`list::Listing`]).
 
 mod answer;
 pub(crate) mod grammar;
@@ -218,7 +221,8 @@ impl Prober {
     /// Aggregates every probed collection: from the watchers' stores, or
     /// (without watches) by listing each. Requests: a CRD read every
     /// [`CRD_REFRESH`], one discovery per type until it succeeds, and
-    /// without watches `ceil(resources / PAGE_SIZE)` lists per collection.
+    /// without watches `ceil(resources / PAGE_SIZE)` lists per collection
+    /// (one, from a server that does not page).
     fn evaluate(&mut self, client: &mut Client, now: Instant) -> Outcome {
         let mut problems = Vec::new();
         if let Err(e) = self.refresh_crds(client, now) {
