@@ -275,7 +275,8 @@ impl Listing {
             self.store.resource_version = page.metadata.resource_version;
             progress(self.store.len());
             if page.metadata.next.is_empty() {
-                let store = std::mem::take(&mut self.store);
+                let mut store = std::mem::take(&mut self.store);
+                store.shrink_to_fit();
                 self.start_over();
                 return Ok(store);
             }

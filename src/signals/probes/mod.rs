@@ -38,6 +38,7 @@
 pub(crate) mod grammar;
 pub(crate) mod list;
 pub(crate) mod store;
+mod table;
 pub(crate) mod tally;
 pub(crate) mod watcher;
 
