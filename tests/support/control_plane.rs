@@ -210,7 +210,15 @@ impl ControlPlane {
             crd = patched;
         }
         self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&crd));
-        self.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", &format!("crd/{name}")]);
+        // Not `kubectl wait`: it fails at once ("accessor error") on a CRD
+        // that has no status conditions yet, which a fresh one may not.
+        let established = r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#;
+        let crd = format!("crd/{name}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while self.kubectl_ok(&["get", &crd, "-o", established]).trim() != "True" {
+            assert!(std::time::Instant::now() < deadline, "{crd} not Established within 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
     }
 
     /// A client with the admin token: for tests that write many objects

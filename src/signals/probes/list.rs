@@ -336,7 +336,8 @@ impl Listing {
             if meta.next.is_empty() {
                 self.paged = self.pager.pages > 0;
                 self.version_gone = false;
-                let store = std::mem::take(&mut self.store);
+                let mut store = std::mem::take(&mut self.store);
+                store.shrink_to_fit();
                 self.start_over();
                 return Ok(store);
             }

@@ -43,6 +43,7 @@ mod answer;
 pub(crate) mod grammar;
 pub(crate) mod list;
 pub(crate) mod store;
+mod table;
 pub(crate) mod tally;
 pub(crate) mod watcher;
 

@@ -7,6 +7,7 @@
 
 use super::MAX_RESOURCES;
 use super::grammar::ProbeSpec;
+use super::table::Table;
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
 use crate::util::text::{MAX_FOREIGN, sanitize};
@@ -24,12 +25,12 @@ pub(crate) struct Marks {
 
 /// One collection's resources, sorted by `namespace/name` (the API
 /// server's order, so a list appends), and the `resourceVersion` it is
-/// current to. A sorted vector, not a map: 40 bytes a resource, and no
-/// tree code in a binary with a size budget; an added or deleted resource
-/// moves the tail (microseconds at 10,000).
+/// current to. A sorted [`Table`], not a map: 16 bytes a resource and its
+/// key's, and no tree code in a binary with a size budget; an added or
+/// deleted resource moves the tail (microseconds at 10,000).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Store {
-    objects: Vec<(Box<str>, Marks)>,
+    objects: Table,
     pub resource_version: String,
     /// The condition types the resources carry, sorted, at most
     /// [`MAX_TYPES`] (each at most [`MAX_TYPE_LEN`] bytes): what an
@@ -190,7 +191,13 @@ impl Store {
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.objects.len() == 0
+    }
+
+    /// Gives back the memory a list's growth left unused: a listed store is
+    /// kept for the watch's life.
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.objects.shrink_to_fit();
     }
 
     /// Records a listed resource.
@@ -198,10 +205,10 @@ impl Store {
         match parsed {
             Parsed::Read(item) => {
                 self.note_types(&item);
-                self.put(item.key(), item.marks(spec));
+                self.put(&item.key(), item.marks(spec));
             }
             Parsed::Unreadable { key, why, .. } => {
-                self.put(key, Marks { unreadable: Some(why), ..Marks::default() });
+                self.put(&key, Marks { unreadable: Some(why), ..Marks::default() });
             }
         }
     }
@@ -211,7 +218,7 @@ impl Store {
     /// [`super::tally::NAMED`]) with why. `None` when all is well.
     pub(crate) fn problem(&self, kind: &str) -> Option<String> {
         let mut named = super::tally::Named::default();
-        for (key, marks) in &self.objects {
+        for (key, marks) in self.objects.iter() {
             if let Some(why) = &marks.unreadable {
                 named.add(|| format!("{kind} {key} ({why})"));
             }
@@ -292,29 +299,23 @@ impl Store {
 
     /// Sets `key`'s marks; the ones it replaced. A new key past
     /// [`MAX_RESOURCES`] is not kept, only counted.
-    fn put(&mut self, key: Box<str>, marks: Marks) -> Option<Marks> {
-        let full = self.objects.len() >= MAX_RESOURCES;
-        // A list arrives sorted: appending is the common case.
-        let at = match self.objects.last() {
-            Some((last, _)) if *last >= key => self.objects.binary_search_by(|(k, _)| (**k).cmp(&*key)),
-            _ => Err(self.objects.len()),
-        };
-        match at {
-            Ok(i) => Some(std::mem::replace(&mut self.objects[i].1, marks)),
-            Err(_) if full => {
+    fn put(&mut self, key: &str, marks: Marks) -> Option<Marks> {
+        match self.objects.find(key) {
+            Ok(at) => Some(self.objects.replace(at, marks)),
+            Err(_) if self.objects.len() >= MAX_RESOURCES => {
                 self.beyond += 1;
                 None
             }
-            Err(i) => {
-                self.objects.insert(i, (key, marks));
+            Err(at) => {
+                self.objects.insert(at, key, marks);
                 None
             }
         }
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
-        match self.objects.binary_search_by(|(k, _)| (**k).cmp(key)) {
-            Ok(i) => Some(self.objects.remove(i).1),
+        match self.objects.find(key) {
+            Ok(at) => Some(self.objects.remove(at)),
             // One of those past the bound (or one never seen) is gone.
             Err(_) => {
                 self.beyond = self.beyond.saturating_sub(1);
@@ -382,7 +383,7 @@ impl Store {
         };
         let after = if deleted { Marks::default() } else { after };
         let beyond = self.beyond;
-        let before = if deleted { self.remove(&key) } else { self.put(key, after.clone()) };
+        let before = if deleted { self.remove(&key) } else { self.put(&key, after.clone()) };
         // Past the bound, or back within it: the problem changed. A
         // resource not kept changes nothing else.
         let crossed = (beyond == 0) != (self.beyond == 0);
@@ -600,7 +601,7 @@ mod tests {
     fn the_store_keeps_at_most_max_resources_and_says_how_many_more() {
         let (spec, mut store) = (spec(), Store::default());
         for i in 0..MAX_RESOURCES {
-            store.put(format!("ns/r{i:06}").into(), Marks::default());
+            store.put(&format!("ns/r{i:06}"), Marks::default());
         }
         assert_eq!((store.len(), store.problem("Foo")), (MAX_RESOURCES, None));
         assert_eq!(store.apply(&event("ADDED", "zz-1", 1, &[]), &spec), Applied::Changed, "past the bound: said");

@@ -1,0 +1,220 @@
+//! The sorted table a probed collection's [`Store`](super::store::Store)
+//! keeps its resources in, as small as a resource can be kept: 16 bytes
+//! an entry and its key's bytes. The keys (`namespace/name`) lie end to end
+//! in one string, each entry pointing at its own; the marks of the usual
+//! resource (it neither blocks nor needs attention) are nothing, and the
+//! few distinct marks many resources share (the same terms decided them)
+//! are one shared copy each. At 50,000 resources that is ~2 MB, where a
+//! boxed key and three boxed strings each would be ~5 MB.
+
+use super::store::Marks;
+use std::sync::Arc;
+
+/// Where one resource's key lies in [`Table::names`], and its marks (none:
+/// the default marks).
+#[derive(Clone, Debug)]
+struct Entry {
+    at: u32,
+    len: u32,
+    marks: Option<Arc<Marks>>,
+}
+
+/// Resources by key, sorted; see the module doc. Pure.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Table {
+    /// Every key, end to end (with those of removed entries until the next
+    /// compaction). At most [`super::MAX_RESOURCES`] keys of at most
+    /// ~317 bytes, and as many unused: far within a `u32`.
+    names: String,
+    entries: Vec<Entry>,
+    /// Bytes of `names` no entry points at.
+    unused: usize,
+    /// The distinct marks shared: at most [`MAX_SHARED`]; marks met past
+    /// that (a reason per unreadable resource) are each their own.
+    shared: Vec<Arc<Marks>>,
+}
+
+/// How many distinct marks are shared; a search among them is a short
+/// scan.
+const MAX_SHARED: usize = 64;
+
+/// Unused key bytes are dropped once they are over this and over half of
+/// [`Table::names`].
+const COMPACT_AFTER: usize = 64 * 1024;
+
+impl Table {
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn key(&self, entry: &Entry) -> &str {
+        &self.names[entry.at as usize..(entry.at + entry.len) as usize]
+    }
+
+    /// Where `key` is, or where it would be inserted.
+    pub(super) fn find(&self, key: &str) -> Result<usize, usize> {
+        // A list arrives sorted: appending is the common case.
+        match self.entries.last() {
+            Some(last) if self.key(last) >= key => self.entries.binary_search_by(|e| self.key(e).cmp(key)),
+            _ => Err(self.entries.len()),
+        }
+    }
+
+    /// The resources in key order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &Marks)> {
+        static NONE: Marks = Marks { blocking: None, important: None, unreadable: None };
+        self.entries.iter().map(|e| (self.key(e), e.marks.as_deref().unwrap_or(&NONE)))
+    }
+
+    /// Inserts `key` at `at` (from [`Table::find`]).
+    pub(super) fn insert(&mut self, at: usize, key: &str, marks: Marks) {
+        let entry = Entry { at: self.names.len() as u32, len: key.len() as u32, marks: self.share(marks) };
+        self.names.push_str(key);
+        self.entries.insert(at, entry);
+    }
+
+    /// Sets the marks of the entry at `at`; the ones it had.
+    pub(super) fn replace(&mut self, at: usize, marks: Marks) -> Marks {
+        let marks = self.share(marks);
+        owned(std::mem::replace(&mut self.entries[at].marks, marks))
+    }
+
+    /// Removes the entry at `at`; its marks.
+    pub(super) fn remove(&mut self, at: usize) -> Marks {
+        let entry = self.entries.remove(at);
+        self.unused += entry.len as usize;
+        if self.unused > COMPACT_AFTER && self.unused > self.names.len() / 2 {
+            self.compact();
+        }
+        owned(entry.marks)
+    }
+
+    /// Gives back the memory a list's growth left unused.
+    pub(super) fn shrink_to_fit(&mut self) {
+        self.compact();
+        self.entries.shrink_to_fit();
+        self.names.shrink_to_fit();
+    }
+
+    /// Rewrites `names` with only the keys in use.
+    fn compact(&mut self) {
+        if self.unused == 0 {
+            return;
+        }
+        let mut names = String::with_capacity(self.names.len() - self.unused);
+        for entry in &mut self.entries {
+            let at = names.len() as u32;
+            names.push_str(&self.names[entry.at as usize..(entry.at + entry.len) as usize]);
+            entry.at = at;
+        }
+        (self.names, self.unused) = (names, 0);
+    }
+
+    /// `marks` as an entry keeps them: nothing for the default, else the
+    /// shared copy of equal marks.
+    fn share(&mut self, marks: Marks) -> Option<Arc<Marks>> {
+        if marks == Marks::default() {
+            return None;
+        }
+        if let Some(same) = self.shared.iter().find(|s| ***s == marks) {
+            return Some(Arc::clone(same));
+        }
+        if self.shared.len() == MAX_SHARED {
+            // Forget the marks no entry uses any more.
+            self.shared.retain(|s| Arc::strong_count(s) > 1);
+        }
+        let marks = Arc::new(marks);
+        if self.shared.len() < MAX_SHARED {
+            self.shared.push(Arc::clone(&marks));
+        }
+        Some(marks)
+    }
+}
+
+fn owned(marks: Option<Arc<Marks>>) -> Marks {
+    marks.map(Arc::unwrap_or_clone).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocking(terms: &str) -> Marks {
+        Marks { blocking: Some(terms.into()), ..Marks::default() }
+    }
+
+    fn keys(table: &Table) -> Vec<&str> {
+        table.iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn an_entry_is_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+
+    #[test]
+    fn keys_stay_sorted_and_readable_through_inserts_and_removals() {
+        let mut table = Table::default();
+        for key in ["ns/b", "ns/d", "ns/a", "ns/c"] {
+            let at = table.find(key).unwrap_err();
+            table.insert(at, key, Marks::default());
+        }
+        assert_eq!(keys(&table), ["ns/a", "ns/b", "ns/c", "ns/d"]);
+        assert_eq!(table.find("ns/c"), Ok(2));
+        assert_eq!(table.remove(1), Marks::default());
+        assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
+        assert_eq!(table.unused, 4, "the removed key's bytes wait for a compaction");
+        table.shrink_to_fit();
+        assert_eq!((table.unused, table.names.as_str()), (0, "ns/ans/cns/d"));
+        assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
+    }
+
+    #[test]
+    fn unused_key_bytes_are_dropped_once_they_are_most_of_the_names() {
+        let mut table = Table::default();
+        let keys: Vec<String> = (0..20_000).map(|i| format!("namespace/resource-{i:06}")).collect();
+        for key in &keys {
+            table.insert(table.len(), key, Marks::default());
+        }
+        let full = table.names.len();
+        for _ in 0..15_000 {
+            table.remove(0);
+            assert!(table.unused <= full / 2 + COMPACT_AFTER, "{}", table.unused);
+        }
+        assert!(table.names.len() < full / 2, "compacted: {} of {full}", table.names.len());
+        assert_eq!(table.iter().next().map(|(k, _)| k), Some(keys[15_000].as_str()));
+        assert_eq!(table.find(&keys[19_999]), Ok(4_999));
+    }
+
+    #[test]
+    fn equal_marks_are_kept_once_and_the_usual_resource_keeps_none() {
+        let mut table = Table::default();
+        for i in 0..1_000 {
+            let marks = if i % 2 == 0 { blocking("Migrating") } else { Marks::default() };
+            table.insert(table.len(), &format!("ns/r{i:04}"), marks);
+        }
+        assert_eq!(table.shared.len(), 1, "one copy of the shared marks");
+        assert_eq!(Arc::strong_count(&table.shared[0]), 501);
+        assert_eq!(table.entries.iter().filter(|e| e.marks.is_none()).count(), 500);
+        assert_eq!(table.replace(0, Marks::default()), blocking("Migrating"));
+        assert_eq!(table.replace(1, blocking("Migrating")), Marks::default());
+        assert_eq!(table.iter().nth(1).map(|(_, m)| m.clone()), Some(blocking("Migrating")));
+    }
+
+    #[test]
+    fn distinct_marks_past_the_bound_are_kept_each_their_own() {
+        let mut table = Table::default();
+        for i in 0..200 {
+            table.insert(table.len(), &format!("ns/r{i:03}"), blocking(&format!("reason {i}")));
+        }
+        assert_eq!(table.shared.len(), MAX_SHARED);
+        let marks: Vec<Marks> = table.iter().map(|(_, m)| m.clone()).collect();
+        assert_eq!(marks[150], blocking("reason 150"), "still its own");
+        // Once entries stop using the shared ones, they make room.
+        for at in 0..MAX_SHARED {
+            table.replace(at, Marks::default());
+        }
+        table.insert(table.len(), "ns/z", blocking("new"));
+        assert!(table.shared.iter().any(|s| **s == blocking("new")));
+    }
+}
