@@ -193,7 +193,8 @@ mod tests {
             let meta = meta.unwrap();
             assert_eq!((meta.resource_version.as_str(), meta.next.as_str(), stopped), ("42", "t", None));
             assert_eq!(store.len(), 3, "the nameless one is held, as unreadable");
-            assert!(store.problem("Foo").unwrap().contains("Foo #3 (no name)"), "{:?}", store.problem("Foo"));
+            let said = store.problem("Foo").unwrap();
+            assert!(said.contains(&format!("Foo #{} (no name)", 3)), "{said}");
         }
         let (meta, store, ..) = read(r#"{"items":[]}"#);
         assert!(meta.unwrap_err().to_string().contains("missing field `metadata`"));
