@@ -21,7 +21,7 @@ const NAME: &str = "demo-operator.v3.0.0";
 const FOO_COUNT: usize = 20_000;
 
 #[test]
-fn e2e_a_long_first_list_goes_on_without_degrading_and_reads_each_page_once() {
+fn e2e_a_long_first_list_goes_on_without_degrading_in_one_answer() {
     let cp = ControlPlane::start();
     cp.install_crd("foos.example.com");
     cp.install_crd("operatorconditions.operators.coreos.com");
