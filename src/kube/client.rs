@@ -222,11 +222,41 @@ impl Client {
         self.watch(path, action, TIMEOUTS.body)
     }
 
+    /// A GET whose answer may take up to `within` to begin and as long
+    /// again to arrive, parsed as it arrives
+    /// ([`WatchStream::read_parts`]): a list of any size, which the API
+    /// server writes only once it encoded the whole of it.
+    pub(crate) fn get_stream_within(
+        &mut self,
+        path: &str,
+        action: &str,
+        within: Duration,
+    ) -> Result<WatchStream, KubeError> {
+        self.token.refresh_if_due();
+        match self.open_stream(path, action, within, within) {
+            Err(e) if e.code() == Some(401) && self.token.reload() => self.open_stream(path, action, within, within),
+            other => other,
+        }
+    }
+
     fn open_watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
+        self.open_stream(path, action, TIMEOUTS.response, lasting)
+    }
+
+    /// Opens an answer that is read as a stream: its head within
+    /// `response`, its body within `lasting` after that.
+    fn open_stream(
+        &mut self,
+        path: &str,
+        action: &str,
+        response: Duration,
+        lasting: Duration,
+    ) -> Result<WatchStream, KubeError> {
         let url = format!("{}{path}", self.server);
         // A watch is not sent again when its connection turns out closed:
         // like a POST, it never takes one that idled long.
-        let config = self.agent.get(&url).config().timeout_recv_body(Some(lasting));
+        let config =
+            self.agent.get(&url).config().timeout_recv_response(Some(response)).timeout_recv_body(Some(lasting));
         let request = self.with_headers(config.max_idle_age(transport::FRESH_FOR).build());
         let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();

@@ -32,13 +32,6 @@ pub enum KubeError {
 }
 
 impl KubeError {
-    /// An answer over the client's body limit ([`super::MAX_BODY`]): the
-    /// only `Response` error a request returns (the others are made by
-    /// callers that read an answer).
-    pub(crate) fn is_too_large(&self) -> bool {
-        matches!(self, KubeError::Response { .. })
-    }
-
     /// Says where the permission for this request is granted, for a 403's
     /// message.
     pub fn granted_by(mut self, manifest: &'static str) -> KubeError {

@@ -34,7 +34,7 @@ pub use client::Client;
 pub(crate) use client::{MAX_BODY, ObjectRef, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
-pub(crate) use watch_stream::Closer;
+pub(crate) use watch_stream::{Closer, PartBound, WatchStream};
 pub(crate) use worker::{Stop, Worker};
 
 /// The stack of a thread of its own that runs a [`Client`] (a watch, the

@@ -1,8 +1,9 @@
 //! A watch's open answer, read one event (one line) at a time, each line
 //! bounded: the lines a probe's watcher turns into changes; or one JSON
 //! value at a time, parsed as it arrives ([`WatchStream::next_value`]: a
-//! large object of which little is kept is never buffered whole); and the
-//! [`Closer`] that ends a watch from another thread at once.
+//! large object of which little is kept is never buffered whole), or a
+//! whole list item by item, each item bounded ([`WatchStream::read_parts`]);
+//! and the [`Closer`] that ends a watch from another thread at once.
 
 use super::client::MAX_BODY;
 use super::{Client, KubeError};
@@ -100,10 +101,77 @@ impl WatchStream {
         }
     }
 
+    /// Parses the whole answer (one JSON value: a list) with `seed` straight
+    /// from the stream, without buffering it. Its size is not bounded as a
+    /// whole: each part is, [`MAX_BODY`] at most. The seed says where a
+    /// part starts ([`PartBound::start`]: a list, before each item), and
+    /// the read fails once one is longer. `Ok(Err(_))` when the answer is
+    /// not what the seed reads, or the seed stopped it; a stream cut short,
+    /// a part over the bound and a read that timed out are errors.
+    pub(crate) fn read_parts<T>(
+        &mut self,
+        bound: &PartBound,
+        seed: impl for<'de> serde::de::DeserializeSeed<'de, Value = T>,
+    ) -> Result<serde_json::Result<T>, KubeError> {
+        bound.start();
+        let mut counted = Counted { inner: &mut self.reader, bound };
+        let parsed = seed.deserialize(&mut serde_json::Deserializer::from_reader(&mut counted));
+        match parsed {
+            Err(_) if bound.over() => Err(KubeError::Response {
+                message: format!("a part of an answer from {} is larger than {MAX_BODY} bytes", self.server),
+            }),
+            Err(e) if e.is_io() => {
+                let kind = e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
+                Err(broke(&self.server, &std::io::Error::new(kind, e.to_string())))
+            }
+            Err(e) if e.is_eof() => {
+                Err(KubeError::Transport { message: format!("the answer from {} ended mid-value", self.server) })
+            }
+            parsed => Ok(parsed),
+        }
+    }
+
     /// Reads what is left of the answer (at most a few bytes after the
     /// last value), so its connection can serve the next request.
     pub(crate) fn finish(mut self) {
         let _ = std::io::copy(&mut self.reader.by_ref().take(WATCH_BUFFER as u64), &mut std::io::sink());
+    }
+}
+
+/// The bytes read of the current part of an answer read by
+/// [`WatchStream::read_parts`], which fails once they pass [`MAX_BODY`].
+#[derive(Default)]
+pub(crate) struct PartBound(std::cell::Cell<u64>);
+
+impl PartBound {
+    /// A new part starts here.
+    pub(crate) fn start(&self) {
+        self.0.set(0);
+    }
+
+    /// Whether the current part went past the bound.
+    pub(crate) fn over(&self) -> bool {
+        self.0.get() > MAX_BODY
+    }
+}
+
+/// A reader that counts into a [`PartBound`] and fails past it.
+struct Counted<'a, R> {
+    inner: R,
+    bound: &'a PartBound,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let read = self.bound.0.get();
+        let left = (MAX_BODY + 1).saturating_sub(read);
+        if left == 0 {
+            return Err(std::io::Error::other("a part of the answer is over the bound"));
+        }
+        let wanted = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..wanted])?;
+        self.bound.0.set(read + n as u64);
+        Ok(n)
     }
 }
 

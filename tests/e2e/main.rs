@@ -31,6 +31,7 @@ mod node_watch_container;
 mod operator_condition;
 mod operator_watch;
 mod pro_tier;
+mod probe_cache_list;
 mod probe_first_list;
 mod probe_large_objects;
 mod probe_scale;

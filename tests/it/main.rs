@@ -36,6 +36,7 @@ mod placement_warning;
 mod pro_tier;
 mod probe_endpoint;
 mod probe_list_resume;
+mod probe_list_stream;
 mod probe_watch;
 mod probe_watch_bounds;
 mod probe_watch_failures;

@@ -5,7 +5,8 @@
 //! (100,000) keeps that many and reports the rest; an event line over
 //! 4 MiB is reported (the collection is listed again after a backoff),
 //! not taken for the end of the stream; the list then says that one
-//! object is over the limit.
+//! object is over the limit (tests/it/probe_list_stream.rs: in the middle
+//! of a list).
 
 use crate::support;
 
@@ -78,15 +79,15 @@ fn a_watch_event_over_the_line_limit_is_reported() {
     });
     assert!(said.contains("Cannot watch foos.example.com: "), "{said}");
     println!("a 5 MiB event: {said:?}");
-    // Listed again: pages shrink down to the one object, which is over the
-    // limit on its own: said so, not taken for a failing server.
+    // Listed again: that one object is over the limit on its own: said
+    // so, not taken for a failing server.
     let listed = error_with(&api, "a single Foo", Duration::from_secs(20));
     let listed = listed
         .unwrap_or_else(|| panic!("{:?}\n{}", api.status_document("ops", "kube9-operator-status"), agent.stderr()));
     assert_eq!(
         listed,
         "Cannot list foos.example.com: a single Foo (after the first 1 listed) is larger than 4194304 bytes, the most \
-         an answer may be: the resources past it cannot be listed"
+         one resource may be: the resources past it cannot be listed"
     );
     assert_eq!(agent.exited(), None);
 }

@@ -15,6 +15,12 @@
 //! real message), a PUT to `.../status` that replaces only the status; a
 //! group nobody stored anything under answers the plain-text
 //! "404 page not found" a real server gives for an API it does not serve.
+//! A list is answered as v1.20 answers it: from `resourceVersion=0` whole,
+//! whatever the `limit` (the watch cache;
+//! [`FakeApiServer::without_watch_cache`] pages it), from
+//! `resourceVersion=N` with a `limit` at exactly N (410 Gone once
+//! compacted), otherwise paged by `limit` and `continue`; a `continue`
+//! beside a version is refused (400).
 //! [`FakeApiServer::conflict_after_gets`] makes "another writer" update an
 //! object right after opstatus read it, and [`FakeApiServer::endless_paging`]
 //! makes a collection's pages never end, which a real server cannot be made
@@ -101,6 +107,9 @@ struct State {
     events: Vec<(u64, String, Value)>,
     /// Watches from a version below this get 410 (etcd compacted it).
     compacted: u64,
+    /// Lists from `resourceVersion=0` are answered whole (v1.20's watch
+    /// cache), not paged: see [`FakeApiServer::without_watch_cache`].
+    watch_cache: bool,
     /// Bumped to cut the open watch streams.
     watch_generation: u64,
     watch_fault: Option<WatchFault>,
@@ -130,7 +139,7 @@ impl FakeApiServer {
     }
 
     pub fn start_with_pki(token: &str, pki: TestPki) -> FakeApiServer {
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State { watch_cache: true, ..State::default() }));
         state.lock().unwrap().tokens.insert(token.to_string());
         let changed = Arc::new(Condvar::new());
         let (st, ch) = (state.clone(), changed.clone());
@@ -283,6 +292,13 @@ impl FakeApiServer {
         self.changed.notify_all();
     }
 
+    /// Lists are served as without the API server's watch cache
+    /// (`--watch-cache=false`, or a newer server that pages from it): a
+    /// list from `resourceVersion=0` is paged by its `limit` too.
+    pub fn without_watch_cache(&self) {
+        self.state.lock().unwrap().watch_cache = false;
+    }
+
     /// Every watch from now on fails this way (`None`: watches work again).
     pub fn fail_watches(&self, fault: Option<WatchFault>) {
         self.state.lock().unwrap().watch_fault = fault;
@@ -325,9 +341,11 @@ fn reason(code: u16) -> &'static str {
         403 => "Forbidden",
         404 => "NotFound",
         409 => "Conflict",
+        410 => "Expired",
         415 => "UnsupportedMediaType",
         429 => "TooManyRequests",
         503 => "ServiceUnavailable",
+        504 => "Timeout",
         _ => "InternalError",
     }
 }
@@ -446,14 +464,34 @@ fn handle_custom(r: &Recorded, s: &mut State) -> Response {
             let prefix = format!("{path}/");
             let mut items: Vec<(&String, &Value)> =
                 s.custom.iter().filter(|(p, _)| p.starts_with(&prefix) && !p[prefix.len()..].contains('/')).collect();
-            if items.is_empty() && !r.query.contains("limit=") {
+            let version = query(r, "resourceVersion");
+            if items.is_empty() && !r.query.contains("limit=") && version.is_none() {
                 return not_found();
             }
+            let token = query(r, "continue");
+            if token.is_some() && version.is_some_and(|v| v != "0") {
+                return status_response(400, "specifying resource version is not allowed when using continue");
+            }
+            let asked: Option<usize> = query(r, "limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0);
+            // v1.20: `resourceVersion=0` is answered from the watch cache,
+            // whole, whatever the `limit`; `resourceVersion=N` with a
+            // `limit` from etcd at exactly N (410 once compacted), without
+            // one from the cache (not older than N).
+            let limit = match version {
+                Some("0") if s.watch_cache => None,
+                Some(v) if v != "0" && asked.is_some() && token.is_none() => {
+                    if v.parse::<u64>().is_ok_and(|n| n < s.compacted) {
+                        return status_response(410, "The resourceVersion for the provided list is too old.");
+                    }
+                    asked
+                }
+                _ => asked,
+            };
             // Pages as the real server gives them: in name order, `limit`
             // at a time, `continue` (here the index) while there are more.
             items.sort_by(|a, b| a.0.cmp(b.0));
-            let from: usize = query(r, "continue").and_then(|c| c.parse().ok()).unwrap_or(0);
-            let limit = query(r, "limit").and_then(|l| l.parse().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+            let from: usize = token.and_then(|c| c.parse().ok()).unwrap_or(0);
+            let limit = limit.unwrap_or(usize::MAX);
             let more = items.len() > from.saturating_add(limit);
             let items: Vec<Value> = items.into_iter().skip(from).take(limit).map(|(_, o)| o.clone()).collect();
             let rv = s.resource_version.to_string();

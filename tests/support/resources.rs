@@ -57,6 +57,11 @@ impl ControlPlane {
     /// a Foo can be), over `threads` kept-alive admin connections at once:
     /// 20,000 in well under a minute where kubectl would take many.
     pub fn create_foos_in_bulk(&self, ns: &str, count: usize, threads: usize) {
+        self.create_foos_with_spec(ns, count, threads, &json!({}));
+    }
+
+    /// As [`Self::create_foos_in_bulk`], each Foo with this `spec`.
+    pub fn create_foos_with_spec(&self, ns: &str, count: usize, threads: usize, spec: &Value) {
         let collection = format!("{FOOS}/namespaces/{ns}/foos");
         std::thread::scope(|scope| {
             for first in 0..threads {
@@ -65,7 +70,7 @@ impl ControlPlane {
                     let mut admin = self.admin_client();
                     for i in (first..count).step_by(threads) {
                         let object = json!({"apiVersion": "example.com/v1", "kind": "Foo",
-                            "metadata": {"name": format!("foo-{i:05}"), "namespace": ns}, "spec": {}});
+                            "metadata": {"name": format!("foo-{i:05}"), "namespace": ns}, "spec": spec});
                         admin.create(collection, object.to_string().as_bytes(), "create foos").unwrap();
                     }
                 });

@@ -7,7 +7,8 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
-//! - [`list`]: a collection's paged list into a fresh store.
+//! - [`list`]: a collection's list into a fresh store, from the watch
+//!   cache or the latest; `answer`: one answer read as it arrives.
 //! - [`store`]: per collection, each resource's name and what its
 //!   expressions decided, and how a watch event changes that (pure).
 //! - [`watcher`]: list-then-watch of one collection on a thread of its own
@@ -25,16 +26,20 @@
 //! said about it but how far that list got (`/status`'s `listing`): a
 //! first list that makes progress is no problem, however long it takes.
 //!
-//! Paging is bounded ([`list::Pager`]): a server that keeps answering with a
-//! `continue` token (a buggy aggregated API) must not list forever, so a
-//! collection gets at most [`MAX_RESOURCES`] resources and [`MAX_PAGES`]
-//! pages, a token that comes back ends the list, and so does time: on a
-//! watch thread, [`LIST_BUDGET`] (or one heartbeat interval, if shorter)
-//! without a page that brought a resource not listed before; in `once`,
-//! that long in all. A watch thread's list that fails keeps what it
-//! listed and its `continue` token, and the next try goes on from there
-//! ([`list::Listing`]).
+//! A list is bounded ([`list::Pager`]): each resource in an answer by the
+//! client's 4 MiB, not the answer (read as it arrives, it may be 100 MB);
+//! a server that keeps answering with a `continue` token (a buggy
+//! aggregated API) must not list forever, so a collection gets at most
+//! [`MAX_RESOURCES`] resources and [`MAX_PAGES`] pages, a token that comes
+//! back ends the list, and so does time: on a watch thread, [`LIST_BUDGET`]
+//! (or one heartbeat interval, if shorter) without a resource not listed
+//! before, and [`LIST_ANSWER`] for one answer; in `once`, that long in
+//! all. A watch thread's first list reads the API server's watch cache
+//! (`resourceVersion=0`), as client-go's reflector does; a paged list that
+//! fails keeps what it listed and its `continue` token, and the next try
+//! goes on from there ([`list::Listing`]).
 
+mod answer;
 pub(crate) mod grammar;
 pub(crate) mod list;
 pub(crate) mod store;
@@ -63,11 +68,18 @@ const GRANT: &str = "as the operator's own ServiceAccount (the sidecar component
                      resources already, see manifests/components/opstatus-olm; as manifests/base's `opstatus`, \
                      see manifests/olm (docs/olm.md, Steps)";
 
-/// Resources per list page: a page of typical CRs is well under the client's
-/// 4 MiB body limit, and the parsed page keeps only names and conditions.
-/// A page refused for its size is asked again with a smaller `limit`
-/// ([`list`]), down to one resource.
-pub(crate) const PAGE_SIZE: usize = 250;
+/// Resources per list page, where the API server pages (a quorum read
+/// from etcd; a watch cache that pages): what client-go and kube-rs ask
+/// for. Each resource is read on its own as the answer arrives, bounded by
+/// the client's 4 MiB ([`list`]), so a page's size is no bound of its own.
+pub(crate) const PAGE_SIZE: usize = 500;
+
+/// The longest one list answer may take to begin and, again, to arrive,
+/// on a watch thread: the API server writes a list only once it encoded
+/// the whole of it (100 MB for 50,000 typical CRs) and cuts one that takes
+/// longer than its request timeout (60 s by default); past this, an answer
+/// that stalled is given up and the list tried again.
+pub(crate) const LIST_ANSWER: Duration = Duration::from_secs(120);
 
 /// The most resources of one type (in one scope) a check evaluates: far
 /// above what an operator manages, far below what would stall the loop.
@@ -79,16 +91,17 @@ pub(crate) const MAX_RESOURCES: usize = 100_000;
 /// discovery ever find more, the first are probed and the rest reported.
 pub(crate) const MAX_COLLECTIONS: usize = 32;
 
-/// Pages per collection per list: [`MAX_RESOURCES`] pages of one (the
-/// smallest page asked for), so a server whose pages never end is stopped
-/// by this, by a token that comes back, or by the [`LIST_BUDGET`].
+/// Pages per collection per list: [`MAX_RESOURCES`] pages of one (a
+/// server may answer fewer than the `limit` asked for), so a server whose
+/// pages never end is stopped by this, by a token that comes back, or by
+/// the [`LIST_BUDGET`].
 pub(crate) const MAX_PAGES: usize = MAX_RESOURCES;
 
 /// Wall-clock time all the lists of one check may take at most in
 /// `opstatus once` (the real API server lists 2,000 resources in under a
 /// second), so a check cannot hold the heartbeat past the liveness window;
-/// on a watch thread, how long a list may go without progress (a page
-/// bringing resources not listed before). Never more than one heartbeat
+/// on a watch thread, how long a list may go without progress (a resource
+/// not listed before). Never more than one heartbeat
 /// interval. Past it, the list stops and the probe is reported failed.
 pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 
@@ -209,7 +222,8 @@ impl Prober {
     /// Aggregates every probed collection: from the watchers' stores, or
     /// (without watches) by listing each. Requests: a CRD read every
     /// [`CRD_REFRESH`], one discovery per type until it succeeds, and
-    /// without watches `ceil(resources / PAGE_SIZE)` lists per collection.
+    /// without watches `ceil(resources / PAGE_SIZE)` lists per collection
+    /// (one, from a server that does not page).
     fn evaluate(&mut self, client: &mut Client, now: Instant) -> Outcome {
         let mut problems = Vec::new();
         if let Err(e) = self.refresh_crds(client, now) {

@@ -2,8 +2,10 @@
 //! its own, so the agent's loop never waits for it.
 //!
 //! The state machine is client-go's reflector, small ([`Machine`], pure,
-//! shared with every watch of opstatus): a paged list (bounded by the
-//! [`Pager`](super::Pager)) fills a fresh [`Store`] and gives the `resourceVersion` to watch from; the watch
+//! shared with every watch of opstatus): a list (bounded by the
+//! [`Pager`](super::list::Pager); the first from the API server's watch
+//! cache, a later one not older than the version last seen) fills a fresh
+//! [`Store`] and gives the `resourceVersion` to watch from; the watch
 //! (`allowWatchBookmarks`, `timeoutSeconds` of [`WATCH_SECONDS`] plus up to
 //! a minute of jitter) applies each event; when the server ends it, the
 //! next watch starts from the last version seen, at once; a broken stream
@@ -217,8 +219,9 @@ impl Reflect for Run {
         self.stop.stopped()
     }
 
-    /// The paged list into a fresh store, which replaces the old one when
-    /// complete (until then the last one stands). A list stops only when
+    /// The list into a fresh store, which replaces the old one when
+    /// complete (until then the last one stands): the first from the
+    /// watch cache, a later one from the version last seen (`version`). A list stops only when
     /// it fails or stops making progress ([`Budget::growing`]); a failed
     /// request leaves it to go on from its page at the next try. While
     /// the first list runs, [`Shared::listing`] says how far it got.
@@ -235,7 +238,7 @@ impl Reflect for Run {
                 }
             }
         };
-        let listed = self.listing.run(&mut self.client, &self.collection, &mut progress);
+        let listed = self.listing.run(&mut self.client, &self.collection, version, &mut progress);
         match listed {
             Ok(store) => {
                 if first && started.elapsed() >= super::LIST_BUDGET {
