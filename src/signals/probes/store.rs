@@ -23,9 +23,9 @@ pub(crate) struct Marks {
     pub unreadable: Option<Box<str>>,
 }
 
-/// One collection's resources, sorted by `namespace/name` (the API
-/// server's order, so a list appends), and the `resourceVersion` it is
-/// current to. A sorted [`Table`], not a map: 16 bytes a resource and its
+/// One collection's resources, sorted by `namespace/name` (a list
+/// appends them as they come and sorts them once, at its end), and the
+/// `resourceVersion` it is current to. A sorted [`Table`], not a map: 16 bytes a resource and its
 /// key's, and no tree code in a binary with a size budget; an added or
 /// deleted resource moves the tail (microseconds at 10,000).
 #[derive(Clone, Debug, Default)]
@@ -194,22 +194,27 @@ impl Store {
         self.objects.len() == 0
     }
 
-    /// Gives back the memory a list's growth left unused: a listed store is
-    /// kept for the watch's life.
+    /// Sorts what a list appended and gives back the memory its growth
+    /// left unused: a listed store is kept for the watch's life.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.objects.shrink_to_fit();
     }
 
-    /// Records a listed resource.
+    /// Records a listed resource, appended in the order the list brings
+    /// them ([`Table::push`]); sorted by [`Store::shrink_to_fit`] or the
+    /// first watch event. Past [`MAX_RESOURCES`] it is only counted.
     pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
-        match parsed {
+        let (key, marks) = match parsed {
             Parsed::Read(item) => {
                 self.note_types(&item);
-                self.put(&item.key(), item.marks(spec));
+                (item.key(), item.marks(spec))
             }
-            Parsed::Unreadable { key, why, .. } => {
-                self.put(&key, Marks { unreadable: Some(why), ..Marks::default() });
-            }
+            Parsed::Unreadable { key, why, .. } => (key, Marks { unreadable: Some(why), ..Marks::default() }),
+        };
+        if self.objects.len() >= MAX_RESOURCES {
+            self.beyond += 1;
+        } else {
+            self.objects.push(&key, marks);
         }
     }
 
@@ -300,6 +305,7 @@ impl Store {
     /// Sets `key`'s marks; the ones it replaced. A new key past
     /// [`MAX_RESOURCES`] is not kept, only counted.
     fn put(&mut self, key: &str, marks: Marks) -> Option<Marks> {
+        self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => Some(self.objects.replace(at, marks)),
             Err(_) if self.objects.len() >= MAX_RESOURCES => {
@@ -314,6 +320,7 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
+        self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => Some(self.objects.remove(at)),
             // One of those past the bound (or one never seen) is gone.

@@ -29,6 +29,9 @@ pub(super) struct Table {
     entries: Vec<Entry>,
     /// Bytes of `names` no entry points at.
     unused: usize,
+    /// Entries were pushed out of order ([`Table::push`]): sorted at the
+    /// next [`Table::settle`].
+    unsorted: bool,
     /// The distinct marks shared: at most [`MAX_SHARED`]; marks met past
     /// that (a reason per unreadable resource) are each their own.
     shared: Vec<Arc<Marks>>,
@@ -51,8 +54,10 @@ impl Table {
         &self.names[entry.at as usize..(entry.at + entry.len) as usize]
     }
 
-    /// Where `key` is, or where it would be inserted.
+    /// Where `key` is, or where it would be inserted (in a settled table:
+    /// see [`Table::push`]).
     pub(super) fn find(&self, key: &str) -> Result<usize, usize> {
+        debug_assert!(!self.unsorted, "a pushed table is settled before it is searched");
         // A list arrives sorted: appending is the common case.
         match self.entries.last() {
             Some(last) if self.key(last) >= key => self.entries.binary_search_by(|e| self.key(e).cmp(key)),
@@ -73,6 +78,43 @@ impl Table {
         self.entries.insert(at, entry);
     }
 
+    /// Appends `key` as a list brings it: in any order (the API server's
+    /// watch cache answers in its map's order), sorted once by
+    /// [`Table::settle`] rather than each moving the entries after it.
+    /// A key pushed twice keeps its last marks.
+    pub(super) fn push(&mut self, key: &str, marks: Marks) {
+        match self.entries.last() {
+            Some(last) if self.key(last) == key => {
+                self.replace(self.entries.len() - 1, marks);
+                return;
+            }
+            Some(last) if self.key(last) > key => self.unsorted = true,
+            _ => {}
+        }
+        self.insert(self.entries.len(), key, marks);
+    }
+
+    /// Sorts what [`Table::push`] appended out of order; of a key pushed
+    /// more than once, the last stays.
+    pub(super) fn settle(&mut self) {
+        if !std::mem::take(&mut self.unsorted) {
+            return;
+        }
+        let names = &self.names;
+        let key = |e: &Entry| &names[e.at as usize..(e.at + e.len) as usize];
+        // Reversed, then a stable sort: of equal keys the last pushed
+        // comes first, and is the one `dedup` keeps.
+        self.entries.reverse();
+        self.entries.sort_by(|a, b| key(a).cmp(key(b)));
+        let mut dropped = 0;
+        self.entries.dedup_by(|later, kept| {
+            let same = key(later) == key(kept);
+            dropped += if same { later.len as usize } else { 0 };
+            same
+        });
+        self.unused += dropped;
+    }
+
     /// Sets the marks of the entry at `at`; the ones it had.
     pub(super) fn replace(&mut self, at: usize, marks: Marks) -> Marks {
         let marks = self.share(marks);
@@ -91,6 +133,7 @@ impl Table {
 
     /// Gives back the memory a list's growth left unused.
     pub(super) fn shrink_to_fit(&mut self) {
+        self.settle();
         self.compact();
         self.entries.shrink_to_fit();
         self.names.shrink_to_fit();
@@ -167,6 +210,40 @@ mod tests {
         table.shrink_to_fit();
         assert_eq!((table.unused, table.names.as_str()), (0, "ns/ans/cns/d"));
         assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
+    }
+
+    #[test]
+    fn keys_pushed_in_any_order_are_sorted_once_and_the_last_of_a_key_stays() {
+        let mut table = Table::default();
+        table.push("ns/c", blocking("first"));
+        table.push("ns/a", Marks::default());
+        table.push("ns/c", blocking("second"));
+        table.push("ns/b", Marks::default());
+        table.push("ns/b", blocking("again"));
+        assert!(table.unsorted);
+        table.settle();
+        assert_eq!(keys(&table), ["ns/a", "ns/b", "ns/c"]);
+        let marks: Vec<Marks> = table.iter().map(|(_, m)| m.clone()).collect();
+        assert_eq!(marks, [Marks::default(), blocking("again"), blocking("second")]);
+        assert_eq!(table.find("ns/b"), Ok(1));
+        table.shrink_to_fit();
+        assert_eq!(table.names, "ns/ans/bns/c", "the dropped duplicate's bytes are gone");
+    }
+
+    #[test]
+    fn a_large_list_in_random_order_settles_sorted() {
+        let mut table = Table::default();
+        // A fixed permutation of 0..50_000 (multiplication by a unit mod n).
+        let n = 50_000u64;
+        for i in 0..n {
+            let k = (i * 7_919) % n;
+            table.push(&format!("ns/r{k:06}"), Marks::default());
+        }
+        table.settle();
+        assert_eq!(table.len(), n as usize);
+        let all: Vec<&str> = keys(&table);
+        assert!(all.windows(2).all(|w| w[0] < w[1]), "sorted, no duplicates");
+        assert_eq!(table.find("ns/r031415"), Ok(31_415));
     }
 
     #[test]
