@@ -22,6 +22,7 @@ use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
 use crate::writers::{self, Foreign, ManagedEntry};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -99,24 +100,110 @@ struct HeadMeta<'a> {
     managed_fields: Vec<ManagedEntry<'a>>,
 }
 
-/// A write's answer, as far as the next write needs it. Who else writes
-/// the status is judged on reads only (a holder's refused write is
-/// followed by one), so every heartbeat skips `managedFields`.
-#[derive(Deserialize)]
-struct WriteHead<'a> {
-    #[serde(borrow)]
-    metadata: WriteMeta<'a>,
+/// What the next write needs of a write's answer. Who else writes the
+/// status is judged on reads only (a holder's refused write is followed by
+/// one), so `managedFields` is never read here.
+#[derive(Default)]
+struct WriteMeta<'a> {
+    resource_version: String,
+    uid: String,
+    annotations: RawLockAnnotation<'a>,
+}
+
+/// Reads a write's answer up to its [`WriteMeta`] and no further. The API
+/// server writes `metadata` before `data`, and in it `uid`,
+/// `resourceVersion` and `annotations` before `managedFields`: once those
+/// three are seen, the rest (the status just sent, the field managers) is
+/// not parsed at all. In another order, the reading goes on and finds them
+/// anyway.
+fn write_meta(body: &[u8]) -> Result<WriteMeta<'_>, KubeError> {
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    // Stopping early is an error to serde_json (the object is not closed):
+    // what was found before it counts.
+    let parsed = serde::Deserializer::deserialize_map(&mut de, AnswerSeed(&mut found));
+    match (found, parsed) {
+        (Some(meta), _) => Ok(meta),
+        (None, Err(e)) => Err(not_a_configmap(e)),
+        (None, Ok(())) => Err(not_a_configmap("no metadata")),
+    }
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WriteMeta<'a> {
-    #[serde(default)]
-    resource_version: String,
-    #[serde(default)]
-    uid: String,
-    #[serde(default, borrow)]
-    annotations: RawLockAnnotation<'a>,
+#[serde(field_identifier, rename_all = "camelCase")]
+enum AnswerKey {
+    Metadata,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum MetaKey {
+    ResourceVersion,
+    Uid,
+    Annotations,
+    #[serde(other)]
+    Other,
+}
+
+/// The answer's object: its `metadata` read by [`MetaSeed`] into the slot,
+/// then nothing more.
+struct AnswerSeed<'s, 'a>(&'s mut Option<WriteMeta<'a>>);
+
+impl<'a> Visitor<'a> for AnswerSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a ConfigMap")
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key()? {
+            match key {
+                AnswerKey::Metadata => return map.next_value_seed(MetaSeed(self.0)),
+                AnswerKey::Other => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `metadata` object, read until the three [`WriteMeta`] fields are
+/// seen; what was read is put in the slot.
+struct MetaSeed<'s, 'a>(&'s mut Option<WriteMeta<'a>>);
+
+impl<'a> DeserializeSeed<'a> for MetaSeed<'_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'a>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'a> Visitor<'a> for MetaSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a ConfigMap's metadata")
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut meta = WriteMeta::default();
+        let (mut version, mut uid, mut annotations) = (false, false, false);
+        while !(version && uid && annotations)
+            && let Some(key) = map.next_key()?
+        {
+            match key {
+                MetaKey::ResourceVersion => (meta.resource_version, version) = (map.next_value()?, true),
+                MetaKey::Uid => (meta.uid, uid) = (map.next_value()?, true),
+                MetaKey::Annotations => (meta.annotations, annotations) = (map.next_value()?, true),
+                MetaKey::Other => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        *self.0 = Some(meta);
+        Ok(())
+    }
 }
 
 /// [`LockAnnotation`] as the answer has it, escapes and all.
@@ -159,7 +246,8 @@ impl StatusConfigMap {
     /// (apply removes what a manager stops sending). `record` is the lock
     /// record's JSON, [`escaped`]. Written as it stands, no JSON tree built
     /// first: the status document and the record are JSON strings inside
-    /// the body, escaped as they are written rather than serialised twice.
+    /// the body, each serialised once and escaped in one pass, never
+    /// serialised twice.
     pub(crate) fn apply_body(&self, status: &StatusDocument, record: &[u8], resource_version: &str) -> Vec<u8> {
         // Sized for the usual body at once: grown step by step, its copies
         // were a visible part of a heartbeat.
@@ -180,7 +268,12 @@ impl StatusConfigMap {
         out.extend_from_slice(br#"},"data":{"#);
         json_string(&mut out, STATUS_KEY);
         out.extend_from_slice(b":\"");
-        serde_json::to_writer(InString(&mut out), status).expect("a struct of strings and enums serialises");
+        // Serialised whole, then escaped in one pass: serde_json writes a
+        // token at a time, and escaping each small write on its own cost
+        // more than the document's serialisation.
+        let mut document = Vec::with_capacity(512);
+        serde_json::to_writer(&mut document, status).expect("a struct of strings and enums serialises");
+        InString(&mut out).write_all(&document).expect("a Vec takes every write");
         out.extend_from_slice(b"\"}}");
         out
     }
@@ -270,7 +363,7 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 /// rewrote it: then it is read as any other. Compared as it stands in the
 /// answer, not unescaped first.
 pub(crate) fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
-    let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
+    let WriteMeta { resource_version, uid, annotations } = write_meta(body)?;
     let lock = match annotations.lock.map(RawValue::get) {
         Some(raw) if raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).is_some_and(|r| r.as_bytes() == sent) => {
             Seen::Record(record.clone())
@@ -320,8 +413,11 @@ impl std::io::Write for InString<'_> {
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
-    serde_json::from_slice(body)
-        .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })
+    serde_json::from_slice(body).map_err(not_a_configmap)
+}
+
+fn not_a_configmap(why: impl std::fmt::Display) -> KubeError {
+    KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {why}") }
 }
 
 #[cfg(test)]
@@ -413,6 +509,15 @@ mod tests {
         let text = answer["data"]["status"].as_str().unwrap();
         assert_eq!(foreign.text, crate::writers::digest(text));
         assert!(written(b"[]", &record, b"").is_err());
+        assert!(written(br#"{"data":{}}"#, &record, b"").is_err());
+        // In the API server's order, what follows the version, uid and lock
+        // is not parsed at all: an answer cut after them reads the same.
+        let ordered = format!(
+            r#"{{"kind":"ConfigMap","metadata":{{"name":"s","uid":"u-1","resourceVersion":"7","annotations":{{"{}":{}}},"managedFields":[{{"manager":"#,
+            lock::ANNOTATION,
+            serde_json::to_string(&record.to_json()).unwrap()
+        );
+        assert_eq!(written(ordered.as_bytes(), &record, &escaped(&record.to_json())).unwrap(), after_write);
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());
