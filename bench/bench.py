@@ -34,7 +34,21 @@ log) and TLS handshakes per heartbeat (new TCP connections to the API
 server of the process or its children: `ss -tnp` sampled every 0.1 s, each
 connection seen by its socket inode; every connection is one handshake; a
 kubectl connection shorter than 0.1 s can be missed, so its figure is a
-floor). --intervals 30,60 runs only that table, at those intervals.
+floor). Each interval is run --repeat times (5), the tools started in a
+rotated order each time; each cell gives the median of the runs' medians
+and the least and most of them. --intervals 30,60 runs only that table, at
+those intervals.
+
+Before it, with 1 s among the intervals: user-space instructions per steady
+heartbeat at 1 s for opstatus (and the --also builds) and the peers, every
+tool at once, each under `valgrind --tool=callgrind` (all threads, one
+count per process): the count is zeroed half an interval after the fifth
+write and dumped half an interval after write 5 + --instruction-heartbeats
+(20), by PID (`callgrind_control`), so it holds exactly those heartbeats;
+--instruction-runs (3) runs, the start order rotated. An instruction count
+does not depend on what else the machine runs, unlike CPU time.
+--instructions-only prints only that table; --callgrind-out DIR keeps the
+dumps for `callgrind_annotate`.
 """
 import argparse
 import http.server
@@ -408,55 +422,206 @@ def ratio(x):
     return f"{x:.1f}×" if x >= 1 else f"{x:.3f}×"
 
 
-def real_intervals(cp, args, work, named_rules, writer_rules):
-    """--intervals: at each interval in turn, every tool at once."""
-    tools = [("opstatus", args.opstatus)] + [tuple(a.split("=", 1)) for a in args.also]
-    tools += [(label, ("peer", path)) for label, path in (p.split("=", 1) for p in args.peer)]
-    tools += ([("python", "python")] if args.python else []) + ([("kubectl", "kubectl")] if args.kubectl else [])
-    extra_env = {}
+def tool_commands(args):
+    """The tools of the --intervals mode: (label, kind, path), kind one of
+    opstatus, peer, python, kubectl."""
+    tools = [("opstatus", "opstatus", args.opstatus)]
+    tools += [(label, "opstatus", path) for label, path in (a.split("=", 1) for a in args.also)]
+    tools += [(label, "peer", path) for label, path in (p.split("=", 1) for p in args.peer)]
+    tools += [("python", "python", args.python)] if args.python else []
+    tools += [("kubectl", "kubectl", "kubectl")] if args.kubectl else []
+    return tools
+
+
+def tool_run(cp, args, work, tool, interval, ns, named_rules, writer_rules):
+    """A tool's identity, command line and environment: (argv, env, user,
+    children)."""
+    label, kind, path = tool
+    rules = named_rules if kind == "opstatus" else writer_rules
+    sa_dir, kubeconfig, user = cp.identity(ns, "writer", rules, work)
+    env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
+               KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"], OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
     for spec in args.also_env:
-        label, var, value = spec.split("=", 2)
-        extra_env.setdefault(label, {})[var] = value
+        also, var, value = spec.split("=", 2)
+        if also == label:
+            env[var] = value
+    children = False
+    if kind == "peer":
+        # A peer of bench/peers: the same job, silent.
+        argv = [path, str(interval)]
+    elif kind == "python":
+        argv = [path, f"{ROOT}/bench/python_writer.py", str(interval)]
+    elif kind == "kubectl":
+        argv, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], True
+        env["KUBECONFIG"] = kubeconfig
+    else:
+        # As users run it: opstatus's default log (a line when the
+        # status changes, not on every heartbeat).
+        argv = [path, "run", "--interval", f"{interval}s", "--no-final-status"]
+    return argv, env, user, children
+
+
+def rotated(items, by):
+    """`items` started from its `by`-th: each run starts the tools in
+    another order, so none is always the first to wake."""
+    by %= len(items)
+    return items[by:] + items[:by]
+
+
+def callgrind_writer(cp, argv, env, user, warm, beats, out_prefix, result):
+    """One writer at a 1 s interval under `valgrind --tool=callgrind`: the
+    user-space instructions it executes (all threads: one count for the
+    process) over `beats` steady heartbeats, from `warm` writes on. The
+    count is zeroed, then dumped (`callgrind_control -z` / `-d` by PID),
+    each between two heartbeats: after a write (the audit log), once the
+    process has used no CPU for 0.1 s (done with the answer, asleep until
+    the next heartbeat). The run is clean when both marks came before the
+    next write reached the API server; on a machine so loaded that the
+    process takes longer than its interval, it may not be."""
+    log = open(f"{out_prefix}.log", "wb")
+    # Names uncompressed: a dump after a zero cannot refer to names
+    # defined before it.
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--vgdb=yes", "--compress-strings=no",
+                          f"--callgrind-out-file={out_prefix}.%p", *argv], env=env, stdout=log, stderr=log)
+
+    def quiet_after(nth, timeout):
+        assert wait_writes(cp, user, nth, timeout), f"{argv[0]} under callgrind: fewer than {nth} writes"
+        used, deadline = proc_tasks_cpu_ns(p.pid), time.time() + 10
+        while time.time() < deadline:
+            time.sleep(0.1)
+            now = proc_tasks_cpu_ns(p.pid)
+            if now == used:
+                return True
+            used = now
+        return False
+
+    def mark(flag):
+        subprocess.run(["callgrind_control", flag, str(p.pid)], check=True, capture_output=True)
+        return time.time()
+
+    try:
+        quiet = quiet_after(warm, 180)
+        zeroed = mark("-z")
+        quiet = quiet_after(warm + beats, beats * 4 + 60) and quiet
+        dumped = mark("-d")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+    received = [parse_time(e["requestReceivedTimestamp"]) for e in writes(cp, user)]
+    marks = ((warm, zeroed), (warm + beats, dumped))
+    clean = quiet and all(len([t for t in received if t <= at]) == n for n, at in marks)
+    dumps = sorted(f for f in os.listdir(os.path.dirname(out_prefix))
+                   if f.startswith(f"{os.path.basename(out_prefix)}.{p.pid}.") and not f.endswith(".log"))
+    assert dumps, f"{argv[0]}: no callgrind dump"
+    with open(os.path.join(os.path.dirname(out_prefix), dumps[0])) as f:
+        total = next(int(line.split()[1]) for line in f if line.startswith(("totals:", "summary:")))
+    result.update({"instructions": total / beats, "clean": clean})
+
+
+def instructions_table(cp, args, work, named_rules, writer_rules):
+    """User-space instructions per steady heartbeat at 1 s (opstatus, the
+    --also builds and the peers; not the Python client nor the kubectl
+    loop), every tool at once under callgrind, --instruction-runs times,
+    the start order rotated between runs."""
+    tools = [t for t in tool_commands(args) if t[1] in ("opstatus", "peer")]
+    warm, beats = 5, args.instruction_heartbeats
+    runs = {label: [] for label, _, _ in tools}
+    # A run that is not clean (see callgrind_writer) is not counted, and
+    # run again, a few times at most.
+    attempt = 0
+    while attempt < args.instruction_runs + 3 and any(len(r) < args.instruction_runs for r in runs.values()):
+        group = []
+        for tool in rotated(tools, attempt):
+            ns = f"cg-{tool[0]}-{attempt}".replace("_", "-").replace(".", "-").lower()
+            argv, env, user, _ = tool_run(cp, args, work, tool, 1, ns, named_rules, writer_rules)
+            result = {}
+            t = threading.Thread(target=callgrind_writer,
+                                 args=(cp, argv, env, user, warm, beats, f"{args.callgrind_out or work}/{ns}",
+                                       result))
+            group.append((tool[0], result, t))
+            t.start()
+            time.sleep(0.3)
+        for label, result, t in group:
+            t.join()
+            if result:
+                counted = result["clean"] and len(runs[label]) < args.instruction_runs
+                if counted:
+                    runs[label].append(result)
+                print(f"callgrind run {attempt + 1} {label}: {result['instructions']:.0f} instructions per heartbeat"
+                      + ("" if result["clean"] else " (not counted: a mark fell during a heartbeat)"),
+                      file=sys.stderr, flush=True)
+        attempt += 1
+    print(f"\nUser-space instructions per steady heartbeat at a 1 s interval (`valgrind --tool=callgrind`, all "
+          f"threads; counted over heartbeats {warm + 1}–{warm + beats}, every tool at once; "
+          f"{args.instruction_runs} runs, start order rotated; a run with a mark during a heartbeat is run "
+          f"again):\n")
+
+    def median(label):
+        values = [r["instructions"] for r in runs[label]]
+        return statistics.median(values) if values else float("nan")
+
+    refs = [label for label in ("kube-rs", "floor") if runs.get(label)]
+    print("| tool | runs | instructions per heartbeat (median) | min – max | spread | "
+          + " | ".join("tool ÷ floor" if ref == "floor" else f"{ref} ÷ tool" for ref in refs) + " |")
+    print("|---|---|---|---|---|" + "---|" * len(refs))
+    for label in runs:
+        values = [r["instructions"] for r in runs[label]]
+        if not values:
+            print(f"| {label} | 0 | failed | | |" + " |" * len(refs))
+            continue
+        m = median(label)
+        ratios = [m / median(ref) if ref == "floor" else median(ref) / m for ref in refs]
+        print(f"| {label} | {len(values)} | {m:,.0f} | {min(values):,.0f} – {max(values):,.0f} | "
+              f"{(max(values) - min(values)) / m * 100:.2f} % | " + " | ".join(f"{x:.2f}×" for x in ratios) + " |")
+    sys.stdout.flush()
+
+
+def real_intervals(cp, args, work, named_rules, writer_rules):
+    """--intervals: at each interval in turn, every tool at once; --repeat
+    runs of each, the tools' start order rotated between runs. Before them
+    (with 1 s among the intervals), the instructions table."""
+    if args.callgrind_out:
+        os.makedirs(args.callgrind_out, exist_ok=True)
+    if 1 in args.intervals and args.instruction_runs > 0:
+        instructions_table(cp, args, work, named_rules, writer_rules)
+    if args.instructions_only:
+        return
+    tools = tool_commands(args)
     jobs = []
-    for interval in [i for i in args.intervals for _ in range(args.repeat)]:
+    for run, interval in enumerate(i for i in args.intervals for _ in range(args.repeat)):
         # Fewer heartbeats at 1 s would be noise; more at 60 s would be hours.
         beats = args.long_heartbeats if interval >= 10 else max(args.long_heartbeats, 30)
         group = []
-        for label, binary in tools:
-            ns = f"{label}-{interval}s-{len(jobs) + len(group)}".replace("_", "-").replace(".", "-").lower()
-            rules = named_rules if isinstance(binary, str) and binary not in ("python", "kubectl") else writer_rules
-            sa_dir, kubeconfig, user = cp.identity(ns, "writer", rules, work)
-            env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
-                       KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"], OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
-            env.update(extra_env.get(label, {}))
-            children = False
-            if isinstance(binary, tuple):
-                # A peer of bench/peers: the same job, silent.
-                argv = [binary[1], str(interval)]
-            elif binary == "python":
-                argv = [args.python, f"{ROOT}/bench/python_writer.py", str(interval)]
-            elif binary == "kubectl":
-                argv, children = ["bash", f"{ROOT}/bench/kubectl_loop.sh", str(interval)], True
-                env["KUBECONFIG"] = kubeconfig
-            else:
-                # As users run it: opstatus's default log (a line when the
-                # status changes, not on every heartbeat).
-                argv = [binary, "run", "--interval", f"{interval}s", "--no-final-status"]
+        for tool in rotated(tools, run):
+            ns = f"{tool[0]}-{interval}s-{len(jobs) + len(group)}".replace("_", "-").replace(".", "-").lower()
+            argv, env, user, children = tool_run(cp, args, work, tool, interval, ns, named_rules, writer_rules)
             result = {}
             t = threading.Thread(target=long_interval_writer, args=(cp, argv, env, user, interval, beats,
                                                                    f"{work}/{ns}.log", result, children))
-            group.append((label, interval, beats, result, t))
+            group.append((tool[0], interval, beats, result, t))
             t.start()
         for *_, t in group:
             t.join()
         jobs += group
+    load = open("/proc/loadavg").read().split()[:3]
     print(f"\nEach interval in turn, every tool at once against one kube-apiserver "
           f"{cp.env.get('KUBE_GIT_VERSION', '')} on loopback; medians per heartbeat over the heartbeats after the "
-          f"second write ({', '.join(f'{b} at {i} s' for i, b in sorted({(i, b) for _, i, b, _, _ in jobs}))}).\n")
-    # With --repeat, each cell is the median of the runs' medians.
+          f"second write ({', '.join(f'{b} at {i} s' for i, b in sorted({(i, b) for _, i, b, _, _ in jobs}))}); "
+          f"{args.repeat} runs per interval, the start order rotated; load average at the end "
+          f"{', '.join(load)}.\n")
+    # Each cell is the median of the runs' medians, with the runs' least and most.
     cells = {}
     for label, interval, _, r, _ in jobs:
         cells.setdefault((label, interval), []).append(r)
+    for label, _, _ in tools:
+        for interval in args.intervals:
+            cells.setdefault((label, interval), [])
+    cells = dict(sorted(cells.items(), key=lambda kv: (args.intervals.index(kv[0][1]),
+                                                       [t[0] for t in tools].index(kv[0][0]))))
     runs = {key: [r for r in rs if r] for key, rs in cells.items()}
 
     def median(key, field):
@@ -464,19 +629,19 @@ def real_intervals(cp, args, work, named_rules, writer_rules):
         return statistics.median(values) if values else float("nan")
 
     refs = [label for label in ("kube-rs", "floor", "python") if any(k[0] == label for k in runs)]
-    print("| tool | interval | runs | CPU per heartbeat (median; runs' medians) | "
+    print("| tool | interval | runs | CPU per heartbeat, median of the runs' medians | min – max | "
           + " | ".join(f"{'tool ÷ floor' if ref == 'floor' else ref + ' ÷ tool'}" for ref in refs)
           + " | RSS | API requests per heartbeat | TLS handshakes per heartbeat |")
-    print("|---|---|---|---|" + "---|" * len(refs) + "---|---|---|")
+    print("|---|---|---|---|---|" + "---|" * len(refs) + "---|---|---|")
     for (label, interval), rs in cells.items():
         if not runs[(label, interval)]:
-            print(f"| {label} | {interval} s | 0 of {len(rs)} | failed |" + " |" * (len(refs) + 3))
+            print(f"| {label} | {interval} s | 0 of {len(rs)} | failed | |" + " |" * (len(refs) + 3))
             continue
         cpu = median((label, interval), "cpu_ms")
-        each = ", ".join(f"{r['cpu_ms']:.3f}" for r in runs[(label, interval)])
+        each = [r["cpu_ms"] for r in runs[(label, interval)]]
         ratios = [cpu / median((ref, interval), "cpu_ms") if ref == "floor" else
                   median((ref, interval), "cpu_ms") / cpu for ref in refs]
-        print(f"| {label} | {interval} s | {len(runs[(label, interval)])} | {cpu:.3f} ms ({each}) | "
+        print(f"| {label} | {interval} s | {len(each)} | {cpu:.3f} ms | {min(each):.3f} – {max(each):.3f} ms | "
               + " | ".join(f"{x:.2f}×" for x in ratios)
               + f" | {median((label, interval), 'rss_kib') / 1024:.1f} MiB | "
               f"{median((label, interval), 'requests'):.2f} | {median((label, interval), 'handshakes'):.2f} |")
@@ -520,8 +685,17 @@ def main():
     ap.add_argument("--peer", action="append", default=[], metavar="LABEL=PATH",
                     help="in the --intervals mode, a writer of bench/peers (kube-rs, floor): PATH INTERVAL, "
                     "silent (repeatable)")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="in the --intervals mode, runs per interval; each cell is the median of the runs' medians")
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="runs per interval of the real-intervals table, the tools' start order rotated between "
+                    "runs; each cell is the median of the runs' medians, with their least and most")
+    ap.add_argument("--instruction-runs", type=int, default=3,
+                    help="runs of the instructions table (with 1 s among the intervals; 0: none)")
+    ap.add_argument("--instruction-heartbeats", type=int, default=20,
+                    help="steady heartbeats counted per run of the instructions table")
+    ap.add_argument("--callgrind-out", metavar="DIR",
+                    help="keep the instructions table's callgrind dumps in DIR (for callgrind_annotate)")
+    ap.add_argument("--instructions-only", action="store_true",
+                    help="only the instructions table (with --intervals 1)")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
                     help="another opstatus build beside the first in the --intervals mode (repeatable)")
     ap.add_argument("--also-env", action="append", default=[], metavar="LABEL=VAR=VALUE",

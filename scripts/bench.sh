@@ -5,16 +5,24 @@
 # virtualenv with the pinned Python client in the cache directory) and
 # prints Markdown tables: at a 1 s interval (3 runs of 30 heartbeats), then
 # at 1 s, 30 s and 60 s with all three tools at once (30 heartbeats at 1 s,
-# 5 at 30 s and 60 s). Takes about 20 minutes.
+# 5 at 30 s and 60 s, 5 runs each), with the instructions table before it.
+# Takes about 70 minutes (--repeat 1: about 25).
 #
 #   scripts/bench.sh [--runs 3] [--heartbeats 30] [--long-heartbeats 5]
 #                    [--default-intervals 1,30,60] [--also before=PATH]
 #
 # Only the real-intervals table, at the intervals given (--repeat: runs per
-# interval, each cell the median of the runs' medians):
+# interval, 5 by default, the tools' start order rotated between runs; each
+# cell the median of the runs' medians, with their least and most), and
+# before it, with 1 s among the intervals, user-space instructions per
+# steady heartbeat at 1 s under `valgrind --tool=callgrind` (3 runs of 20
+# heartbeats; --instructions-only: that table alone, about 5 minutes):
 #
-#   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 3]
+#   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 5]
 #                    [--also LABEL=PATH [--also-env LABEL=VAR=VALUE]]
+#   scripts/bench.sh --intervals 1 --instructions-only --no-kubectl
+#                    [--instruction-runs 3] [--instruction-heartbeats 20]
+#                    [--callgrind-out DIR]
 #
 # The real-intervals table also runs the peers of bench/peers (a dev-only
 # Cargo project, not part of the workspace; built here, release profile):

@@ -398,13 +398,22 @@ impl Client {
     }
 
     /// The headers every request carries, names and values as constants or
-    /// built once: nothing parsed, checked or copied per request.
-    fn with_headers<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        let request = request.header(HOST, self.host.clone()).header(USER_AGENT, OPSTATUS).header(ACCEPT, JSON);
-        match self.token.header() {
-            Some(authorization) => request.header(AUTHORIZATION, authorization),
-            None => request,
+    /// built once: nothing parsed, checked or copied per request. Put in
+    /// the request's header map in place: each `header` call moves the
+    /// whole request builder twice.
+    fn with_headers<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        // None only when building the request already failed (its URL),
+        // which sending it reports.
+        if let Some(headers) = request.headers_mut() {
+            headers.reserve(6);
+            headers.append(HOST, self.host.clone());
+            headers.append(USER_AGENT, OPSTATUS);
+            headers.append(ACCEPT, JSON);
+            if let Some(authorization) = self.token.header() {
+                headers.append(AUTHORIZATION, authorization);
+            }
         }
+        request
     }
 
     fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
@@ -420,7 +429,11 @@ impl Client {
                     // have closed it (the transport does not probe for us).
                     _ => (self.agent.post(request.url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
                 };
-                self.with_headers(builder).header(CONTENT_TYPE, content_type).send(body)
+                let mut request = self.with_headers(builder);
+                if let Some(headers) = request.headers_mut() {
+                    headers.append(CONTENT_TYPE, content_type);
+                }
+                request.send(body)
             }
         };
         let mut response = result.map_err(|e| Failed {

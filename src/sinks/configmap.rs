@@ -22,6 +22,7 @@ use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
 use crate::writers::{self, Foreign, ManagedEntry};
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::json;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -99,24 +100,110 @@ struct HeadMeta<'a> {
     managed_fields: Vec<ManagedEntry<'a>>,
 }
 
-/// A write's answer, as far as the next write needs it. Who else writes
-/// the status is judged on reads only (a holder's refused write is
-/// followed by one), so every heartbeat skips `managedFields`.
-#[derive(Deserialize)]
-struct WriteHead<'a> {
-    #[serde(borrow)]
-    metadata: WriteMeta<'a>,
+/// What the next write needs of a write's answer. Who else writes the
+/// status is judged on reads only (a holder's refused write is followed by
+/// one), so `managedFields` is never read here.
+#[derive(Default)]
+struct WriteMeta<'a> {
+    resource_version: String,
+    uid: String,
+    annotations: RawLockAnnotation<'a>,
+}
+
+/// Reads a write's answer up to its [`WriteMeta`] and no further. The API
+/// server writes `metadata` before `data`, and in it `uid`,
+/// `resourceVersion` and `annotations` before `managedFields`: once those
+/// three are seen, the rest (the status just sent, the field managers) is
+/// not parsed at all. In another order, the reading goes on and finds them
+/// anyway.
+fn write_meta(body: &[u8]) -> Result<WriteMeta<'_>, KubeError> {
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(body);
+    // Stopping early is an error to serde_json (the object is not closed):
+    // what was found before it counts.
+    let parsed = serde::Deserializer::deserialize_map(&mut de, AnswerSeed(&mut found));
+    match (found, parsed) {
+        (Some(meta), _) => Ok(meta),
+        (None, Err(e)) => Err(not_a_configmap(e)),
+        (None, Ok(())) => Err(not_a_configmap("no metadata")),
+    }
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WriteMeta<'a> {
-    #[serde(default)]
-    resource_version: String,
-    #[serde(default)]
-    uid: String,
-    #[serde(default, borrow)]
-    annotations: RawLockAnnotation<'a>,
+#[serde(field_identifier, rename_all = "camelCase")]
+enum AnswerKey {
+    Metadata,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum MetaKey {
+    ResourceVersion,
+    Uid,
+    Annotations,
+    #[serde(other)]
+    Other,
+}
+
+/// The answer's object: its `metadata` read by [`MetaSeed`] into the slot,
+/// then nothing more.
+struct AnswerSeed<'s, 'a>(&'s mut Option<WriteMeta<'a>>);
+
+impl<'a> Visitor<'a> for AnswerSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a ConfigMap")
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key()? {
+            match key {
+                AnswerKey::Metadata => return map.next_value_seed(MetaSeed(self.0)),
+                AnswerKey::Other => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `metadata` object, read until the three [`WriteMeta`] fields are
+/// seen; what was read is put in the slot.
+struct MetaSeed<'s, 'a>(&'s mut Option<WriteMeta<'a>>);
+
+impl<'a> DeserializeSeed<'a> for MetaSeed<'_, 'a> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'a>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'a> Visitor<'a> for MetaSeed<'_, 'a> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a ConfigMap's metadata")
+    }
+
+    fn visit_map<A: MapAccess<'a>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut meta = WriteMeta::default();
+        let (mut version, mut uid, mut annotations) = (false, false, false);
+        while !(version && uid && annotations)
+            && let Some(key) = map.next_key()?
+        {
+            match key {
+                MetaKey::ResourceVersion => (meta.resource_version, version) = (map.next_value()?, true),
+                MetaKey::Uid => (meta.uid, uid) = (map.next_value()?, true),
+                MetaKey::Annotations => (meta.annotations, annotations) = (map.next_value()?, true),
+                MetaKey::Other => drop(map.next_value::<IgnoredAny>()?),
+            }
+        }
+        *self.0 = Some(meta);
+        Ok(())
+    }
 }
 
 /// [`LockAnnotation`] as the answer has it, escapes and all.
@@ -159,7 +246,7 @@ impl StatusConfigMap {
     /// (apply removes what a manager stops sending). `record` is the lock
     /// record's JSON, [`escaped`]. Written as it stands, no JSON tree built
     /// first: the status document and the record are JSON strings inside
-    /// the body, escaped as they are written rather than serialised twice.
+    /// the body, written already escaped, never serialised twice.
     pub(crate) fn apply_body(&self, status: &StatusDocument, record: &[u8], resource_version: &str) -> Vec<u8> {
         // Sized for the usual body at once: grown step by step, its copies
         // were a visible part of a heartbeat.
@@ -180,7 +267,7 @@ impl StatusConfigMap {
         out.extend_from_slice(br#"},"data":{"#);
         json_string(&mut out, STATUS_KEY);
         out.extend_from_slice(b":\"");
-        serde_json::to_writer(InString(&mut out), status).expect("a struct of strings and enums serialises");
+        write_document(&mut out, status);
         out.extend_from_slice(b"\"}}");
         out
     }
@@ -270,7 +357,7 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 /// rewrote it: then it is read as any other. Compared as it stands in the
 /// answer, not unescaped first.
 pub(crate) fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
-    let WriteMeta { resource_version, uid, annotations } = parse::<WriteHead>(body)?.metadata;
+    let WriteMeta { resource_version, uid, annotations } = write_meta(body)?;
     let lock = match annotations.lock.map(RawValue::get) {
         Some(raw) if raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).is_some_and(|r| r.as_bytes() == sent) => {
             Seen::Record(record.clone())
@@ -290,7 +377,62 @@ pub(crate) fn escaped(json: &str) -> Vec<u8> {
 
 /// `s` as a JSON string, quotes and escapes included.
 fn json_string(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(out, s).expect("a string serialises");
+    if plain(s) {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string serialises");
+    }
+}
+
+/// Whether `s` stands in a JSON string as it is: no control character,
+/// quote or backslash to escape (serde_json escapes nothing else).
+fn plain(s: &str) -> bool {
+    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
+}
+
+/// The status document as serde_json writes it (keys, order, escapes: a
+/// test holds the two together), escaped to stand inside the body's
+/// `status` string. Written field by field: serde_json, built for size
+/// here, took longer over these nine short fields than the rest of the
+/// body.
+fn write_document(out: &mut Vec<u8>, s: &StatusDocument) {
+    out.extend_from_slice(br#"{\"mode\":\""#);
+    out.extend_from_slice(s.mode.as_str().as_bytes());
+    out.extend_from_slice(br#"\",\"tier\":\""#);
+    out.extend_from_slice(s.tier.as_str().as_bytes());
+    out.extend_from_slice(br#"\",\"version\":"#);
+    inner_string(out, &s.version);
+    out.extend_from_slice(br#",\"health\":\""#);
+    out.extend_from_slice(s.health.as_str().as_bytes());
+    out.extend_from_slice(br#"\",\"lastUpdate\":"#);
+    inner_string(out, &s.last_update);
+    out.extend_from_slice(br#",\"registered\":"#);
+    out.extend_from_slice(if s.registered { b"true" as &[u8] } else { b"false" });
+    out.extend_from_slice(br#",\"error\":"#);
+    match &s.error {
+        Some(error) => inner_string(out, error),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(br#",\"namespace\":"#);
+    inner_string(out, &s.namespace);
+    if let Some(id) = &s.cluster_id {
+        out.extend_from_slice(br#",\"clusterId\":"#);
+        inner_string(out, id);
+    }
+    out.push(b'}');
+}
+
+/// `s` as a JSON string, escaped in turn to stand inside a JSON string.
+fn inner_string(out: &mut Vec<u8>, s: &str) {
+    if plain(s) {
+        out.extend_from_slice(br#"\""#);
+        out.extend_from_slice(s.as_bytes());
+        out.extend_from_slice(br#"\""#);
+    } else {
+        serde_json::to_writer(InString(out), s).expect("a string serialises");
+    }
 }
 
 /// Writes JSON text as the inside of a JSON string. serde_json's output
@@ -320,8 +462,11 @@ impl std::io::Write for InString<'_> {
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
-    serde_json::from_slice(body)
-        .map_err(|e| KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {e}") })
+    serde_json::from_slice(body).map_err(not_a_configmap)
+}
+
+fn not_a_configmap(why: impl std::fmt::Display) -> KubeError {
+    KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {why}") }
 }
 
 #[cfg(test)]
@@ -369,6 +514,27 @@ mod tests {
     }
 
     #[test]
+    fn the_document_is_written_as_serde_json_writes_it() {
+        let example = StatusDocument::example();
+        let odd = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}";
+        let docs = [
+            example.clone(),
+            StatusDocument { error: Some("probe \"x\" failed".into()), registered: true, ..example.clone() },
+            StatusDocument { cluster_id: Some("c-1".into()), ..example.clone() },
+            StatusDocument { version: odd.into(), namespace: odd.into(), cluster_id: Some(odd.into()), ..example },
+        ];
+        for doc in docs {
+            let mut written = Vec::new();
+            write_document(&mut written, &doc);
+            assert_eq!(String::from_utf8(written).unwrap(), String::from_utf8(escaped(&doc.to_json())).unwrap());
+        }
+        let mut quoted = Vec::new();
+        json_string(&mut quoted, "plain");
+        json_string(&mut quoted, "a\"b");
+        assert_eq!(quoted, br#""plain""a\"b""#);
+    }
+
+    #[test]
     fn reads_the_version_and_the_lock_and_nothing_else() {
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body = json!({"metadata": {"resourceVersion": "7", "uid": "u-1", "annotations": {lock::ANNOTATION: record.to_json(), "x": "y"}},
@@ -413,6 +579,15 @@ mod tests {
         let text = answer["data"]["status"].as_str().unwrap();
         assert_eq!(foreign.text, crate::writers::digest(text));
         assert!(written(b"[]", &record, b"").is_err());
+        assert!(written(br#"{"data":{}}"#, &record, b"").is_err());
+        // In the API server's order, what follows the version, uid and lock
+        // is not parsed at all: an answer cut after them reads the same.
+        let ordered = format!(
+            r#"{{"kind":"ConfigMap","metadata":{{"name":"s","uid":"u-1","resourceVersion":"7","annotations":{{"{}":{}}},"managedFields":[{{"manager":"#,
+            lock::ANNOTATION,
+            serde_json::to_string(&record.to_json()).unwrap()
+        );
+        assert_eq!(written(ordered.as_bytes(), &record, &escaped(&record.to_json())).unwrap(), after_write);
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

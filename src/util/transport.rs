@@ -31,6 +31,9 @@
 //!   are set only when they change: the time left rounded down to
 //!   [`TIMEOUT_STEP`](deadline::TIMEOUT_STEP), so a steady client sets them once, not before every
 //!   read and write.
+//! - **Headers nobody reads dropped** from an answer's head before ureq
+//!   builds its header map ([`head`]): each header there costs
+//!   allocations, a check and a hash.
 //! - **The host resolved when a connection is opened**, not before every
 //!   request (ureq resolves before it looks in its pool, and nearly every
 //!   request goes out on the kept connection: [`AtConnect`]), within the
@@ -42,6 +45,7 @@
 //! Proxies are not supported: the agents built on this have none.
 
 mod deadline;
+mod head;
 mod quiet;
 
 use super::resolve::{Resolver, Unresolved};
@@ -424,6 +428,11 @@ impl Connection {
             }
             return Ok(false);
         }
+        let read = match self.answered {
+            // The answer's first bytes: its head, usually whole.
+            false => head::drop_unread_headers(&mut self.buffers.input_append_buf()[..read]),
+            true => read,
+        };
         self.buffers.input_appended(read);
         self.answered = true;
         Ok(true)
