@@ -1,7 +1,7 @@
 //! The commands behind `main`: `run`, `once`, `get` and `probe`, and the
 //! error type that maps every failure to its exit code.
 
-use crate::agent::{Agent, AgentConfig};
+use crate::agent::{self, Agent, AgentConfig};
 use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
 use crate::kube::{Client, Credentials, credentials};
@@ -119,11 +119,13 @@ fn load_credentials(
 /// The composition root: the agent with the signals and sinks the settings
 /// ask for. A new signal or sink is one line here.
 /// `nudge` (in `run`): the probes watch their resources and wake the loop
-/// through it; without it (`once`) they list.
+/// through it; without it (`once`) they list. `shared`: what the endpoint
+/// serves ([`agent::starting`]).
 fn agent_for(
     settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
     nudge: Option<Nudge>,
+    shared: endpoint::Shared,
 ) -> Result<Agent, Failure> {
     // kube9-server may ask for any interval up to the maximum.
     let heartbeat = if settings.pro.api_key.is_configured() {
@@ -227,7 +229,7 @@ fn agent_for(
         );
     }
     let events = settings.events.then(|| recorder(&config, env));
-    Ok(Agent::new(client, config, signals, sinks, events))
+    Ok(Agent::new(client, config, signals, sinks, events, shared))
 }
 
 /// The Kubernetes Events' recorder: about the sidecar's own Pod when the
@@ -331,19 +333,24 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
         }
     })
     .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
-    let mut agent = agent_for(settings, env, Some(shutdown.nudge()))?;
+    // Then the endpoint, before anything else: a native sidecar's startup
+    // probe comes as soon as the process runs, and finds it listening
+    // (`/healthz` answers at once; `/readyz` says "Starting" until the
+    // first tick).
+    let shared = agent::starting(&settings.agent);
     if let Some(addr) = settings.listen {
-        let bound = endpoint::spawn(addr, agent.shared())
+        let bound = endpoint::spawn(addr, shared.clone())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
         log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
     }
+    let mut agent = agent_for(settings, env, Some(shutdown.nudge()), shared)?;
     agent.run(&mut shutdown);
     Ok(())
 }
 
 /// `opstatus once`: one write; its failure is the command's failure.
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
-    let mut agent = agent_for(settings, env, None)?;
+    let mut agent = agent_for(settings, env, None, agent::starting(&settings.agent))?;
     agent.check_once();
     match agent.write_once() {
         Ok(true) => Ok(()),

@@ -95,6 +95,22 @@ pub(crate) struct Content {
     pub pro: ProFields,
 }
 
+/// What the endpoint serves before the agent's first tick: "Starting"
+/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
+/// agent is built and answer kubelet's first probe. The agent widens the
+/// liveness window by its worst tick once it knows its signals and sinks.
+pub(crate) fn starting(settings: &AgentSettings) -> Shared {
+    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
+    Arc::new(Mutex::new(Snapshot {
+        verdict: starting.clone(),
+        readiness: starting,
+        status: None,
+        metrics: Metrics::default(),
+        last_tick: Instant::now(),
+        liveness_window: liveness::window(settings.interval, Duration::ZERO),
+    }))
+}
+
 /// What the agent needs to know, fixed at start: its settings and what
 /// the composition root resolved (where to write, who it is).
 #[derive(Clone, Debug)]
@@ -150,12 +166,14 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
+    /// `shared` is what the endpoint serves ([`starting`]).
     pub(crate) fn new(
         client: Client,
         config: AgentConfig,
         signals: Vec<Box<dyn Signal>>,
         sinks: Sinks,
         events: Option<Recorder>,
+        shared: Shared,
     ) -> Agent {
         let publisher = Publisher::new(
             config.identity.clone(),
@@ -173,14 +191,8 @@ impl Agent {
             }
         });
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
-        let shared = Arc::new(Mutex::new(Snapshot {
-            verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
-            readiness: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
-            status: None,
-            metrics: Metrics::default(),
-            last_tick: Instant::now(),
-            liveness_window: liveness::window(config.settings.interval, worst_tick),
-        }));
+        shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =
+            liveness::window(config.settings.interval, worst_tick);
         Agent {
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
@@ -214,11 +226,6 @@ impl Agent {
         self.backoff.set_cap(interval);
         let window = liveness::window(interval, self.worst_tick);
         self.shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window = window;
-    }
-
-    /// What the probe endpoint serves; updated on every tick.
-    pub(crate) fn shared(&self) -> Shared {
-        self.shared.clone()
     }
 
     /// The heartbeat: kube9-server's `statusUpdateIntervalSeconds` while
@@ -299,6 +306,11 @@ impl Agent {
             } else {
                 signal.stand_by();
             }
+        }
+        // Whether the operator has answered yet: a starting instance leaves
+        // a free lock to one whose operator does (`lock::decide`).
+        if observation.watched && !eager {
+            self.publisher.note_operator(observation.operator_down.is_none(), now);
         }
         self.observation = observation;
         self.follow_interval();

@@ -29,6 +29,7 @@ mod node_rollout;
 mod node_sidecar;
 mod node_watch_container;
 mod operator_condition;
+mod operator_starting;
 mod operator_watch;
 mod pro_tier;
 mod probe_first_list;

@@ -1,9 +1,12 @@
 //! End to end on a real node: a rolling update of the operator's
 //! Deployment with 2 replicas (a changed pod-template annotation), the
 //! sidecar from the shipped component. Readers, polling all along, never
-//! see "Shutting down" nor a status older than a few heartbeats, and every
-//! version of the ConfigMap (a watch) names one publisher at a time: each
-//! holder's writes are one unbroken run, handed over from old pods to new.
+//! see "Shutting down", anything but `healthy` (the operator is healthy
+//! throughout: a new Pod whose operator has not answered yet must not take
+//! the lock and report it) nor a status older than a few heartbeats, and
+//! every version of the ConfigMap (a watch) says `healthy` and names one
+//! publisher at a time: each holder's writes are one unbroken run, handed
+//! over from old pods to new.
 
 use crate::node_sidecar::{CM, DEPLOYMENT, SELECTOR, deploy_operator};
 use crate::support;
@@ -33,6 +36,11 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
         .map(|p| p["metadata"]["name"].as_str().unwrap().to_string())
         .collect();
 
+    // The operator is up: its status says so before anything changes.
+    let up = support::wait_for(Duration::from_secs(60), Duration::from_millis(500), || {
+        cp.status_document(&ns, CM).filter(|doc| doc["health"] == "healthy")
+    });
+    assert!(up.is_some(), "healthy before the rollout: {:?}", cp.status_document(&ns, CM));
     // Every version of the ConfigMap from here on.
     let mut watch = Command::new("kubectl")
         .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "get", "configmap", CM, "--watch", "-o", "json"])
@@ -72,21 +80,15 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     });
     let mut oldest_seen = Duration::ZERO;
     let mut polls = 0;
-    // A new Pod's opstatus (a native sidecar starts before the operator)
-    // may take the lock the old holder handed over before its own operator
-    // answers: it then says so, degraded, until the operator is up. Any
-    // other problem fails the test; how often this one was seen is printed.
-    let mut operator_starting = 0;
+    // The operator is healthy throughout: every status a reader sees says
+    // so. (A new Pod's opstatus, a native sidecar started before its
+    // operator, must not take the lock before its operator answers.)
+    let mut not_healthy = Vec::new();
     while !rollout.is_finished() || started.elapsed() < Duration::from_secs(5) {
         if let Some(doc) = cp.status_document(&ns, CM) {
             assert_ne!(doc["error"], "Shutting down", "a reader saw an old pod's final status: {doc}");
             if doc["health"] != "healthy" {
-                let error = doc["error"].as_str().unwrap_or_default();
-                let starting = doc["health"] == "degraded"
-                    && error.starts_with("Operator health check http://127.0.0.1:")
-                    && error.ends_with("connection refused");
-                assert!(starting, "only a new operator not yet answering may show: {doc}");
-                operator_starting += 1;
+                not_healthy.push(doc.to_string());
             }
             let updated = opstatus::testing::parse_rfc3339(doc["lastUpdate"].as_str().unwrap()).unwrap();
             let age = SystemTime::now().duration_since(updated).unwrap_or_default();
@@ -107,15 +109,21 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     let text = reader.join().unwrap();
     let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
     let mut runs: Vec<String> = Vec::new();
+    let mut versions_not_healthy = Vec::new();
     for cm in &versions {
+        let doc: Value = serde_json::from_str(cm["data"]["status"].as_str().unwrap()).unwrap();
+        assert_ne!(doc["error"], "Shutting down", "a version said Shutting down: {doc}");
+        if doc["health"] != "healthy" {
+            let by = holder(cm).unwrap_or_default();
+            let pod = if old.contains(&by) { "old pod" } else { "new pod" };
+            versions_not_healthy.push(format!("{by} ({pod}): {doc}"));
+        }
         // An empty holder is the lock released at a handover: nobody publishes.
         let Some(h) = holder(cm).filter(|h| !h.is_empty()) else { continue };
         if runs.last() != Some(&h) {
             assert!(!runs.contains(&h), "{h} published again after another did: {runs:?}");
             runs.push(h);
         }
-        let doc: Value = serde_json::from_str(cm["data"]["status"].as_str().unwrap()).unwrap();
-        assert_ne!(doc["error"], "Shutting down", "a version said Shutting down: {doc}");
     }
     // kubelet v1.20 takes a while to remove a stopped Pod's object.
     let new: Vec<String> = node
@@ -135,11 +143,18 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     println!(
         "e2e node rolling update (kubelet {}): 2 replicas rolled in {:.1} s; {polls} reads, oldest status seen \
          {oldest_seen:.1?} old, never Shutting down; {} ConfigMap versions, publishers in turn: {runs:?}; {} requests \
-         by the pods' ServiceAccount, {conflicts} of them 409; {operator_starting} reads said a new operator did not \
-         answer yet",
+         by the pods' ServiceAccount, {conflicts} of them 409; {} reads and {} versions not healthy",
         node.version(),
         rolled.as_secs_f64(),
         versions.len(),
-        writes.len()
+        writes.len(),
+        not_healthy.len(),
+        versions_not_healthy.len()
+    );
+    assert!(not_healthy.is_empty(), "readers saw a status other than healthy:\n{}", not_healthy.join("\n"));
+    assert!(
+        versions_not_healthy.is_empty(),
+        "versions of the status other than healthy:\n{}",
+        versions_not_healthy.join("\n")
     );
 }
