@@ -24,6 +24,7 @@ use crate::upgrade_hold;
 use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
 use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -339,7 +340,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
     // first tick).
     let shared = agent::starting(&settings.agent);
     if let Some(addr) = settings.listen {
-        let bound = endpoint::spawn(addr, shared.clone())
+        let bound = endpoint::spawn(addr, shared.clone(), shutdown.nudge())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
         log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
     }
@@ -456,6 +457,34 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
         }
     })
 }
+
+/// `opstatus prestop`: `GET /prestop` from `run`'s endpoint in this pod
+/// (exec'd by kubelet in opstatus's container, so 127.0.0.1 is the pod's),
+/// bounded by [`PRESTOP_TIMEOUT`] per phase; `Ok` when it answered 200.
+pub fn prestop(settings: &Settings) -> Result<String, Failure> {
+    use std::io::{Read, Write};
+    let mut addr = settings.listen.expect("config requires --listen for prestop");
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() });
+    }
+    let failed = |e: std::io::Error| Failure::Runtime(format!("cannot tell opstatus at {addr} the pod stops: {e}"));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, PRESTOP_TIMEOUT).map_err(failed)?;
+    stream.set_read_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
+    stream.set_write_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
+    stream.write_all(b"GET /prestop HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").map_err(failed)?;
+    let mut answer = Vec::new();
+    stream.take(4096).read_to_end(&mut answer).map_err(failed)?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.lines().next().unwrap_or_default();
+    if status.starts_with("HTTP/1.1 200 ") {
+        Ok(String::new())
+    } else {
+        Err(Failure::Runtime(format!("opstatus at {addr} answered {:?}", crate::util::text::sanitize(status, 80))))
+    }
+}
+
+/// How long `prestop` waits for each of connecting, sending and the answer.
+const PRESTOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
 pub fn probe(settings: &Settings) -> Result<String, Failure> {

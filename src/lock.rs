@@ -147,7 +147,7 @@ pub(crate) enum Decision {
 
 /// What an instance knows of its own operator when it decides: whether the
 /// operator's health checks (`--watch-url`, `--watch-file`) have passed
-/// since the instance started.
+/// since the instance started, and whether its pod is being stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OwnOperator {
     /// They passed at least once, or nothing is watched (nothing says the
@@ -155,6 +155,46 @@ pub(crate) enum OwnOperator {
     Answered,
     /// They have never passed, and the instance started this long ago.
     NotYet(Duration),
+    /// kubelet's preStop hook came this long ago: the pod, and its
+    /// operator with it, is being stopped.
+    Stopping(Duration),
+}
+
+/// What [`OwnOperator`] is made of, as time goes by: when the instance
+/// started, whether the health checks passed since (`None`: nobody said,
+/// as in `opstatus once` or with nothing watched) and since when its pod
+/// is stopping.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnState {
+    started: Instant,
+    answered: Option<bool>,
+    stopping: Option<Instant>,
+}
+
+impl OwnState {
+    pub(crate) fn new(started: Instant) -> OwnState {
+        OwnState { started, answered: None, stopping: None }
+    }
+
+    /// After a check of the health checks: true the first time they pass.
+    pub(crate) fn checked(&mut self, passed: bool) -> bool {
+        let first = passed && self.answered != Some(true);
+        self.answered = Some(passed || self.answered == Some(true));
+        first
+    }
+
+    /// kubelet's preStop hook came (the first time counts).
+    pub(crate) fn stopping(&mut self, now: Instant) {
+        self.stopping.get_or_insert(now);
+    }
+
+    pub(crate) fn at(&self, now: Instant) -> OwnOperator {
+        match (self.stopping, self.answered) {
+            (Some(since), _) => OwnOperator::Stopping(now.saturating_duration_since(since)),
+            (None, Some(false)) => OwnOperator::NotYet(now.saturating_duration_since(self.started)),
+            _ => OwnOperator::Answered,
+        }
+    }
 }
 
 /// How long an instance whose operator has not answered yet leaves a free
@@ -201,8 +241,11 @@ impl Observer {
 /// "connection refused" for an operator that is only starting, while an
 /// instance beside an operator that answers can take it. Past `wait` it
 /// takes it all the same (it may be the only instance: a broken operator
-/// is reported, never silenced). A status nobody ever wrote, and a lock
-/// that is already `me`'s (a restarted container), are taken at once.
+/// is reported, never silenced). So is a free lock for up to `wait` after
+/// kubelet's preStop hook said the pod is stopping (its operator is going
+/// away: the status is for the instances that stay). A status nobody ever
+/// wrote, and a lock that is already `me`'s (a restarted container), are
+/// taken at once.
 pub(crate) fn decide(
     me: &str,
     seen: &Seen,
@@ -231,6 +274,10 @@ pub(crate) fn decide(
         (true, OwnOperator::NotYet(since_start)) if since_start < wait => Decision::StandBy(format!(
             "the operator has not answered its health check yet: leaving the free lock to an instance whose \
              operator does, for up to {}s after start",
+            wait.as_secs()
+        )),
+        (true, OwnOperator::Stopping(since)) if since < wait => Decision::StandBy(format!(
+            "this pod is stopping: leaving the free lock to the instances that stay, for up to {}s",
             wait.as_secs()
         )),
         (true, _) => Decision::Publish,
@@ -438,6 +485,37 @@ mod tests {
         assert_eq!(decide("b", &Seen::Absent, Duration::ZERO, None, starting(0), wait), Decision::Publish);
         assert_eq!(decide("a", &expired, Duration::ZERO, None, starting(0), wait), Decision::Publish);
         assert_eq!(decide("b", &released, Duration::ZERO, Some(Ok("b")), starting(0), wait), Decision::Publish);
+    }
+
+    #[test]
+    fn a_stopping_pod_leaves_a_free_lock_to_the_instances_that_stay_for_a_while() {
+        let wait = Duration::from_secs(60);
+        let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
+        let stopping = |secs| OwnOperator::Stopping(Duration::from_secs(secs));
+        let Decision::StandBy(why) = decide("b", &released, Duration::ZERO, None, stopping(0), wait) else {
+            panic!("a stopping pod took the lock")
+        };
+        assert_eq!(why, "this pod is stopping: leaving the free lock to the instances that stay, for up to 60s");
+        assert_eq!(decide("b", &released, Duration::ZERO, None, stopping(60), wait), Decision::Publish);
+        // What it holds it keeps (nobody took it over: it goes on publishing).
+        assert_eq!(decide("a", &held_by("a"), Duration::ZERO, None, stopping(0), wait), Decision::Publish);
+    }
+
+    #[test]
+    fn what_an_instance_knows_of_its_operator_as_time_goes_by() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut own = OwnState::new(t0);
+        assert_eq!(own.at(t0 + s(5)), OwnOperator::Answered, "nobody said: nothing to wait for");
+        assert!(!own.checked(false));
+        assert_eq!(own.at(t0 + s(5)), OwnOperator::NotYet(s(5)));
+        assert!(own.checked(true), "the first answer");
+        assert!(!own.checked(false), "then down again: it has answered once");
+        assert!(!own.checked(true));
+        assert_eq!(own.at(t0 + s(9)), OwnOperator::Answered);
+        own.stopping(t0 + s(10));
+        own.stopping(t0 + s(12));
+        assert_eq!(own.at(t0 + s(13)), OwnOperator::Stopping(s(3)), "from the first preStop hook");
     }
 
     #[test]

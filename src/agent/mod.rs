@@ -108,6 +108,7 @@ pub(crate) fn starting(settings: &AgentSettings) -> Shared {
         metrics: Metrics::default(),
         last_tick: Instant::now(),
         liveness_window: liveness::window(settings.interval, Duration::ZERO),
+        pod_stopping: false,
     }))
 }
 
@@ -145,6 +146,8 @@ pub(crate) struct Agent {
     last_written: Option<StatusDocument>,
     /// Whether this instance publishes (the lock).
     publisher: Publisher,
+    /// Whether kubelet's preStop hook was seen ([`Agent::note_pod_stopping`]).
+    pod_stopping: bool,
     /// Whether the sinks were synced since this instance last became the
     /// holder (a new holder's first write is followed by its sinks').
     sinks_synced: bool,
@@ -206,6 +209,7 @@ impl Agent {
             publisher,
             config,
             sinks_synced: false,
+            pod_stopping: false,
             ready_file_error: Reported::default(),
             check_soon: false,
             events,
@@ -384,6 +388,7 @@ impl Agent {
             if shutdown.wait_until(schedule.next_wake(self.check_cadence())) {
                 break;
             }
+            self.note_pod_stopping(shutdown);
             if shutdown.take_nudge() {
                 schedule.nudge();
             }
@@ -416,6 +421,34 @@ impl Agent {
             self.after_tick(content);
         }
         self.stop(shutdown);
+    }
+
+    /// Once kubelet's preStop hook said the pod is stopping: a native
+    /// sidecar's hook runs as the operator beside it is sent SIGTERM, while
+    /// opstatus is stopped only after the operator exits. A holder hands
+    /// the status over now, as it stands, rather than publish its
+    /// operator's going away as a failure while a replica that stays could
+    /// publish; this instance takes no free lock any more
+    /// ([`crate::lock::decide`]). When nobody takes over it goes on
+    /// publishing.
+    fn note_pod_stopping(&mut self, shutdown: &Shutdown) {
+        let stopping = self.shared.lock().unwrap_or_else(|p| p.into_inner()).pod_stopping;
+        if !stopping || std::mem::replace(&mut self.pod_stopping, true) || shutdown.requested() {
+            return;
+        }
+        log::info!("The pod is stopping (kubelet's preStop hook): handing the status over");
+        self.publisher.pod_stopping(Instant::now());
+        let was_publishing = self.publisher.publishing();
+        let Some(last) = self.last_written.clone().filter(|_| was_publishing) else { return };
+        let wait = (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT);
+        // A SIGTERM during the wait still leaves time for the stop's own
+        // handover and final status.
+        let grant = || shutdown.extend_until(Instant::now() + wait * 2 + Duration::from_secs(1));
+        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
+            Ok(true) => self.note_stepped_down(was_publishing),
+            Ok(false) => log::info!("Nobody took the status over: publishing on"),
+            Err(e) => log::warn!("Could not hand over the status: {e}"),
+        }
     }
 
     /// After a signal: no readiness file, and, if this instance publishes,

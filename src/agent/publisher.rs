@@ -15,7 +15,7 @@
 
 use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
-use crate::lock::{self, Decision, Observer, OwnOperator, Record, Seen};
+use crate::lock::{self, Decision, Observer, OwnOperator, OwnState, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
 use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
@@ -80,11 +80,8 @@ pub(super) struct Publisher {
     check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
-    /// When this instance started, and whether its operator's health
-    /// checks have passed since: `None` while nobody said
-    /// ([`Publisher::note_operator`]; `opstatus once`, nothing watched).
-    started: Instant,
-    operator_answered: Option<bool>,
+    /// What this instance knows of its operator and its pod.
+    own: OwnState,
     /// How long a free lock is left to others while the operator has not
     /// answered ([`lock::operator_wait`]).
     operator_wait: Duration,
@@ -106,19 +103,15 @@ impl Publisher {
     /// answered ([`OwnOperator`]); a standby that was waiting for that
     /// decides again at once, not a check later.
     pub(super) fn note_operator(&mut self, passed: bool, now: Instant) {
-        let first_answer = passed && self.operator_answered != Some(true);
-        self.operator_answered = Some(passed || self.operator_answered == Some(true));
-        if first_answer && self.role == Role::StandingBy && self.current.is_some() {
+        if self.own.checked(passed) && self.role == Role::StandingBy && self.current.is_some() {
             self.decide(now);
         }
     }
 
-    /// What this instance knows of its operator, for the lock's decision.
-    fn own_operator(&self, now: Instant) -> OwnOperator {
-        match self.operator_answered {
-            Some(false) => OwnOperator::NotYet(now.saturating_duration_since(self.started)),
-            _ => OwnOperator::Answered,
-        }
+    /// kubelet's preStop hook came: this instance takes no free lock for
+    /// a while ([`lock::decide`]).
+    pub(super) fn pod_stopping(&mut self, now: Instant) {
+        self.own.stopping(now);
     }
 
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
@@ -141,8 +134,7 @@ impl Publisher {
             patience: Patience::new(interval, check_interval),
             check_interval,
             yielded: None,
-            started: Instant::now(),
-            operator_answered: None,
+            own: OwnState::new(Instant::now()),
             operator_wait: lock::operator_wait(interval),
         }
     }
@@ -308,7 +300,7 @@ impl Publisher {
         {
             log::warn!("{why}: treating the lock as expired");
         }
-        let own = self.own_operator(now);
+        let own = self.own.at(now);
         let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
         self.apply_decision(decision);
     }

@@ -84,14 +84,15 @@ fn e2e_node_the_native_sidecar_starts_before_the_operator_and_stops_after_it() {
     let _ = events.kill();
     let _ = events.wait();
     let exits: Vec<(String, SystemTime)> = exits.try_iter().collect();
+    // The container's own process, not a process exec'd in it (the
+    // preStop hook's `opstatus prestop` exits there too, with an id of its
+    // own).
     let exit_of = |id: &str| {
         exits
             .iter()
-            .find(|(l, _)| l.contains(&format!("\"container_id\":\"{id}\"")))
-            .map(|(l, at)| {
-                let event: Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
-                (event["exit_status"].as_u64().unwrap_or(0), *at)
-            })
+            .filter_map(|(l, at)| Some((serde_json::from_str::<Value>(&l[l.find('{')?..]).ok()?, *at)))
+            .find(|(event, _)| event["container_id"] == id && (event["id"].is_null() || event["id"] == id))
+            .map(|(event, at)| (event["exit_status"].as_u64().unwrap_or(0), at))
             .unwrap_or_else(|| panic!("no exit of {id} in {exits:?}"))
     };
     let ((operator_status, operator_exit), (sidecar_status, sidecar_exit)) =
