@@ -1,7 +1,7 @@
 //! The commands behind `main`: `run`, `once`, `get` and `probe`, and the
 //! error type that maps every failure to its exit code.
 
-use crate::agent::{Agent, AgentConfig};
+use crate::agent::{self, Agent, AgentConfig};
 use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
 use crate::endpoint;
 use crate::kube::{Client, Credentials, credentials};
@@ -24,6 +24,7 @@ use crate::upgrade_hold;
 use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
 use std::fmt;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -119,11 +120,13 @@ fn load_credentials(
 /// The composition root: the agent with the signals and sinks the settings
 /// ask for. A new signal or sink is one line here.
 /// `nudge` (in `run`): the probes watch their resources and wake the loop
-/// through it; without it (`once`) they list.
+/// through it; without it (`once`) they list. `shared`: what the endpoint
+/// serves ([`agent::starting`]).
 fn agent_for(
     settings: &Settings,
     env: &dyn Fn(&str) -> Option<String>,
     nudge: Option<Nudge>,
+    shared: endpoint::Shared,
 ) -> Result<Agent, Failure> {
     // kube9-server may ask for any interval up to the maximum.
     let heartbeat = if settings.pro.api_key.is_configured() {
@@ -227,7 +230,7 @@ fn agent_for(
         );
     }
     let events = settings.events.then(|| recorder(&config, env));
-    Ok(Agent::new(client, config, signals, sinks, events))
+    Ok(Agent::new(client, config, signals, sinks, events, shared))
 }
 
 /// The Kubernetes Events' recorder: about the sidecar's own Pod when the
@@ -331,19 +334,24 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
         }
     })
     .map_err(|e| Failure::Runtime(format!("cannot install signal handlers: {e}")))?;
-    let mut agent = agent_for(settings, env, Some(shutdown.nudge()))?;
+    // Then the endpoint, before anything else: a native sidecar's startup
+    // probe comes as soon as the process runs, and finds it listening
+    // (`/healthz` answers at once; `/readyz` says "Starting" until the
+    // first tick).
+    let shared = agent::starting(&settings.agent);
     if let Some(addr) = settings.listen {
-        let bound = endpoint::spawn(addr, agent.shared())
+        let bound = endpoint::spawn(addr, shared.clone(), shutdown.nudge())
             .map_err(|e| Failure::Runtime(format!("cannot listen on {addr} (--listen): {e}")))?;
         log::info!("Serving /healthz, /readyz, /status and /metrics on http://{bound}");
     }
+    let mut agent = agent_for(settings, env, Some(shutdown.nudge()), shared)?;
     agent.run(&mut shutdown);
     Ok(())
 }
 
 /// `opstatus once`: one write; its failure is the command's failure.
 pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
-    let mut agent = agent_for(settings, env, None)?;
+    let mut agent = agent_for(settings, env, None, agent::starting(&settings.agent))?;
     agent.check_once();
     match agent.write_once() {
         Ok(true) => Ok(()),
@@ -449,6 +457,34 @@ pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Opti
         }
     })
 }
+
+/// `opstatus prestop`: `GET /prestop` from `run`'s endpoint in this pod
+/// (exec'd by kubelet in opstatus's container, so 127.0.0.1 is the pod's),
+/// bounded by [`PRESTOP_TIMEOUT`] per phase; `Ok` when it answered 200.
+pub fn prestop(settings: &Settings) -> Result<String, Failure> {
+    use std::io::{Read, Write};
+    let mut addr = settings.listen.expect("config requires --listen for prestop");
+    if addr.ip().is_unspecified() {
+        addr.set_ip(if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() });
+    }
+    let failed = |e: std::io::Error| Failure::Runtime(format!("cannot tell opstatus at {addr} the pod stops: {e}"));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, PRESTOP_TIMEOUT).map_err(failed)?;
+    stream.set_read_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
+    stream.set_write_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
+    stream.write_all(b"GET /prestop HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").map_err(failed)?;
+    let mut answer = Vec::new();
+    stream.take(4096).read_to_end(&mut answer).map_err(failed)?;
+    let answer = String::from_utf8_lossy(&answer);
+    let status = answer.lines().next().unwrap_or_default();
+    if status.starts_with("HTTP/1.1 200 ") {
+        Ok(String::new())
+    } else {
+        Err(Failure::Runtime(format!("opstatus at {addr} answered {:?}", crate::util::text::sanitize(status, 80))))
+    }
+}
+
+/// How long `prestop` waits for each of connecting, sending and the answer.
+const PRESTOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `opstatus probe`: one line for stdout; `Ok` when ready.
 pub fn probe(settings: &Settings) -> Result<String, Failure> {

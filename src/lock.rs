@@ -145,6 +145,70 @@ pub(crate) enum Decision {
     StandBy(String),
 }
 
+/// What an instance knows of its own operator when it decides: whether the
+/// operator's health checks (`--watch-url`, `--watch-file`) have passed
+/// since the instance started, and whether its pod is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OwnOperator {
+    /// They passed at least once, or nothing is watched (nothing says the
+    /// operator is not up).
+    Answered,
+    /// They have never passed, and the instance started this long ago.
+    NotYet(Duration),
+    /// kubelet's preStop hook came this long ago: the pod, and its
+    /// operator with it, is being stopped.
+    Stopping(Duration),
+}
+
+/// What [`OwnOperator`] is made of, as time goes by: when the instance
+/// started, whether the health checks passed since (`None`: nobody said,
+/// as in `opstatus once` or with nothing watched) and since when its pod
+/// is stopping.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OwnState {
+    started: Instant,
+    answered: Option<bool>,
+    stopping: Option<Instant>,
+}
+
+impl OwnState {
+    pub(crate) fn new(started: Instant) -> OwnState {
+        OwnState { started, answered: None, stopping: None }
+    }
+
+    /// After a check of the health checks: true the first time they pass.
+    pub(crate) fn checked(&mut self, passed: bool) -> bool {
+        let first = passed && self.answered != Some(true);
+        self.answered = Some(passed || self.answered == Some(true));
+        first
+    }
+
+    /// kubelet's preStop hook came (the first time counts).
+    pub(crate) fn stopping(&mut self, now: Instant) {
+        self.stopping.get_or_insert(now);
+    }
+
+    pub(crate) fn at(&self, now: Instant) -> OwnOperator {
+        match (self.stopping, self.answered) {
+            (Some(since), _) => OwnOperator::Stopping(now.saturating_duration_since(since)),
+            (None, Some(false)) => OwnOperator::NotYet(now.saturating_duration_since(self.started)),
+            _ => OwnOperator::Answered,
+        }
+    }
+}
+
+/// How long an instance whose operator has not answered yet leaves a free
+/// lock to the others: one heartbeat (what readers wait between two
+/// writes anyway), at least 15 s (an operator's process takes a moment to
+/// serve its health endpoint), never longer than a lease (so it never
+/// holds back longer than an expired lock does).
+pub(crate) fn operator_wait(interval: Duration) -> Duration {
+    interval.max(MIN_OPERATOR_WAIT).min(lease_duration(interval))
+}
+
+/// The shortest [`operator_wait`].
+const MIN_OPERATOR_WAIT: Duration = Duration::from_secs(15);
+
 /// Remembers when the record last changed, as seen from here.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Observer {
@@ -168,7 +232,28 @@ impl Observer {
 /// has been unchanged; `leader` is the pod the operator's own leader
 /// election names, when the sidecar follows it (`Err`: it cannot be told,
 /// with the reason).
-pub(crate) fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
+///
+/// `own` is what `me` knows of its own operator. A lock that is free
+/// (released, expired, unreadable) is not taken by an instance whose
+/// operator has not answered since it started, for up to `wait` after its
+/// start: in a rolling update the new pod's sidecar starts before its
+/// operator, and taking the lock the old holder handed over would publish
+/// "connection refused" for an operator that is only starting, while an
+/// instance beside an operator that answers can take it. Past `wait` it
+/// takes it all the same (it may be the only instance: a broken operator
+/// is reported, never silenced). So is a free lock for up to `wait` after
+/// kubelet's preStop hook said the pod is stopping (its operator is going
+/// away: the status is for the instances that stay). A status nobody ever
+/// wrote, and a lock that is already `me`'s (a restarted container), are
+/// taken at once.
+pub(crate) fn decide(
+    me: &str,
+    seen: &Seen,
+    unchanged_for: Duration,
+    leader: Option<Result<&str, &str>>,
+    own: OwnOperator,
+    wait: Duration,
+) -> Decision {
     if let Some(leader) = leader {
         // The operator's leader decides, whatever the lock says: its
         // sidecar takes the lock at once (with the resourceVersion it saw,
@@ -179,11 +264,27 @@ pub(crate) fn decide(me: &str, seen: &Seen, unchanged_for: Duration, leader: Opt
             Err(why) => Decision::StandBy(why.to_string()),
         };
     }
-    match seen {
-        Seen::Absent | Seen::Unreadable(_) => Decision::Publish,
-        Seen::Record(r) if r.holder_identity == me || r.holder_identity.is_empty() => Decision::Publish,
-        Seen::Record(r) if unchanged_for >= r.lease() => Decision::Publish,
-        Seen::Record(r) => Decision::StandBy(format!("{} publishes", r.holder_identity)),
+    let free = match seen {
+        Seen::Absent => return Decision::Publish,
+        Seen::Record(r) if r.holder_identity == me => return Decision::Publish,
+        Seen::Unreadable(_) => true,
+        Seen::Record(r) => r.holder_identity.is_empty() || unchanged_for >= r.lease(),
+    };
+    match (free, own) {
+        (true, OwnOperator::NotYet(since_start)) if since_start < wait => Decision::StandBy(format!(
+            "the operator has not answered its health check yet: leaving the free lock to an instance whose \
+             operator does, for up to {}s after start",
+            wait.as_secs()
+        )),
+        (true, OwnOperator::Stopping(since)) if since < wait => Decision::StandBy(format!(
+            "this pod is stopping: leaving the free lock to the instances that stay, for up to {}s",
+            wait.as_secs()
+        )),
+        (true, _) => Decision::Publish,
+        (false, _) => {
+            let holder = seen.record().map_or("", |r| r.holder_identity.as_str());
+            Decision::StandBy(format!("{holder} publishes"))
+        }
     }
 }
 
@@ -220,6 +321,11 @@ mod tests {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
     }
 
+    /// The decision of an instance whose operator answers.
+    fn answered(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
+        decide(me, seen, unchanged_for, leader, OwnOperator::Answered, Duration::from_secs(60))
+    }
+
     fn held_by(who: &str) -> Seen {
         Seen::Record(Record::claim(who, None, Duration::from_secs(130), at(0)))
     }
@@ -254,16 +360,16 @@ mod tests {
     #[test]
     fn who_publishes() {
         let lease = Duration::from_secs(130);
-        assert_eq!(decide("a", &Seen::Absent, Duration::ZERO, None), Decision::Publish);
-        assert_eq!(decide("a", &held_by("a"), Duration::ZERO, None), Decision::Publish);
-        assert_eq!(decide("b", &held_by("a"), Duration::ZERO, None), Decision::StandBy("a publishes".into()));
+        assert_eq!(answered("a", &Seen::Absent, Duration::ZERO, None), Decision::Publish);
+        assert_eq!(answered("a", &held_by("a"), Duration::ZERO, None), Decision::Publish);
+        assert_eq!(answered("b", &held_by("a"), Duration::ZERO, None), Decision::StandBy("a publishes".into()));
         assert_eq!(
-            decide("b", &held_by("a"), lease - Duration::from_secs(1), None),
+            answered("b", &held_by("a"), lease - Duration::from_secs(1), None),
             Decision::StandBy("a publishes".into())
         );
-        assert_eq!(decide("b", &held_by("a"), lease, None), Decision::Publish, "expired");
+        assert_eq!(answered("b", &held_by("a"), lease, None), Decision::Publish, "expired");
         let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
-        assert_eq!(decide("b", &released, Duration::ZERO, None), Decision::Publish);
+        assert_eq!(answered("b", &released, Duration::ZERO, None), Decision::Publish);
     }
 
     #[test]
@@ -271,12 +377,12 @@ mod tests {
         for text in ["", "garbage", "{}", r#"{"holderIdentity":5}"#, "[1,2]", "\u{1b}[2J"] {
             let seen = Seen::parse(Some(text));
             assert!(matches!(seen, Seen::Unreadable(_)), "{text:?}");
-            assert_eq!(decide("b", &seen, Duration::ZERO, None), Decision::Publish);
+            assert_eq!(answered("b", &seen, Duration::ZERO, None), Decision::Publish);
         }
         // A huge lease from outside is clamped.
         let mut r = held_by("a").record().unwrap().clone();
         r.lease_duration_seconds = u64::MAX;
-        assert_eq!(decide("b", &Seen::Record(r), LEASE_RANGE.1, None), Decision::Publish);
+        assert_eq!(answered("b", &Seen::Record(r), LEASE_RANGE.1, None), Decision::Publish);
     }
 
     #[test]
@@ -291,7 +397,7 @@ mod tests {
         let mut r = held_by("a").record().unwrap().clone();
         r.lease_duration_seconds = 900;
         let limit = crate::reader::STALE_AFTER - Duration::from_secs(10);
-        assert_eq!(decide("b", &Seen::Record(r), limit, None), Decision::Publish);
+        assert_eq!(answered("b", &Seen::Record(r), limit, None), Decision::Publish);
     }
 
     #[test]
@@ -307,7 +413,7 @@ mod tests {
         }
         assert!(r.holder_identity.len() <= MAX_IDENTITY && r.holder_identity.starts_with("pod-a [2J"));
         assert!(r.renew_time.len() <= MAX_TIME);
-        let Decision::StandBy(why) = decide("b", &seen, Duration::ZERO, None) else { panic!("publishes") };
+        let Decision::StandBy(why) = answered("b", &seen, Duration::ZERO, None) else { panic!("publishes") };
         assert!(why.len() < 300 && !why.contains('\u{1b}'), "{why}");
 
         // An unreadable annotation is named with where it broke, not quoted.
@@ -328,19 +434,100 @@ mod tests {
     #[test]
     fn the_operators_leader_decides_when_followed() {
         let seen = held_by("pod-a");
-        assert_eq!(decide("pod-b", &seen, Duration::ZERO, Some(Ok("pod-b"))), Decision::Publish);
+        assert_eq!(answered("pod-b", &seen, Duration::ZERO, Some(Ok("pod-b"))), Decision::Publish);
         assert_eq!(
-            decide("pod-a", &seen, Duration::ZERO, Some(Ok("pod-b"))),
+            answered("pod-a", &seen, Duration::ZERO, Some(Ok("pod-b"))),
             Decision::StandBy("pod-b publishes (the operator's leader)".into())
         );
         assert_eq!(
-            decide("pod-a", &seen, Duration::ZERO, Some(Err("no leader yet"))),
+            answered("pod-a", &seen, Duration::ZERO, Some(Err("no leader yet"))),
             Decision::StandBy("no leader yet".into())
         );
         assert_eq!(leader_pod("pod-b_0f3a-uuid"), "pod-b");
         assert_eq!(leader_pod("my_operator-7d9f_1234"), "my_operator-7d9f");
         assert_eq!(leader_pod("pod-b"), "pod-b");
         assert_eq!(leader_pod("_x"), "_x");
+    }
+
+    #[test]
+    fn an_instance_whose_operator_has_not_answered_leaves_a_free_lock_to_others_for_a_while() {
+        let wait = Duration::from_secs(60);
+        let lease = Duration::from_secs(130);
+        let starting = |since_start: u64| OwnOperator::NotYet(Duration::from_secs(since_start));
+        let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
+        let unreadable = Seen::parse(Some("garbage"));
+        for free in [&released, &unreadable] {
+            // Not taken while the operator has not answered, within the wait...
+            for since_start in [0, 1, 59] {
+                let Decision::StandBy(why) = decide("b", free, Duration::ZERO, None, starting(since_start), wait)
+                else {
+                    panic!("took a free lock {since_start} s after start, the operator not answering yet")
+                };
+                assert!(why.starts_with("the operator has not answered its health check yet"), "{why}");
+                assert!(why.ends_with("for up to 60s after start"), "the same words on every check: {why}");
+            }
+            // ...taken once it answers, and past the wait all the same: a
+            // broken operator beside the only instance is still reported.
+            assert_eq!(decide("b", free, Duration::ZERO, None, OwnOperator::Answered, wait), Decision::Publish);
+            assert_eq!(decide("b", free, Duration::ZERO, None, starting(60), wait), Decision::Publish);
+        }
+        // An expired lock: the same.
+        let expired = held_by("a");
+        assert!(matches!(decide("b", &expired, lease, None, starting(10), wait), Decision::StandBy(_)));
+        assert_eq!(decide("b", &expired, lease, None, starting(60), wait), Decision::Publish);
+        // A live holder is left alone as ever, whatever the operator does.
+        assert_eq!(
+            decide("b", &expired, Duration::ZERO, None, OwnOperator::Answered, wait),
+            Decision::StandBy("a publishes".into())
+        );
+        // A status nobody wrote, its own lock (a restarted container), the
+        // operator's leader: at once.
+        assert_eq!(decide("b", &Seen::Absent, Duration::ZERO, None, starting(0), wait), Decision::Publish);
+        assert_eq!(decide("a", &expired, Duration::ZERO, None, starting(0), wait), Decision::Publish);
+        assert_eq!(decide("b", &released, Duration::ZERO, Some(Ok("b")), starting(0), wait), Decision::Publish);
+    }
+
+    #[test]
+    fn a_stopping_pod_leaves_a_free_lock_to_the_instances_that_stay_for_a_while() {
+        let wait = Duration::from_secs(60);
+        let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
+        let stopping = |secs| OwnOperator::Stopping(Duration::from_secs(secs));
+        let Decision::StandBy(why) = decide("b", &released, Duration::ZERO, None, stopping(0), wait) else {
+            panic!("a stopping pod took the lock")
+        };
+        assert_eq!(why, "this pod is stopping: leaving the free lock to the instances that stay, for up to 60s");
+        assert_eq!(decide("b", &released, Duration::ZERO, None, stopping(60), wait), Decision::Publish);
+        // What it holds it keeps (nobody took it over: it goes on publishing).
+        assert_eq!(decide("a", &held_by("a"), Duration::ZERO, None, stopping(0), wait), Decision::Publish);
+    }
+
+    #[test]
+    fn what_an_instance_knows_of_its_operator_as_time_goes_by() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut own = OwnState::new(t0);
+        assert_eq!(own.at(t0 + s(5)), OwnOperator::Answered, "nobody said: nothing to wait for");
+        assert!(!own.checked(false));
+        assert_eq!(own.at(t0 + s(5)), OwnOperator::NotYet(s(5)));
+        assert!(own.checked(true), "the first answer");
+        assert!(!own.checked(false), "then down again: it has answered once");
+        assert!(!own.checked(true));
+        assert_eq!(own.at(t0 + s(9)), OwnOperator::Answered);
+        own.stopping(t0 + s(10));
+        own.stopping(t0 + s(12));
+        assert_eq!(own.at(t0 + s(13)), OwnOperator::Stopping(s(3)), "from the first preStop hook");
+    }
+
+    #[test]
+    fn the_operator_wait_is_a_heartbeat_at_least_15_s_never_longer_than_a_lease() {
+        assert_eq!(operator_wait(Duration::from_secs(60)), Duration::from_secs(60));
+        assert_eq!(operator_wait(Duration::from_secs(2)), Duration::from_secs(14), "the lease at 2 s");
+        assert_eq!(operator_wait(Duration::from_secs(5)), Duration::from_secs(15));
+        assert_eq!(operator_wait(Duration::from_secs(240)), Duration::from_secs(240));
+        for seconds in 1..=240 {
+            let interval = Duration::from_secs(seconds);
+            assert!(operator_wait(interval) <= lease_duration(interval), "{seconds} s");
+        }
     }
 
     #[test]

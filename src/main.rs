@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Once => app::once(settings, &env).map(|()| String::new()),
         Command::Get { output } => app::get(settings, output, &env),
         Command::Probe => app::probe(settings),
+        Command::PreStop => app::prestop(settings),
     };
     match result {
         Ok(text) => match print_out(&text) {

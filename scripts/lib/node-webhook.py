@@ -12,7 +12,8 @@ creation so that it runs there unchanged otherwise:
   `kubernetes` Service would point at a cluster IP nothing routes);
 - every port the Pod uses (its containerPorts and numeric probe ports) is
   given a free port on 127.0.0.1: the containerPort and numeric probe ports
-  change, and `:PORT` in args, command and env values becomes
+  change, and `:PORT` in args, command, lifecycle hooks' exec commands and
+  env values becomes
   `127.0.0.1:FREE` (so `--listen=:8090` listens on loopback only, and two
   replicas do not collide on this one node). The mapping is recorded in
   the annotation node.opstatus.test/ports ("8090=41234,8081=40111").
@@ -93,6 +94,9 @@ def mutate(pod, apiserver_port):
         for key in ("args", "command"):
             if key in c:
                 c[key] = [rewrite_text(a, mapping) for a in c[key]]
+        for hook in (c.get("lifecycle") or {}).values():
+            if "exec" in hook:
+                hook["exec"]["command"] = [rewrite_text(a, mapping) for a in hook["exec"].get("command", [])]
         env = c.setdefault("env", [])
         for e in env:
             if "value" in e:

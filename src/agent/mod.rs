@@ -95,6 +95,23 @@ pub(crate) struct Content {
     pub pro: ProFields,
 }
 
+/// What the endpoint serves before the agent's first tick: "Starting"
+/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
+/// agent is built and answer kubelet's first probe. The agent widens the
+/// liveness window by its worst tick once it knows its signals and sinks.
+pub(crate) fn starting(settings: &AgentSettings) -> Shared {
+    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
+    Arc::new(Mutex::new(Snapshot {
+        verdict: starting.clone(),
+        readiness: starting,
+        status: None,
+        metrics: Metrics::default(),
+        last_tick: Instant::now(),
+        liveness_window: liveness::window(settings.interval, Duration::ZERO),
+        pod_stopping: false,
+    }))
+}
+
 /// What the agent needs to know, fixed at start: its settings and what
 /// the composition root resolved (where to write, who it is).
 #[derive(Clone, Debug)]
@@ -129,6 +146,8 @@ pub(crate) struct Agent {
     last_written: Option<StatusDocument>,
     /// Whether this instance publishes (the lock).
     publisher: Publisher,
+    /// Whether kubelet's preStop hook was seen ([`Agent::note_pod_stopping`]).
+    pod_stopping: bool,
     /// Whether the sinks were synced since this instance last became the
     /// holder (a new holder's first write is followed by its sinks').
     sinks_synced: bool,
@@ -150,12 +169,14 @@ pub(crate) struct Agent {
 }
 
 impl Agent {
+    /// `shared` is what the endpoint serves ([`starting`]).
     pub(crate) fn new(
         client: Client,
         config: AgentConfig,
         signals: Vec<Box<dyn Signal>>,
         sinks: Sinks,
         events: Option<Recorder>,
+        shared: Shared,
     ) -> Agent {
         let publisher = Publisher::new(
             config.identity.clone(),
@@ -173,14 +194,8 @@ impl Agent {
             }
         });
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
-        let shared = Arc::new(Mutex::new(Snapshot {
-            verdict: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
-            readiness: Verdict { health: Health::Unhealthy, error: Some("Starting".into()) },
-            status: None,
-            metrics: Metrics::default(),
-            last_tick: Instant::now(),
-            liveness_window: liveness::window(config.settings.interval, worst_tick),
-        }));
+        shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =
+            liveness::window(config.settings.interval, worst_tick);
         Agent {
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
@@ -194,6 +209,7 @@ impl Agent {
             publisher,
             config,
             sinks_synced: false,
+            pod_stopping: false,
             ready_file_error: Reported::default(),
             check_soon: false,
             events,
@@ -214,11 +230,6 @@ impl Agent {
         self.backoff.set_cap(interval);
         let window = liveness::window(interval, self.worst_tick);
         self.shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window = window;
-    }
-
-    /// What the probe endpoint serves; updated on every tick.
-    pub(crate) fn shared(&self) -> Shared {
-        self.shared.clone()
     }
 
     /// The heartbeat: kube9-server's `statusUpdateIntervalSeconds` while
@@ -300,6 +311,11 @@ impl Agent {
                 signal.stand_by();
             }
         }
+        // Whether the operator has answered yet: a starting instance leaves
+        // a free lock to one whose operator does (`lock::decide`).
+        if observation.watched && !eager {
+            self.publisher.note_operator(observation.operator_down.is_none(), now);
+        }
         self.observation = observation;
         self.follow_interval();
         if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
@@ -372,6 +388,7 @@ impl Agent {
             if shutdown.wait_until(schedule.next_wake(self.check_cadence())) {
                 break;
             }
+            self.note_pod_stopping(shutdown);
             if shutdown.take_nudge() {
                 schedule.nudge();
             }
@@ -404,6 +421,34 @@ impl Agent {
             self.after_tick(content);
         }
         self.stop(shutdown);
+    }
+
+    /// Once kubelet's preStop hook said the pod is stopping: a native
+    /// sidecar's hook runs as the operator beside it is sent SIGTERM, while
+    /// opstatus is stopped only after the operator exits. A holder hands
+    /// the status over now, as it stands, rather than publish its
+    /// operator's going away as a failure while a replica that stays could
+    /// publish; this instance takes no free lock any more
+    /// ([`crate::lock::decide`]). When nobody takes over it goes on
+    /// publishing.
+    fn note_pod_stopping(&mut self, shutdown: &Shutdown) {
+        let stopping = self.shared.lock().unwrap_or_else(|p| p.into_inner()).pod_stopping;
+        if !stopping || std::mem::replace(&mut self.pod_stopping, true) || shutdown.requested() {
+            return;
+        }
+        log::info!("The pod is stopping (kubelet's preStop hook): handing the status over");
+        self.publisher.pod_stopping(Instant::now());
+        let was_publishing = self.publisher.publishing();
+        let Some(last) = self.last_written.clone().filter(|_| was_publishing) else { return };
+        let wait = (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT);
+        // A SIGTERM during the wait still leaves time for the stop's own
+        // handover and final status.
+        let grant = || shutdown.extend_until(Instant::now() + wait * 2 + Duration::from_secs(1));
+        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
+            Ok(true) => self.note_stepped_down(was_publishing),
+            Ok(false) => log::info!("Nobody took the status over: publishing on"),
+            Err(e) => log::warn!("Could not hand over the status: {e}"),
+        }
     }
 
     /// After a signal: no readiness file, and, if this instance publishes,

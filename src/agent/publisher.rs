@@ -15,7 +15,7 @@
 
 use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
-use crate::lock::{self, Decision, Observer, Record, Seen};
+use crate::lock::{self, Decision, Observer, OwnOperator, OwnState, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
 use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
@@ -80,6 +80,11 @@ pub(super) struct Publisher {
     check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
+    /// What this instance knows of its operator and its pod.
+    own: OwnState,
+    /// How long a free lock is left to others while the operator has not
+    /// answered ([`lock::operator_wait`]).
+    operator_wait: Duration,
 }
 
 impl Publisher {
@@ -89,7 +94,24 @@ impl Publisher {
     /// standby between two heartbeats.
     pub(super) fn follow_interval(&mut self, interval: Duration) {
         self.lease = lock::lease_duration(interval);
+        self.operator_wait = lock::operator_wait(interval);
         self.patience = Patience::new(interval, self.check_interval);
+    }
+
+    /// After each check of a running instance that watches its operator:
+    /// whether the health checks passed. Once they have, the operator has
+    /// answered ([`OwnOperator`]); a standby that was waiting for that
+    /// decides again at once, not a check later.
+    pub(super) fn note_operator(&mut self, passed: bool, now: Instant) {
+        if self.own.checked(passed) && self.role == Role::StandingBy && self.current.is_some() {
+            self.decide(now);
+        }
+    }
+
+    /// kubelet's preStop hook came: this instance takes no free lock for
+    /// a while ([`lock::decide`]).
+    pub(super) fn pod_stopping(&mut self, now: Instant) {
+        self.own.stopping(now);
     }
 
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
@@ -112,6 +134,8 @@ impl Publisher {
             patience: Patience::new(interval, check_interval),
             check_interval,
             yielded: None,
+            own: OwnState::new(Instant::now()),
+            operator_wait: lock::operator_wait(interval),
         }
     }
 
@@ -256,7 +280,10 @@ impl Publisher {
             // write reads the lock.
             match self.leader(now) {
                 Some(leader) => {
-                    self.apply_decision(lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader)));
+                    let own = OwnOperator::Answered;
+                    let decision =
+                        lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader), own, Duration::ZERO);
+                    self.apply_decision(decision);
                 }
                 None if self.role == Role::StandingBy => self.role = Role::Unknown,
                 None => {}
@@ -273,7 +300,8 @@ impl Publisher {
         {
             log::warn!("{why}: treating the lock as expired");
         }
-        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now));
+        let own = self.own.at(now);
+        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
         self.apply_decision(decision);
     }
 

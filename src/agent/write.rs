@@ -227,7 +227,8 @@ mod tests {
             identity: "pod-a".into(),
             settings,
         };
-        Agent::new(Client::new(&creds).expect("a client"), config, Vec::new(), Sinks::default(), None)
+        let shared = super::super::starting(&config.settings);
+        Agent::new(Client::new(&creds).expect("a client"), config, Vec::new(), Sinks::default(), None, shared)
     }
 
     fn metrics(agent: &Agent) -> String {

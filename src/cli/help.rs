@@ -13,12 +13,15 @@ const PROBE_ONLY: [&str; 1] = ["--max-age"];
 const GET_READS: [&str; 4] = ["--namespace", "--configmap", "--kubeconfig", "--service-account-dir"];
 /// What `probe` reads besides its own.
 const PROBE_READS: [&str; 1] = ["--ready-file"];
+/// What `prestop` reads: where `run` listens.
+const PRESTOP_READS: [&str; 1] = ["--listen"];
 
 /// Whether `command` reads the flag `name`.
 fn reads(command: &Command, name: &str) -> bool {
     match command {
         Command::Get { .. } => GET_ONLY.contains(&name) || GET_READS.contains(&name),
         Command::Probe => PROBE_ONLY.contains(&name) || PROBE_READS.contains(&name),
+        Command::PreStop => PRESTOP_READS.contains(&name),
         _ => !GET_ONLY.contains(&name) && !PROBE_ONLY.contains(&name),
     }
 }
@@ -44,6 +47,13 @@ fn about(command: &Command) -> (&'static str, &'static str, &'static str) {
             "Exec readiness probe: exit 0 when the readiness file that `run --ready-file` keeps is present\n\
              and fresh, 1 otherwise, with one line on stdout for kubelet's record.",
             "opstatus probe --ready-file /tmp/opstatus/ready --max-age 30s",
+        ),
+        Command::PreStop => (
+            "prestop",
+            "kubelet's preStop hook for the native sidecar: tells `opstatus run` in this pod (at --listen,\n\
+             over 127.0.0.1) that the pod is stopping, so a publisher hands the status over to a replica that\n\
+             stays before its operator is gone; exit 0 when it answered, 1 otherwise.",
+            "opstatus prestop --listen :8090",
         ),
         _ => (
             "run",
@@ -82,7 +92,7 @@ pub fn help_text(command: Option<&Command>) -> String {
     let mut s = format!("Usage: opstatus {name} [FLAGS]\n\n{summary}\n\n");
     s.push_str(&flags(Some(command)));
     s.push_str("  -h, --help\n      Print this help\n");
-    if !matches!(command, Command::Get { .. } | Command::Probe) {
+    if !matches!(command, Command::Get { .. } | Command::Probe | Command::PreStop) {
         s.push_str(
             "\nKUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
              The kube9 API key when --api-key-file gives none; it is never logged or published.\n",
@@ -102,6 +112,7 @@ fn global() -> String {
            get        Read the published status and interpret it as kube9 readers do\n             \
                       (-o, --output text|json)\n  \
            probe      Exec readiness probe: exit 0 when --ready-file is fresh, 1 otherwise\n  \
+           prestop    kubelet's preStop hook: tell `run` (at --listen) that the pod is stopping\n  \
            help       Print this help (`help COMMAND`: that command's)\n  \
            version    Print the version\n\n",
         env!("CARGO_PKG_VERSION")

@@ -38,6 +38,8 @@ pub enum Command {
     },
     /// Exec readiness probe: is the readiness file present and fresh?
     Probe,
+    /// kubelet's preStop hook: tells `run` on this pod that it is stopping.
+    PreStop,
     /// The help: for one command, or (`None`) for all.
     Help(Option<Box<Command>>),
     Version,
@@ -108,7 +110,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
             }
             _ if command.is_none() => {
                 command = Some(parse_command(name).ok_or_else(|| {
-                    ConfigError(format!("unknown command {name:?} (run, once, get, probe, help, version)"))
+                    ConfigError(format!("unknown command {name:?} (run, once, get, probe, prestop, help, version)"))
                 })?);
             }
             _ => return Err(ConfigError(format!("unexpected argument {name:?}"))),
@@ -140,6 +142,7 @@ fn parse_command(name: &str) -> Option<Command> {
         "once" => Command::Once,
         "get" => Command::Get { output: OutputFormat::Text },
         "probe" => Command::Probe,
+        "prestop" => Command::PreStop,
         "help" => Command::Help(None),
         "version" => Command::Version,
         _ => return None,
@@ -215,7 +218,7 @@ mod tests {
             ("--bogus", &[], "unknown flag --bogus (see opstatus --help)"),
             ("--intervl 5s", &[], "unknown flag --intervl: did you mean --interval? (see opstatus --help)"),
             ("get --namspace x", &[], "unknown flag --namspace: did you mean --namespace? (see opstatus --help)"),
-            ("frobnicate", &[], "unknown command \"frobnicate\" (run, once, get, probe, help, version)"),
+            ("frobnicate", &[], "unknown command \"frobnicate\" (run, once, get, probe, prestop, help, version)"),
             ("run extra", &[], "unexpected argument \"extra\""),
             ("--interval", &[], "--interval needs a value"),
             ("--interval=", &[], "--interval is empty"),
@@ -277,6 +280,13 @@ mod tests {
             parse_with("--listen [::1]:9000", &[]).unwrap().settings.listen,
             Some("[::1]:9000".parse().unwrap())
         );
+    }
+
+    #[test]
+    fn prestop_needs_the_endpoint_it_tells() {
+        assert_eq!(error_of("prestop", &[]), "prestop needs --listen (or OPSTATUS_LISTEN): where `run` listens");
+        let inv = parse_with("prestop --listen :8090", &[]).unwrap();
+        assert_eq!((inv.command, inv.settings.listen.map(|a| a.port())), (Command::PreStop, Some(8090)));
     }
 
     #[test]

@@ -202,5 +202,8 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }
+    if *command == Command::PreStop && s.listen.is_none() {
+        return Err(ConfigError("prestop needs --listen (or OPSTATUS_LISTEN): where `run` listens".into()));
+    }
     Ok(s)
 }

@@ -30,6 +30,7 @@ pub(crate) mod routes;
 pub(crate) mod status_view;
 
 use crate::status::Verdict;
+use crate::util::shutdown::Nudge;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use prometheus::Metrics;
@@ -66,18 +67,22 @@ pub(crate) struct Snapshot {
     pub last_tick: Instant,
     /// `/healthz` fails when no tick completed for this long.
     pub liveness_window: Duration,
+    /// kubelet's preStop hook came (`GET /prestop`): the pod is being
+    /// stopped. Set here, read by the agent.
+    pub pod_stopping: bool,
 }
 
 pub(crate) type Shared = Arc<Mutex<Snapshot>>;
 /// Binds `addr` now (so a bad address fails at start) and serves on a
 /// thread of its own. Returns the bound address.
-pub(crate) fn spawn(addr: SocketAddr, shared: Shared) -> io::Result<SocketAddr> {
+/// `nudge` wakes the agent when kubelet's preStop hook comes.
+pub(crate) fn spawn(addr: SocketAddr, shared: Shared, nudge: Nudge) -> io::Result<SocketAddr> {
     let std_listener = std::net::TcpListener::bind(addr)?;
     std_listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(std_listener);
     let bound = listener.local_addr()?;
     std::thread::Builder::new().name("endpoint".into()).stack_size(128 * 1024).spawn(move || {
-        if let Err(e) = serve(listener, &shared) {
+        if let Err(e) = serve(listener, &Agentward { shared, nudge }) {
             log::error!("The probe endpoint stopped: {e}");
         }
     })?;
@@ -98,7 +103,13 @@ struct Connection {
     deadline: Instant,
 }
 
-fn serve(mut listener: TcpListener, shared: &Shared) -> io::Result<()> {
+/// What the endpoint shares with the agent: the snapshot, and the nudge.
+struct Agentward {
+    shared: Shared,
+    nudge: Nudge,
+}
+
+fn serve(mut listener: TcpListener, shared: &Agentward) -> io::Result<()> {
     let mut poll = Poll::new()?;
     poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
     let mut events = Events::with_capacity(64);
@@ -167,7 +178,7 @@ fn accept_all(
     poll: &Poll,
     slots: &mut Vec<Option<Connection>>,
     accepting: &mut Accepting,
-    shared: &Shared,
+    shared: &Agentward,
 ) {
     for _ in 0..ACCEPT_BATCH {
         let (mut stream, peer) = match listener.accept() {
@@ -255,7 +266,7 @@ fn close(poll: &Poll, slots: &mut [Option<Connection>], i: usize) {
 
 /// Moves a connection as far as its socket allows; true when it is finished
 /// (answered or broken) and should be closed.
-fn advance(conn: &mut Connection, shared: &Shared) -> bool {
+fn advance(conn: &mut Connection, agentward: &Agentward) -> bool {
     if conn.answer.is_none() {
         let mut chunk = [0u8; 1024];
         loop {
@@ -266,8 +277,21 @@ fn advance(conn: &mut Connection, shared: &Shared) -> bool {
                     conn.head.extend_from_slice(&chunk[..n.min(room)]);
                     let parsed = parse_request(&conn.head);
                     if parsed != Parsed::Incomplete {
-                        let snapshot = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                        conn.answer = Some((encode(&respond(&parsed, &snapshot, Instant::now())), 0));
+                        let prestop = parsed == Parsed::Request { method: "GET", path: "/prestop" };
+                        let mut guard = agentward.shared.lock().unwrap_or_else(|p| p.into_inner());
+                        // From inside the pod only (`opstatus prestop`, exec'd by kubelet).
+                        let inside = conn.peer.to_canonical().is_loopback();
+                        guard.pod_stopping |= prestop && inside;
+                        let snapshot = guard.clone();
+                        drop(guard);
+                        if prestop && inside {
+                            agentward.nudge.nudge();
+                        }
+                        let answer = match prestop && !inside {
+                            true => routes::only_from_the_pod(),
+                            false => respond(&parsed, &snapshot, Instant::now()),
+                        };
+                        conn.answer = Some((encode(&answer), 0));
                         conn.head = Vec::new();
                         break;
                     }

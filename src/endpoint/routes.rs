@@ -64,6 +64,12 @@ fn text(code: u16, body: impl Into<String>) -> Response {
     Response { code, content_type: TEXT, body: body.into() }
 }
 
+/// `/prestop` from outside the pod: refused (only `opstatus prestop` in
+/// the pod may say it stops).
+pub(crate) fn only_from_the_pod() -> Response {
+    text(403, "forbidden: /prestop is for opstatus prestop, inside the pod\n")
+}
+
 /// Routes one request against the current snapshot.
 pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::Instant) -> Response {
     let (method, path) = match parsed {
@@ -71,7 +77,7 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
         Parsed::TooLarge => return text(431, "request header too large\n"),
         Parsed::Bad | Parsed::Incomplete => return text(400, "bad request\n"),
     };
-    if !matches!(path, "/healthz" | "/readyz" | "/status" | "/metrics") {
+    if !matches!(path, "/healthz" | "/readyz" | "/status" | "/metrics" | "/prestop") {
         return text(404, "not found: try /healthz, /readyz, /status or /metrics\n");
     }
     if method != "GET" {
@@ -79,6 +85,8 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
     }
     let reason = snapshot.verdict.error.as_deref().unwrap_or("");
     match path {
+        // kubelet's preStop hook: the endpoint's loop notes it for the agent.
+        "/prestop" => text(200, "the pod is stopping: handing the status over\n"),
         "/healthz" => {
             let quiet = now.saturating_duration_since(snapshot.last_tick);
             if quiet > snapshot.liveness_window {
@@ -163,6 +171,7 @@ mod tests {
                 yielded_to: None,
             }),
             metrics: Metrics::default(),
+            pod_stopping: false,
             last_tick: Instant::now(),
             liveness_window: Duration::from_secs(180),
         }
@@ -241,6 +250,8 @@ mod tests {
         let metrics = answer(&get("/metrics"));
         assert_eq!((metrics.code, metrics.content_type), (200, "text/plain; version=0.0.4; charset=utf-8"));
         assert!(metrics.body.contains("kube9_operator_health_status{health=\"degraded\"} 1"));
+        assert_eq!(answer(&get("/prestop")), text(200, "the pod is stopping: handing the status over\n"));
+        assert_eq!(answer("POST /prestop HTTP/1.1\r\n\r\n").code, 405);
         assert_eq!(answer(&get("/")).code, 404);
         assert_eq!(answer(&get("/readyz/extra")).code, 404);
         assert_eq!(answer("POST /readyz HTTP/1.1\r\n\r\n").code, 405);

@@ -4,7 +4,8 @@
 //! from kubelet's and containerd's own record.
 //!
 //! On a kubelet that runs native sidecars (v1.36 here): opstatus starts
-//! first (its startup probe holds the operator back), the status is
+//! first (its startup probe holds the operator back, and passes at its
+//! first try: opstatus listens before anything else), the status is
 //! published before the operator is Ready; on `kubectl delete pod` the
 //! operator stops first and opstatus after it, so its final status is
 //! written once the operator is gone, within the grace period.
@@ -43,6 +44,17 @@ fn e2e_node_the_native_sidecar_starts_before_the_operator_and_stops_after_it() {
     let operator_started = time(&manager["state"]["running"]["startedAt"]);
     assert!(sidecar_started <= operator_started, "opstatus {opstatus}\nmanager {manager}");
     assert!(!node.probe_successes("Startup", &pod, "opstatus").is_empty(), "kubelet ran opstatus's startup probe");
+    // opstatus listens before kubelet's first probe: no probe of its
+    // container failed on the way to Ready (kubelet records a failure as
+    // an `Unhealthy` Event on the container; a moment for it to land).
+    std::thread::sleep(Duration::from_secs(2));
+    let unhealthy: Vec<String> = node
+        .events(&ns)
+        .iter()
+        .filter(|e| e["reason"] == "Unhealthy" && e["involvedObject"]["fieldPath"] == "spec.initContainers{opstatus}")
+        .map(|e| format!("{}x {}", e["count"], e["message"]))
+        .collect();
+    assert!(unhealthy.is_empty(), "kubelet's probes of opstatus failed at start: {unhealthy:?}");
     let cm = cp.configmap(&ns, CM).expect("the status");
     let published = time(&cm["metadata"]["creationTimestamp"]);
     let conditions = pod["status"]["conditions"].as_array().unwrap();
@@ -72,14 +84,15 @@ fn e2e_node_the_native_sidecar_starts_before_the_operator_and_stops_after_it() {
     let _ = events.kill();
     let _ = events.wait();
     let exits: Vec<(String, SystemTime)> = exits.try_iter().collect();
+    // The container's own process, not a process exec'd in it (the
+    // preStop hook's `opstatus prestop` exits there too, with an id of its
+    // own).
     let exit_of = |id: &str| {
         exits
             .iter()
-            .find(|(l, _)| l.contains(&format!("\"container_id\":\"{id}\"")))
-            .map(|(l, at)| {
-                let event: Value = serde_json::from_str(&l[l.find('{').unwrap()..]).unwrap();
-                (event["exit_status"].as_u64().unwrap_or(0), *at)
-            })
+            .filter_map(|(l, at)| Some((serde_json::from_str::<Value>(&l[l.find('{')?..]).ok()?, *at)))
+            .find(|(event, _)| event["container_id"] == id && (event["id"].is_null() || event["id"] == id))
+            .map(|(event, at)| (event["exit_status"].as_u64().unwrap_or(0), at))
             .unwrap_or_else(|| panic!("no exit of {id} in {exits:?}"))
     };
     let ((operator_status, operator_exit), (sidecar_status, sidecar_exit)) =

@@ -3,6 +3,8 @@
 //! would end it with 129, no final status and the lock held). A publisher first hands the
 //! lock over and waits one check interval and a second for a standby to
 //! take it (tests/e2e/publisher.rs); alone, it then says "Shutting down".
+//! kubelet's preStop hook (`opstatus prestop`) makes a publisher hand over
+//! early; alone, it publishes on, and its SIGTERM still ends as above.
 
 use crate::support;
 use crate::support::run_args::Run;
@@ -112,4 +114,30 @@ fn sighup_publishes_the_final_status_and_releases_the_lock() {
     let doc = server.status_document("ops", "kube9-operator-status").unwrap();
     assert_eq!((doc["health"].as_str(), doc["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
     assert_eq!(holder(&cm).as_deref(), Some(""), "the lock is released");
+}
+
+#[test]
+fn prestop_tells_the_running_agent_its_pod_is_stopping_and_the_final_status_still_follows_sigterm() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let listen = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let args = ["run", "--interval", "2s", "--check-interval", "1s", "--listen", &listen];
+    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
+    server.wait_status_configmap(Duration::from_secs(10)).expect("first write");
+    // kubelet's preStop hook: exec'd in the pod, it asks over 127.0.0.1.
+    let hook = support::run_to_end(&opstatus_bin(), &["prestop", "--listen", &listen], &[], Duration::from_secs(10));
+    assert_eq!(hook.status.code(), Some(0), "{}", String::from_utf8_lossy(&hook.stderr));
+    let told = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        agent.stderr().contains("Nobody took the status over: publishing on").then_some(())
+    });
+    assert!(told.is_some(), "alone, it hands over to nobody and publishes on:\n{}", agent.stderr());
+    assert!(agent.stderr().contains("The pod is stopping (kubelet's preStop hook)"), "{}", agent.stderr());
+    agent.signal("TERM");
+    assert_eq!(agent.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0), "{}", agent.stderr());
+    let doc = server.status_document("ops", "kube9-operator-status").unwrap();
+    assert_eq!((doc["health"].as_str(), doc["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
+    // Nobody listening: exit 1, saying where it tried.
+    let nobody = support::run_to_end(&opstatus_bin(), &["prestop", "--listen", &listen], &[], Duration::from_secs(10));
+    assert_eq!(nobody.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&nobody.stderr).contains(&format!("cannot tell opstatus at {listen}")));
 }

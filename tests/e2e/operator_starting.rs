@@ -1,0 +1,151 @@
+//! End to end, real kube-apiserver: an instance whose operator has not
+//! answered its health check since it started leaves a free lock (here,
+//! released by the last holder's stop) to others for up to one heartbeat,
+//! at least 15 s and at most a lease (`--interval 2s`: the lease, 14 s).
+//! It publishes once its operator answers (so readers never see "connection
+//! refused" for an operator that is only starting), and past the wait all
+//! the same when it never does (a broken operator beside the only instance
+//! is reported, not silenced).
+
+use crate::support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
+use support::replicas::replica_env;
+use support::{RunningAgent, wait_for};
+
+const CM: &str = "kube9-operator-status";
+const ANNOTATION: &str = "opstatus.kube9.dev/publisher";
+/// `--interval 2s`: the wait is the lease, 2 × 2 s + 10 s.
+const WAIT: Duration = Duration::from_secs(14);
+
+/// The lock's holder and the status, as the ConfigMap says now.
+fn published(cp: &ControlPlane, ns: &str) -> Option<(String, Value)> {
+    let cm = cp.configmap(ns, CM)?;
+    let record: Value = serde_json::from_str(cm["metadata"]["annotations"][ANNOTATION].as_str()?).ok()?;
+    let doc: Value = serde_json::from_str(cm["data"]["status"].as_str()?).ok()?;
+    Some((record["holderIdentity"].as_str()?.to_string(), doc))
+}
+
+/// A port on 127.0.0.1 nobody listens on (yet).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// The operator's health endpoint, answering 200 on `addr` from now on
+/// (one answer per connection) until `stop` is set.
+fn operator_up(addr: SocketAddr, stop: Arc<AtomicBool>) {
+    let listener = TcpListener::bind(addr).expect("the operator's port is still free");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(mut stream) = stream else { continue };
+            let mut head = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
+        }
+    });
+}
+
+/// A namespace whose status was published by pod-a, which then stopped:
+/// the lock is released and "Shutting down" is the last status.
+fn released_by_a_stopped_holder(label: &str) -> (&'static ControlPlane, Deployed) {
+    let cp = shared();
+    let pod = cp.deploy(label);
+    let ns = pod.namespace.clone();
+    let mut a = RunningAgent::start(
+        &release_bin(),
+        &["run", "--interval", "2s", "--check-interval", "1s"],
+        &replica_env(cp, &pod.sa, "pod-a"),
+    );
+    let holder = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        published(cp, &ns).filter(|(h, _)| h == "pod-a")
+    });
+    assert!(holder.is_some(), "pod-a publishes: {}", a.stderr());
+    a.signal("TERM");
+    assert_eq!(a.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0), "{}", a.stderr());
+    let (holder, doc) = published(cp, &ns).unwrap();
+    assert_eq!((holder.as_str(), doc["error"].as_str()), ("", Some("Shutting down")), "released: {doc}");
+    (cp, pod)
+}
+
+fn start_b(cp: &ControlPlane, pod: &Deployed, operator: SocketAddr) -> RunningAgent {
+    let url = format!("http://{operator}/healthz");
+    RunningAgent::start(
+        &release_bin(),
+        &["run", "--interval", "2s", "--check-interval", "1s", "--watch-url", &url],
+        &replica_env(cp, &pod.sa, "pod-b"),
+    )
+}
+
+#[test]
+fn e2e_a_new_instance_takes_the_released_lock_once_its_operator_answers_not_before() {
+    let (cp, pod) = released_by_a_stopped_holder("operator-starting");
+    let ns = pod.namespace.as_str();
+    let operator = free_addr();
+    let b = start_b(cp, &pod, operator);
+    let started = Instant::now();
+    // The operator starts answering 4 s later; meanwhile pod-b publishes
+    // nothing (the stopped holder's status stays).
+    let answers_after = Duration::from_secs(4);
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut operator_started = None;
+    let mut first = None;
+    while started.elapsed() < answers_after + Duration::from_secs(10) {
+        if operator_started.is_none() && started.elapsed() >= answers_after {
+            operator_up(operator, stop.clone());
+            operator_started = Some(started.elapsed());
+        }
+        if let Some((_, doc)) = published(cp, ns).filter(|(h, _)| h == "pod-b") {
+            first = Some((started.elapsed(), doc));
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let (took, doc) = first.unwrap_or_else(|| panic!("pod-b never published:\n{}", b.stderr()));
+    assert_eq!(doc["health"], "healthy", "pod-b's first status, {took:?} after its start: {doc}\n{}", b.stderr());
+    assert!(took >= answers_after, "published {took:?} after start, before its operator answered: {doc}");
+    // At the check that sees it answer (1 s checks), and a loaded machine.
+    assert!(took <= answers_after + Duration::from_secs(5), "published {took:?} after start, operator up at 4 s");
+    assert!(b.stderr().contains("Standing by: the operator has not answered its health check yet"), "{}", b.stderr());
+    println!(
+        "e2e operator starting: pod-b's operator answered {:.1?} after its start; pod-b published its first \
+         status, healthy, {took:.1?} after its start (nothing before)",
+        operator_started.unwrap_or_default()
+    );
+}
+
+#[test]
+fn e2e_a_lone_instance_whose_operator_never_answers_publishes_that_after_the_wait() {
+    let (cp, pod) = released_by_a_stopped_holder("operator-never");
+    let ns = pod.namespace.as_str();
+    let b = start_b(cp, &pod, free_addr());
+    let started = Instant::now();
+    let first = wait_for(WAIT + Duration::from_secs(15), Duration::from_millis(50), || {
+        published(cp, ns).filter(|(h, _)| h == "pod-b").map(|(_, doc)| (started.elapsed(), doc))
+    });
+    let (took, doc) = first.unwrap_or_else(|| panic!("pod-b never published:\n{}", b.stderr()));
+    let error = doc["error"].as_str().unwrap_or_default();
+    assert_eq!(doc["health"], "degraded", "{doc}");
+    assert!(error.starts_with("Operator health check http://127.0.0.1:") && error.ends_with("connection refused"));
+    // Not before the wait (less a check: pod-b's clock starts a moment
+    // before the test's), and not much after it: a check, the write, and
+    // a loaded machine.
+    assert!(took + Duration::from_secs(1) >= WAIT, "published {took:?} after start: {doc}");
+    assert!(took <= WAIT + Duration::from_secs(6), "published {took:?} after start, the wait is {WAIT:?}");
+    println!(
+        "e2e operator never answers: the lone instance published degraded ({error}) {took:.1?} after its start \
+         (the wait: {WAIT:?})"
+    );
+}
