@@ -96,7 +96,11 @@ cmd_install() {
   "$CONTROL_PLANE" install
 }
 
-node_built() { kube_node_built; }
+# What `up` needs of the build: everything for v1.20, the pause image
+# only for a node of OPSTATUS_KUBE_BIN_DIR's binaries.
+node_built() {
+  if [ "$KUBE_FLAVOR" = bin-dir ]; then kube_pause_built; else kube_node_built; fi
+}
 
 # kube-apiserver first (what needs only the control plane can start on it
 # while the rest builds), then the node's binaries.

@@ -121,20 +121,32 @@ openapi_packages() {
 readonly NODE_BINARIES=(kubelet kube-scheduler kube-controller-manager)
 readonly PAUSE_IMAGE="localhost/pause:3.4"
 
-# Builds into DIR: kube-apiserver (openapi-gen first: its definitions are
-# generated, not shipped), then, with `node`, the node's three binaries in
-# one `go build` (they share most packages) and the pause image (static,
-# FROM scratch, from the same source). kube-apiserver is moved into DIR as
-# soon as it is linked, so that what needs only the API server can start
-# while the node's binaries build.
+# Builds into DIR what is missing of: with `node`, the pause image first
+# (static, FROM scratch, from the same source: seconds, and a node of
+# another version's binaries needs only it); kube-apiserver (openapi-gen
+# first: its definitions are generated, not shipped); then, with `node`,
+# the node's three binaries in one `go build` (they share most packages).
+# Each file is moved into DIR as soon as it is made, so that what needs
+# only part of it can start while the rest builds.
 build_kube_recipe() {
-  local dir=$1 want_node=$2 work tree
+  local dir=$1 want_node=$2 work tree f
   work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-kube-build.XXXXXX")
   # shellcheck disable=SC2064
   trap "rm -rf '$work'" EXIT
   tree=$(unpack_kube_source "$work")
   kube_go_env "$work"
   mkdir -p "$work/out" "$dir"
+  if [ "$want_node" = node ] && [ ! -e "$dir/pause.tar" ]; then
+    gcc -Os -Wall -static -DVERSION=v3.4-opstatus -o "$work/pause" "$tree/build/pause/linux/pause.c"
+    printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' > "$work/Containerfile.pause"
+    local buildah_store=(buildah --storage-driver vfs --root "$work/buildah/root" --runroot "$work/buildah/runroot")
+    (cd "$work" && "${buildah_store[@]}" build --quiet -f Containerfile.pause -t "$PAUSE_IMAGE" . >/dev/null)
+    "${buildah_store[@]}" push --quiet "$PAUSE_IMAGE" "oci-archive:$work/out/pause.tar:$PAUSE_IMAGE"
+    "${buildah_store[@]}" rm --all >/dev/null 2>&1 || true
+    mv "$work/out/pause.tar" "$dir/pause.tar.tmp"
+    mv "$dir/pause.tar.tmp" "$dir/pause.tar"
+    log "built the pause image into $dir"
+  fi
   if [ ! -x "$dir/kube-apiserver" ]; then
     log "building kube-apiserver $KUBE_GIT_VERSION from Debian source $KUBE_DEB_VERSION (about 8 minutes, once)"
     (
@@ -153,22 +165,17 @@ build_kube_recipe() {
     log "built $dir/kube-apiserver"
   fi
   [ "$want_node" = node ] || return 0
+  local missing=0
+  for f in "${NODE_BINARIES[@]}"; do [ -x "$dir/$f" ] || missing=1; done
+  [ "$missing" -eq 1 ] || return 0
   log "building ${NODE_BINARIES[*]} $KUBE_GIT_VERSION (a few minutes after kube-apiserver, once)"
   (cd "$tree" && go build -o "$work/out/" -ldflags "$(kube_ldflags)" \
     ./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager)
-  gcc -Os -Wall -static -DVERSION=v3.4-opstatus -o "$work/pause" "$tree/build/pause/linux/pause.c"
-  printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' > "$work/Containerfile.pause"
-  local buildah_store=(buildah --storage-driver vfs --root "$work/buildah/root" --runroot "$work/buildah/runroot")
-  (cd "$work" && "${buildah_store[@]}" build --quiet -f Containerfile.pause -t "$PAUSE_IMAGE" . >/dev/null)
-  "${buildah_store[@]}" push --quiet "$PAUSE_IMAGE" "oci-archive:$work/out/pause.tar:$PAUSE_IMAGE"
-  "${buildah_store[@]}" rm --all >/dev/null 2>&1 || true
-  local f
-  # pause.tar last: its presence says the node's set is complete.
-  for f in "${NODE_BINARIES[@]}" pause.tar; do
+  for f in "${NODE_BINARIES[@]}"; do
     mv "$work/out/$f" "$dir/$f.tmp"
     mv "$dir/$f.tmp" "$dir/$f"
   done
-  log "built ${NODE_BINARIES[*]} and the pause image into $dir"
+  log "built ${NODE_BINARIES[*]} into $dir"
 }
 
 # The cache directory of the v1.20 binaries: keyed by the Debian source
@@ -185,6 +192,7 @@ kube_node_built() {
   local b
   for b in "${NODE_BINARIES[@]}" pause.tar; do [ -e "$KUBE_BUILD_DIR/$b" ] || return 1; done
 }
+kube_pause_built() { [ -e "$KUBE_BUILD_DIR/pause.tar" ]; }
 
 # Builds what is missing of kube-apiserver (`build_kube apiserver`) or of
 # kube-apiserver and the node's binaries (`build_kube node`) into
