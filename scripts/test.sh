@@ -101,7 +101,11 @@ wait_for_kube() {
     fi
     sleep 5
   done
-  phase "the v1.20 $what is built"
+  case "$what" in
+    apiserver) phase "kube-apiserver v1.20 is built" ;;
+    node) phase "kubelet, kube-scheduler and kube-controller-manager v1.20 are built" ;;
+    pause) phase "the pause image is built" ;;
+  esac
 }
 
 phase "static binaries"
