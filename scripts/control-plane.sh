@@ -4,9 +4,12 @@
 # default), or any version given as a directory of binaries.
 #
 #   control-plane.sh install     install the Debian packages it needs (idempotent)
+#   control-plane.sh install-build   install also what `build` needs (Go 1.19,
+#                                a deb-src entry for the source)
 #   control-plane.sh build       install, then build kube-apiserver once into the
-#                                cache (keyed by the Debian source version);
-#                                prints the binary's path
+#                                cache (keyed by the Debian source version and
+#                                the recipe); prints the binary's path
+#   control-plane.sh built       exit 0 when `build` has nothing left to do
 #   control-plane.sh prepare     with OPSTATUS_KUBE_VERSION=bin-dir: check the
 #                                directory, decompress (once, into the cache) and
 #                                verify its binaries; prints the kube-apiserver's
@@ -49,7 +52,7 @@ die() { log "error: $*"; exit 1; }
 # shellcheck source=scripts/lib/kube-source.sh
 . "$REPO_ROOT/scripts/lib/kube-source.sh"
 
-readonly APISERVER_BIN="$CACHE_ROOT/kube-apiserver/$KUBE_DEB_VERSION/kube-apiserver"
+readonly APISERVER_BIN="$KUBE_BUILD_DIR/kube-apiserver"
 readonly RUNTIME_PACKAGES=(etcd-server openssl)
 readonly KUBE_FLAVOR="${OPSTATUS_KUBE_VERSION:-1.20}"
 readonly DEFAULT_BIN_DIR="$REPO_ROOT/../shared/k8s/v1.36.2"
@@ -60,54 +63,19 @@ cmd_install() {
   command -v kubectl >/dev/null || apt_install kubernetes-client
 }
 
-# Prints the Go import paths of every directory holding a `+k8s:openapi-gen=`
-# tag, as openapi-gen wants them. Written so that no command's status can
-# abort the caller under `set -e` (see REAL_APISERVER.md step 4).
-openapi_packages() {
-  local dir
-  find . -path ./vendor -prune -o -path './_*' -prune -o -path './.*' -prune -o -name '*.go' -print \
-    | xargs -r dirname | sort -u | while read -r dir; do
-      if grep -qs -- '+k8s:openapi-gen=' "$dir"/*.go; then
-        dir=${dir#./}
-        case "$dir" in
-          staging/src/k8s.io/code-generator*|staging/src/k8s.io/sample-apiserver*) continue ;;
-          staging/src/*) echo "k8s.io/kubernetes/vendor/${dir#staging/src/}" ;;
-          *) echo "k8s.io/kubernetes/$dir" ;;
-        esac
-      fi
-    done
-  return 0
-}
-
 cmd_build() {
   cmd_install
-  if [ -x "$APISERVER_BIN" ]; then
-    echo "$APISERVER_BIN"
-    return 0
-  fi
-  log "building kube-apiserver $KUBE_GIT_VERSION from Debian source $KUBE_DEB_VERSION (about 8 minutes, once)"
-  local work tree
-  work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-kube-build.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$work'" EXIT
-  tree=$(unpack_kube_source "$work")
-  kube_go_env "$work"
-  (
-    cd "$tree"
-    go build -o "$work/openapi-gen" ./vendor/k8s.io/kube-openapi/cmd/openapi-gen
-    local packages
-    packages=$(openapi_packages | paste -sd, -)
-    [ -n "$packages" ] || die "found no +k8s:openapi-gen packages"
-    "$work/openapi-gen" -i "$packages" -p k8s.io/kubernetes/pkg/generated/openapi \
-      -O zz_generated.openapi -h hack/boilerplate/boilerplate.generatego.txt \
-      -r "$work/openapi-report.txt" >/dev/null
-    go build -o "$work/kube-apiserver" -ldflags "$(kube_ldflags)" ./cmd/kube-apiserver
-  )
-  mkdir -p "$(dirname "$APISERVER_BIN")"
-  mv "$work/kube-apiserver" "$APISERVER_BIN.tmp"
-  mv "$APISERVER_BIN.tmp" "$APISERVER_BIN"
-  log "built $APISERVER_BIN"
+  build_kube apiserver
   echo "$APISERVER_BIN"
+}
+
+# What `build` needs besides the runtime: Go, and the source's deb-src
+# entry (scripts/test.sh installs everything before its builds start, so
+# that no two apt-get run at once).
+cmd_install_build() {
+  cmd_install
+  apt_install "${BUILD_PACKAGES[@]}"
+  enable_deb_src
 }
 
 # --- A control plane from a directory of binaries (OPSTATUS_KUBE_VERSION=bin-dir)
@@ -410,7 +378,9 @@ cmd_start_apiserver() {
 
 case "${1:-}" in
   install) cmd_install ;;
+  install-build) cmd_install_build ;;
   build) cmd_build ;;
+  built) kube_apiserver_built ;;
   prepare) cmd_prepare ;;
   version) cmd_version ;;
   binary) shift; bin_dir_binary "${1:?usage: control-plane.sh binary NAME}" ;;
@@ -418,5 +388,5 @@ case "${1:-}" in
   stop) shift; cmd_stop "$@" ;;
   stop-apiserver) shift; cmd_stop_apiserver "$@" ;;
   start-apiserver) shift; cmd_start_apiserver "$@" ;;
-  *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,43p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -16,6 +16,7 @@
 #   each binary for trivy/grype/syft.
 #
 #   scripts/cross-setup.sh            install everything
+#   scripts/cross-setup.sh packages   only the Debian packages
 #   scripts/cross-setup.sh toolchain TARGET   print the toolchain for TARGET
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+[ "${1:-}" != packages ] || exit 0
 
 for target in "${TARGETS[@]}"; do
   toolchain=$(toolchain_for "$target")

@@ -6,10 +6,10 @@
 # (Debian's docker-registry), and a pause image built from the source.
 #
 #   node.sh install              install the Debian packages it needs (idempotent)
-#   node.sh build                install, then build kubelet, kube-scheduler and
-#                                kube-controller-manager (one `go build`) and the
-#                                pause image once into the cache; prints the
-#                                cache directory
+#   node.sh build                install, then build kube-apiserver (if not yet),
+#                                kubelet, kube-scheduler and kube-controller-manager
+#                                (one `go build`) and the pause image once into
+#                                the cache; prints the cache directory
 #   node.sh up DIR [--watch-pid PID]
 #                                start everything with its state in DIR; waits for
 #                                the node to be Ready; writes DIR/env
@@ -68,11 +68,9 @@ die() { log "error: $*"; exit 1; }
 . "$REPO_ROOT/scripts/lib/kube-source.sh"
 
 readonly CONTROL_PLANE="$REPO_ROOT/scripts/control-plane.sh"
-readonly NODE_CACHE="$CACHE_ROOT/kube-node/$KUBE_DEB_VERSION"
-readonly NODE_BINARIES=(kubelet kube-scheduler kube-controller-manager)
+readonly NODE_CACHE="$KUBE_BUILD_DIR"
 readonly NODE_PACKAGES=(containerd runc containernetworking-plugins buildah docker-registry strace
   gcc libc6-dev python3 openssl curl)
-readonly PAUSE_IMAGE="localhost/pause:3.4"
 readonly KUBE_FLAVOR="${OPSTATUS_KUBE_VERSION:-1.20}"
 
 # Sets KUBELET, SCHEDULER, CONTROLLER_MANAGER to the binaries `up` runs.
@@ -98,42 +96,18 @@ cmd_install() {
   "$CONTROL_PLANE" install
 }
 
+# What `up` needs of the build: everything for v1.20, the pause image
+# only for a node of OPSTATUS_KUBE_BIN_DIR's binaries.
 node_built() {
-  local b
-  for b in "${NODE_BINARIES[@]}" pause.tar; do [ -e "$NODE_CACHE/$b" ] || return 1; done
+  if [ "$KUBE_FLAVOR" = bin-dir ]; then kube_pause_built; else kube_node_built; fi
 }
 
+# kube-apiserver first (what needs only the control plane can start on it
+# while the rest builds), then the node's binaries.
 cmd_build() {
   cmd_install
-  if node_built; then
-    "$CONTROL_PLANE" build >/dev/null
-    echo "$NODE_CACHE"
-    return 0
-  fi
-  log "building ${NODE_BINARIES[*]} $KUBE_GIT_VERSION from Debian source $KUBE_DEB_VERSION (about 6 minutes, once)"
-  local started=$SECONDS work tree
-  work=$(mktemp -d "${TMPDIR:-/tmp}/opstatus-node-build.XXXXXX")
-  # shellcheck disable=SC2064
-  trap "rm -rf '$work'" EXIT
-  tree=$(unpack_kube_source "$work")
-  kube_go_env "$work"
-  mkdir -p "$work/out"
-  # One build of the three: they share most packages.
-  (cd "$tree" && go build -o "$work/out/" -ldflags "$(kube_ldflags)" \
-    ./cmd/kubelet ./cmd/kube-scheduler ./cmd/kube-controller-manager)
-  # The sandbox image: pause from the same source, static, FROM scratch.
-  gcc -Os -Wall -static -DVERSION=v3.4-opstatus -o "$work/pause" "$tree/build/pause/linux/pause.c"
-  printf 'FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT ["/pause"]\n' > "$work/Containerfile.pause"
-  local buildah_store=(buildah --storage-driver vfs --root "$work/buildah/root" --runroot "$work/buildah/runroot")
-  (cd "$work" && "${buildah_store[@]}" build --quiet -f Containerfile.pause -t "$PAUSE_IMAGE" . >/dev/null)
-  "${buildah_store[@]}" push --quiet "$PAUSE_IMAGE" "oci-archive:$work/out/pause.tar:$PAUSE_IMAGE"
-  "${buildah_store[@]}" rm --all >/dev/null 2>&1 || true
-  mkdir -p "$(dirname "$NODE_CACHE")"
-  rm -rf "$NODE_CACHE.tmp"
-  mv "$work/out" "$NODE_CACHE.tmp"
-  mv "$NODE_CACHE.tmp" "$NODE_CACHE"
-  log "built into $NODE_CACHE in $((SECONDS - started)) s"
-  "$CONTROL_PLANE" build >/dev/null
+  "$CONTROL_PLANE" install-build
+  build_kube node
   echo "$NODE_CACHE"
 }
 

@@ -1,28 +1,44 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): on a fresh machine of this kind it
-# installs what it needs (Debian packages; the kube-apiserver build, cached
-# outside the repository), then runs formatting and lint checks, the unit
-# and integration tests, and the end-to-end tests against the real API
-# server. The end-to-end tests drive the release binary and the static one
-# (the scratch check), so both are built first. A missing API server fails
-# the end-to-end tests; nothing is skipped.
+# installs what it needs (Debian packages; the Kubernetes v1.20 build,
+# cached outside the repository), then runs formatting and lint checks, the
+# unit and integration tests, and the end-to-end tests against the real API
+# server and the real node. The end-to-end tests drive the release binary
+# and the static one (the scratch check), so both are built first. A
+# missing API server or node fails the end-to-end tests; nothing is skipped.
+#
+# The v1.20 build (kube-apiserver, then kubelet, kube-scheduler and
+# kube-controller-manager: about 12 minutes of Go on a fresh machine, a few
+# seconds once cached) runs in the background from the start; what does not
+# need it goes on meanwhile (the Rust builds and checks, the unit and
+# in-process tests, the v1.36 runs, whose binaries are given), and what
+# needs it waits for it, at most OPSTATUS_KUBE_BUILD_TIMEOUT seconds (3000).
+# A failed build fails the run with its log.
+#
+# What runs side by side once the tests are built (most of an end-to-end
+# test is waiting for heartbeats, API servers and kubelets; each run has its
+# own kube-apiserver and etcd on free loopback ports):
+#   here             unit and in-process tests, then the v1.20 end-to-end
+#                    tests but the real-node ones
+#   current          the end-to-end tests again on v1.36 (the modules below)
+#   soak             a short soak on v1.20
+#   nodes            (after the in-process tests) the real-node tests on
+#                    v1.36, then on v1.20: one node at a time (kubelet v1.20
+#                    shares /var/lib/kubelet/device-plugins and /var/log/pods
+#                    with any other kubelet here)
+# The other runs' output is kept apart and printed after this one's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase's start, in seconds since the script began, so a slow run shows
 # where its time went.
 phase() { echo "test.sh: [${SECONDS}s] $*"; }
+failed=0
 
-phase "install and build the control plane, the static binaries, buildah and prometheus"
-
-scripts/control-plane.sh build >/dev/null
-# --- The real node (tests/e2e/node_*: kubelet, containerd, a registry on
-# 127.0.0.1): its packages, and kubelet, kube-scheduler and
-# kube-controller-manager built once into the same cache. The node tests
-# run with the other end-to-end tests; a node that cannot start fails them.
-scripts/node.sh build >/dev/null
-# ---
-command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
-scripts/static-build.sh >/dev/null
+phase "install the Debian packages"
+# All of them before any build starts, so that no two apt-get run at once.
+scripts/control-plane.sh install-build >/dev/null
+scripts/node.sh install
+scripts/cross-setup.sh packages
 # The image check builds the Containerfile's offline path with buildah; the
 # monitoring kit's tests run promtool and a real Prometheus (Debian's
 # prometheus package has both).
@@ -34,6 +50,66 @@ if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed apt-get update -qq
   DEBIAN_FRONTEND=noninteractive sudo_if_needed apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+command -v kubectl >/dev/null || { echo "test.sh: kubectl is required" >&2; exit 1; }
+
+# --- The v1.20 build, in the background ------------------------------------
+# `node.sh build` builds kube-apiserver first (moved into the cache as soon
+# as it is linked), then the node's binaries. It runs in a session of its
+# own, so that a run that stops early stops the whole build by its group,
+# and at a lower priority: the tests beside it measure time (heartbeats,
+# deadlines), the build only needs the CPU they leave.
+phase "start the Kubernetes v1.20 build (in the background)"
+kube_build_log=$(mktemp)
+kube_build_pid_file=$(mktemp)
+kube_build_status=$(mktemp) # its exit status, once it ended
+(
+  set +e
+  setsid bash -c 'echo "$$" >"$1"; exec nice -n 10 scripts/node.sh build' _ "$kube_build_pid_file" >"$kube_build_log" 2>&1
+  echo "$?" >"$kube_build_status"
+) &
+kube_build_deadline=$(($(date +%s) + ${OPSTATUS_KUBE_BUILD_TIMEOUT:-3000}))
+stop_kube_build() {
+  local pid
+  pid=$(cat "$kube_build_pid_file" 2>/dev/null || true)
+  if [ -n "$pid" ] && [ ! -s "$kube_build_status" ]; then
+    kill -- "-$pid" 2>/dev/null || true
+  fi
+}
+trap stop_kube_build EXIT
+kube_built() {
+  case "$1" in
+    apiserver) scripts/control-plane.sh built ;;
+    node) OPSTATUS_KUBE_VERSION=1.20 scripts/node.sh available 2>/dev/null ;;
+    pause) OPSTATUS_KUBE_VERSION=bin-dir scripts/node.sh available 2>/dev/null ;;
+  esac
+}
+# Waits until the build has made WHAT (apiserver, node, pause: the image
+# a node of the v1.36 binaries needs); fails when the
+# build failed or is not done by the deadline (its log is printed at the end).
+wait_for_kube() {
+  local what=$1
+  until kube_built "$what"; do
+    if [ -s "$kube_build_status" ]; then
+      kube_built "$what" && break
+      echo "test.sh: the Kubernetes v1.20 build failed (exit $(cat "$kube_build_status")): no $what (its log is printed at the end)" >&2
+      return 1
+    fi
+    if [ "$(date +%s)" -ge "$kube_build_deadline" ]; then
+      echo "test.sh: the Kubernetes v1.20 build made no $what within ${OPSTATUS_KUBE_BUILD_TIMEOUT:-3000} s: stopping it (its log is printed at the end)" >&2
+      stop_kube_build
+      return 1
+    fi
+    sleep 5
+  done
+  case "$what" in
+    apiserver) phase "kube-apiserver v1.20 is built" ;;
+    node) phase "kubelet, kube-scheduler and kube-controller-manager v1.20 are built" ;;
+    pause) phase "the pause image is built" ;;
+  esac
+}
+
+phase "static binaries"
+scripts/static-build.sh >/dev/null
 
 phase "fmt, clippy, release build"
 cargo fmt --check
@@ -41,24 +117,35 @@ cargo clippy --locked --all-targets -- -D warnings
 cargo build --locked --release
 # Three test binaries: the library's unit tests, `tests/it` (in-process)
 # and `tests/e2e` (real API server; one control plane per Kubernetes
-# version, shared by the tests that do not disturb it).
-#
-# Both Kubernetes versions run even when the first run fails; the script
-# fails at the end if either did. The two runs go side by side: most of an
-# end-to-end test is waiting for heartbeats and API servers, and each run
-# has its own kube-apiserver and etcd on free loopback ports. The tests are
-# built once; the run on the current version executes the built e2e binary
-# directly, its output kept apart and printed after the v1.20 run's.
-failed=0
+# version and test process, shared by the tests that do not disturb it;
+# one node per test process for the node_* tests).
 phase "build the tests"
 cargo test --locked --no-run
-# A short soak (60 heartbeats, six injected faults; the full one is 10,000),
-# on its own control plane beside the tests: it mostly waits for heartbeats.
-soak_log=$(mktemp)
-scripts/soak.sh --heartbeats 60 --fault-every 10 >"$soak_log" 2>&1 &
-soak_pid=$!
+e2e_bin=$(cargo test --locked --no-run --message-format=json --test e2e |
+  python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["executable"])')
+[ -x "$e2e_bin" ] || { echo "test.sh: no e2e test binary ($e2e_bin)" >&2; exit 1; }
+# The real-node modules (tests/e2e/node_*.rs).
+mapfile -t node_modules < <("$e2e_bin" --list | sed -n 's/^\(node_[a-z0-9_]*\)::.*: test$/\1/p' | sort -u)
+[ "${#node_modules[@]}" -gt 0 ] || { echo "test.sh: found no node_* tests in $e2e_bin" >&2; exit 1; }
+
 # End-to-end tests wait far more than they compute: more of them at once.
 e2e_threads=${OPSTATUS_E2E_THREADS:-6}
+# The e2e binary on FLAVOR (1.20 or bin-dir) with ARGS (filters); says how
+# long it took.
+run_e2e() {
+  local label=$1 flavor=$2 started status=0
+  shift 2
+  started=$(date +%s)
+  echo "test.sh: $label"
+  OPSTATUS_KUBE_VERSION=$flavor "$e2e_bin" --test-threads="$e2e_threads" "$@" || status=1
+  echo "test.sh: $label: $(($(date +%s) - started)) s$([ "$status" -eq 0 ] || echo ', FAILED')"
+  return "$status"
+}
+
 # The modules that run again on the current version (the long, purely
 # timing ones and those about the image rather than the API server stay on
 # v1.20).
@@ -68,55 +155,88 @@ current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operato
   kept_connection)
 # --- The real-node tests again on a current node (kubelet, scheduler and
 # controller-manager v1.36.2 from the same directory): the native sidecar.
-current_modules+=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
+current_node_modules=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
   node_loopback)
 # ---
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
-# `cargo test` runs them on the Debian-built v1.20.2; this runs the modules
-# above again on the kube-apiserver + etcd of OPSTATUS_KUBE_BIN_DIR (default
-# ../shared/k8s/v1.36.2 beside the repository: v1.36.2). A missing directory
-# fails here with what to provide. OPSTATUS_SKIP_CURRENT_KUBE=1 skips this out
-# loud on a developer's machine; never in CI.
-current_log=$(mktemp)
-current_pid=
+# The modules above again on the kube-apiserver + etcd (and the node's
+# binaries) of OPSTATUS_KUBE_BIN_DIR (default ../shared/k8s/v1.36.2 beside
+# the repository: v1.36.2). A missing directory fails here with what to
+# provide. OPSTATUS_SKIP_CURRENT_KUBE=1 skips these runs out loud on a
+# developer's machine; never in CI.
+current=1
 if [ "${OPSTATUS_SKIP_CURRENT_KUBE:-}" = 1 ] && [ "${CI:-}" != true ]; then
   echo "test.sh: SKIPPED the end-to-end tests on a current kube-apiserver (OPSTATUS_SKIP_CURRENT_KUBE=1)" >&2
+  current=
 else
-  e2e_bin=$(cargo test --locked --no-run --message-format=json --test e2e |
-    python3 -c 'import json, sys
-for line in sys.stdin:
-    m = json.loads(line)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["executable"])')
-  [ -x "$e2e_bin" ] || { echo "test.sh: no e2e test binary ($e2e_bin)" >&2; exit 1; }
-  (
-    export OPSTATUS_KUBE_VERSION=bin-dir
-    scripts/control-plane.sh prepare >/dev/null
-    started=$SECONDS
-    echo "test.sh: end-to-end tests on kube-apiserver $(scripts/control-plane.sh version)"
-    status=0
-    "$e2e_bin" --test-threads="$e2e_threads" "${current_modules[@]/%/::}" || status=1
-    echo "test.sh: end-to-end tests on kube-apiserver $(scripts/control-plane.sh version | cut -d' ' -f1): $((SECONDS - started)) s"
-    exit "$status"
-  ) >"$current_log" 2>&1 &
-  current_pid=$!
+  OPSTATUS_KUBE_VERSION=bin-dir scripts/control-plane.sh prepare >/dev/null
+  current_version=$(OPSTATUS_KUBE_VERSION=bin-dir scripts/control-plane.sh version | cut -d' ' -f1)
 fi
+
+phase "start the end-to-end run on v1.36 and the soak (in the background)"
+# Each run says which Kubernetes it wants; the soak's is v1.20.
 export OPSTATUS_KUBE_VERSION=
+lanes=() lane_pids=() lane_logs=()
+start_lane() {
+  local log
+  log=$(mktemp)
+  lanes+=("$1") lane_logs+=("$log")
+  shift
+  ("$@") >"$log" 2>&1 &
+  lane_pids+=($!)
+}
+# Filters match parts of test names: `quick_start::` alone would also run
+# `node_quick_start::`.
+skip_nodes=()
+for m in "${node_modules[@]}"; do skip_nodes+=(--skip "$m::"); done
+lane_current() {
+  run_e2e "end-to-end tests on kube-apiserver $current_version" bin-dir "${current_modules[@]/%/::}" "${skip_nodes[@]}"
+}
+lane_nodes() {
+  local status=0
+  if [ -n "$current" ]; then
+    wait_for_kube pause || return 1
+    run_e2e "real-node tests on $current_version" bin-dir "${current_node_modules[@]/%/::}" || status=1
+  fi
+  wait_for_kube node || return 1
+  run_e2e "real-node tests on v1.20" "" "${node_modules[@]/%/::}" || status=1
+  return "$status"
+}
+# A short soak (60 heartbeats, six injected faults; the full one is 10,000).
+lane_soak() {
+  wait_for_kube apiserver || return 1
+  scripts/soak.sh --heartbeats 60 --fault-every 10
+}
+[ -z "$current" ] || start_lane current lane_current
+start_lane soak lane_soak
+
 phase "unit and in-process tests"
 # The in-process tests wait on sockets and clocks more than they compute.
 cargo test --locked --no-fail-fast --lib --bins --test it -- --test-threads="$e2e_threads" || failed=1
-phase "end-to-end tests on v1.20"
-cargo test --locked --no-fail-fast --test e2e -- --test-threads="$e2e_threads" || failed=1
-phase "waiting for the end-to-end tests on the current version"
-if [ -n "$current_pid" ]; then
-  wait "$current_pid" || failed=1
-  cat "$current_log"
+# The nodes only now: some in-process tests measure deadlines of a second,
+# and a node starting (kubelet, containerd, images) takes the CPU for a while.
+start_lane nodes lane_nodes
+
+phase "waiting for the v1.20 kube-apiserver"
+if wait_for_kube apiserver; then
+  phase "end-to-end tests on v1.20 (but the real node's)"
+  run_e2e "end-to-end tests on v1.20 (but the real node's)" "" "${skip_nodes[@]}" || failed=1
+else
+  failed=1
 fi
-rm -f "$current_log"
-phase "waiting for the short soak"
-wait "$soak_pid" || { echo "test.sh: the short soak failed" >&2; failed=1; }
-cat "$soak_log"
-rm -f "$soak_log"
+
+for i in "${!lanes[@]}"; do
+  phase "waiting for the ${lanes[$i]} run"
+  wait "${lane_pids[$i]}" || { echo "test.sh: the ${lanes[$i]} run failed" >&2; failed=1; }
+  cat "${lane_logs[$i]}"
+  rm -f "${lane_logs[$i]}"
+done
+if [ "$(cat "$kube_build_status")" != 0 ]; then
+  echo "test.sh: the Kubernetes v1.20 build did not succeed; its log (last 300 lines):" >&2
+  tail -n 300 "$kube_build_log" >&2
+  failed=1
+fi
+rm -f "$kube_build_log" "$kube_build_pid_file" "$kube_build_status"
 phase "done (failed=$failed)"
 exit "$failed"
