@@ -152,12 +152,10 @@ run_e2e() {
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start probe_unreadable probe_first_list first_hour get client_certificate
-  kept_connection)
-# --- The real-node tests again on a current node (kubelet, scheduler and
-# controller-manager v1.36.2 from the same directory): the native sidecar.
-current_node_modules=(node_quick_start node_pod node_sidecar node_native_sidecar node_watch_container node_rollout
-  node_loopback)
-# ---
+  kept_connection operator_starting probe_cache_list)
+# Every real-node module runs on both nodes: v1.20's and the current one's
+# (kubelet, scheduler and controller-manager from the same directory),
+# where the native sidecar runs.
 
 # --- The end-to-end tests again on a current Kubernetes ----------------------
 # The modules above again on the kube-apiserver + etcd (and the node's
@@ -197,7 +195,7 @@ lane_nodes() {
   local status=0
   if [ -n "$current" ]; then
     wait_for_kube pause || return 1
-    run_e2e "real-node tests on $current_version" bin-dir "${current_node_modules[@]/%/::}" || status=1
+    run_e2e "real-node tests on $current_version" bin-dir "${node_modules[@]/%/::}" || status=1
   fi
   wait_for_kube node || return 1
   run_e2e "real-node tests on v1.20" "" "${node_modules[@]/%/::}" || status=1
