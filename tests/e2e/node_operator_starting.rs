@@ -10,8 +10,6 @@ use crate::node_sidecar::{CM, DEPLOYMENT, SELECTOR, deploy_operator};
 use crate::support;
 
 use serde_json::Value;
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::node::shared;
 
@@ -30,20 +28,7 @@ fn e2e_node_a_replaced_pod_publishes_nothing_before_its_operator_answers() {
     });
     assert!(up.is_some(), "healthy before the update: {:?}", cp.status_document(&ns, CM));
 
-    let mut watch = Command::new("kubectl")
-        .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "get", "configmap", CM, "--watch", "-o", "json"])
-        .arg("--request-timeout=0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stream = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stream.read_to_string(&mut text);
-        text
-    });
+    let watch = cp.kubectl_follow(&["-n", &ns, "get", "configmap", CM, "--watch", "-o", "json", "--request-timeout=0"]);
     let patch = format!(
         r#"{{"spec":{{"template":{{"metadata":{{"annotations":{{"example.com/restarted":"now"}}}},"spec":{{"containers":[{{"name":"manager","env":[{{"name":"START_DELAY","value":"{}"}}]}}]}}}}}}}}"#,
         START_DELAY.as_secs()
@@ -60,9 +45,7 @@ fn e2e_node_a_replaced_pod_publishes_nothing_before_its_operator_answers() {
     let new = new.unwrap_or_else(|| panic!("no new publisher:\n{}", node.events_text(&ns)));
     let took = patched.elapsed();
     std::thread::sleep(Duration::from_secs(3));
-    let _ = watch.kill();
-    let _ = watch.wait();
-    let text = reader.join().unwrap();
+    let text = watch.stop();
     let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
     let by_new: Vec<Value> = versions
         .iter()

@@ -13,7 +13,6 @@ use crate::node_sidecar::{CM, DEPLOYMENT, SELECTOR, deploy_operator};
 use crate::support;
 
 use serde_json::Value;
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 use support::control_plane::service_account_user;
@@ -45,38 +44,10 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     // The old pods' opstatus logs, as they go (the pods are gone after).
     let old_logs: Vec<_> = old
         .iter()
-        .map(|pod| {
-            let mut follow = Command::new("kubectl")
-                .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "logs", "-f", pod, "-c", "opstatus"])
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .stdin(Stdio::null())
-                .spawn()
-                .unwrap();
-            let mut out = follow.stdout.take().unwrap();
-            let read = std::thread::spawn(move || {
-                let mut text = String::new();
-                let _ = out.read_to_string(&mut text);
-                text
-            });
-            (pod.clone(), follow, read)
-        })
+        .map(|pod| (pod.clone(), cp.kubectl_follow(&["-n", &ns, "logs", "-f", pod, "-c", "opstatus"])))
         .collect();
     // Every version of the ConfigMap from here on.
-    let mut watch = Command::new("kubectl")
-        .args(["--kubeconfig", cp.kubeconfig(), "-n", &ns, "get", "configmap", CM, "--watch", "-o", "json"])
-        .arg("--request-timeout=0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stream = watch.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stream.read_to_string(&mut text);
-        text
-    });
+    let watch = cp.kubectl_follow(&["-n", &ns, "get", "configmap", CM, "--watch", "-o", "json", "--request-timeout=0"]);
 
     let started = Instant::now();
     cp.kubectl_ok(&[
@@ -125,9 +96,7 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     let rolled = started.elapsed();
     // The new publisher's status lands after the last old pod is gone.
     std::thread::sleep(Duration::from_secs(5));
-    let _ = watch.kill();
-    let _ = watch.wait();
-    let text = reader.join().unwrap();
+    let text = watch.stop();
     let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
     let mut runs: Vec<String> = Vec::new();
     // A status other than healthy is allowed in one case only: an old
@@ -189,10 +158,8 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     );
     // What the old pods said as they stopped, and kubelet's preStop hooks.
     let mut told = String::new();
-    for (pod, mut follow, read) in old_logs {
-        let _ = follow.kill();
-        let _ = follow.wait();
-        told += &format!("{pod}:\n{}\n", read.join().unwrap_or_default());
+    for (pod, follow) in old_logs {
+        told += &format!("{pod}:\n{}\n", follow.stop());
     }
     let hooks: Vec<String> =
         node.kubelet_log().lines().filter(|l| l.contains("PreStop") && l.contains(&ns)).map(String::from).collect();

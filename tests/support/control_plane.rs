@@ -127,6 +127,27 @@ impl ControlPlane {
         child.wait_with_output().unwrap()
     }
 
+    /// Starts a kubectl that keeps running (`get --watch`, `logs -f`) as
+    /// the cluster admin; its output is collected until [`Following::stop`].
+    pub fn kubectl_follow(&self, args: &[&str]) -> Following {
+        let mut child = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("kubectl");
+        let mut out = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+            text
+        });
+        Following { child, reader }
+    }
+
     /// Runs kubectl and returns stdout; panics with stderr on failure.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         self.kubectl_stdin_ok(args, None)
@@ -450,4 +471,19 @@ pub fn relative_path(from: &Path, to: &Path) -> PathBuf {
         rel.push(part);
     }
     rel
+}
+
+/// A running kubectl's output ([`ControlPlane::kubectl_follow`]).
+pub struct Following {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<String>,
+}
+
+impl Following {
+    /// Stops kubectl; what it printed.
+    pub fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.reader.join().unwrap()
+    }
 }
