@@ -13,6 +13,7 @@ use crate::util::http::{self, Timeouts};
 use crate::util::resolve::Resolver;
 use crate::util::transport;
 use rustls::ClientConfig;
+use rustls::pki_types::ServerName;
 use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -126,6 +127,9 @@ pub struct Client {
     pub(super) agent: ureq::Agent,
     /// The TLS configuration, shared with [`Client::sibling`]s.
     tls: Arc<ClientConfig>,
+    /// The kubeconfig's `tls-server-name`: what the handshake asks for
+    /// and verifies instead of the URL's host.
+    server_name: Option<ServerName<'static>>,
     /// Looks the server's name up (when it is not an IP address), on one
     /// helper thread shared with the [`Client::sibling`]s.
     resolver: Resolver,
@@ -159,20 +163,23 @@ impl Client {
             let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
             identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
         }
-        let mut tls = transport::tls_config(&roots, identity)
+        let tls = transport::tls_config(&roots, identity)
             .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
-        if let Some(name) = &creds.tls_server_name {
-            tls = super::server_name::verified_as(&tls, &roots, name)
-                .map_err(|why| ConfigError(format!("TLS with CA {} as {name:?}: {why}", creds.ca_source)))?;
-        }
+        let server_name = match &creds.tls_server_name {
+            None => None,
+            Some(name) => Some(ServerName::try_from(name.clone()).map_err(|_| {
+                ConfigError(format!("TLS with CA {} as {name:?}: {name:?} is not a TLS server name", creds.ca_source))
+            })?),
+        };
         let mut config = http::agent_config(TIMEOUTS).https_only(true);
         if let Some(idle) = keep_alive {
             config = http::kept_alive(config, idle);
         }
         let resolver = Resolver::default();
         Ok(Client {
-            agent: transport::agent_resolving(config.build(), Some(tls.clone()), resolver.clone()),
+            agent: transport::agent_named(config.build(), Some(tls.clone()), resolver.clone(), server_name.clone()),
             tls,
+            server_name,
             resolver,
             host: host_header(&creds.server)?,
             server: creds.server.clone(),
@@ -188,12 +195,14 @@ impl Client {
     /// takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
         Client {
-            agent: transport::agent_resolving(
+            agent: transport::agent_named(
                 self.agent.config().clone(),
                 Some(self.tls.clone()),
                 self.resolver.clone(),
+                self.server_name.clone(),
             ),
             tls: self.tls.clone(),
+            server_name: self.server_name.clone(),
             resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),

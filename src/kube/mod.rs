@@ -2,13 +2,12 @@
 //!
 //! - [`credentials`]: in-cluster and kubeconfig credentials, read at start;
 //!   a client certificate is checked with its key then (`identity`).
-//! - [`Client`]: verified TLS, bounded timeouts and body sizes, bearer-token
+//! - [`Client`]: verified TLS (for a kubeconfig's `tls-server-name`, that
+//!   name asked for and verified, as client-go does), bounded timeouts and body sizes, bearer-token
 //!   reload (at least once a minute, and at once after a 401), and
 //!   Kubernetes `Status` error bodies turned into [`KubeError`]s that tell an
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
-//! - `server_name`: a kubeconfig's `tls-server-name`, the name the server's
-//!   certificate is verified against.
 //! - [`names`]: Kubernetes object-name rules.
 //! - [`reflector`]: what a list-then-watch does after each list and watch
 //!   (pure), for every watch opstatus keeps.
@@ -24,7 +23,6 @@ mod identity;
 pub(crate) mod names;
 pub(crate) mod reflector;
 mod request;
-mod server_name;
 mod token;
 mod watch_stream;
 mod worker;

@@ -106,6 +106,10 @@ pub(crate) fn tls_config(
 pub(crate) struct Connect {
     pub tls: Option<Arc<ClientConfig>>,
     pub resolver: Resolver,
+    /// The name the TLS handshake asks for (SNI) and verifies the server's
+    /// certificate against, when it is not the URL's host: a kubeconfig's
+    /// `tls-server-name`, as client-go uses it for both.
+    pub server_name: Option<ServerName<'static>>,
 }
 
 impl std::fmt::Debug for Connect {
@@ -125,7 +129,18 @@ pub(crate) fn agent_resolving(
     tls: Option<Arc<ClientConfig>>,
     resolver: Resolver,
 ) -> ureq::Agent {
-    ureq::Agent::with_parts(config, Connect { tls, resolver }, AtConnect)
+    agent_named(config, tls, resolver, None)
+}
+
+/// [`agent_resolving`], its TLS connections made to `server_name` (SNI
+/// and verification) when one is given, whatever host the URL names.
+pub(crate) fn agent_named(
+    config: ureq::config::Config,
+    tls: Option<Arc<ClientConfig>>,
+    resolver: Resolver,
+    server_name: Option<ServerName<'static>>,
+) -> ureq::Agent {
+    ureq::Agent::with_parts(config, Connect { tls, resolver, server_name }, AtConnect)
 }
 
 /// ureq's resolver, asked before every request: it answers with no
@@ -190,9 +205,14 @@ impl Connector<()> for Connect {
             answered: false,
         };
         if let Some(config) = tls {
-            let host = details.uri.host().unwrap_or_default();
-            let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
-                .map_err(|_| Error::Tls("the server's host is not a valid TLS server name"))?;
+            let name = match &self.server_name {
+                Some(name) => name.clone(),
+                None => {
+                    let host = details.uri.host().unwrap_or_default();
+                    ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
+                        .map_err(|_| Error::Tls("the server's host is not a valid TLS server name"))?
+                }
+            };
             let tls = ClientConnection::new(config.clone(), name)?;
             connection.handshake(tls, &deadline)?;
         }

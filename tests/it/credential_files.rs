@@ -126,7 +126,8 @@ fn kubeconfig_with(dir: &TempDir, server: &FakeApiServer, ca_pem: &str, extra: &
 /// `tls-server-name`: the API server reached at 127.0.0.1 with a
 /// certificate that names only `apiserver.cluster.example` is verified
 /// against that name; without it (or with another name) the certificate
-/// does not match, and nothing is read. The name replaces only the name:
+/// does not match, and nothing is read. The handshake asks for that name
+/// (SNI). The name replaces only the name:
 /// a certificate for it from another CA is refused all the same.
 #[test]
 fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
@@ -147,6 +148,10 @@ fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
     let (code, stdout, stderr) = get("    tls-server-name: apiserver.cluster.example\n");
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stdout.starts_with("Mode:"), "{stdout}");
+    // The handshake asks for that name too (SNI), as client-go's does: a
+    // front end that routes by name reaches the right API server.
+    let asked: Vec<Option<String>> = server.requests().into_iter().map(|r| r.server_name).collect();
+    assert!(!asked.is_empty() && asked.iter().all(|n| n.as_deref() == Some("apiserver.cluster.example")), "{asked:?}");
     for extra in ["", "    tls-server-name: other.cluster.example\n"] {
         let (code, _, stderr) = get(extra);
         assert_eq!(code, Some(1), "{extra:?}: {stderr}");

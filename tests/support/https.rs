@@ -22,6 +22,8 @@ pub struct Recorded {
     pub authorization: Option<String>,
     pub body: Vec<u8>,
     pub at: Instant,
+    /// The name the client asked for in its TLS handshake (SNI), if any.
+    pub server_name: Option<String>,
 }
 
 /// An answer with a JSON (or raw) body.
@@ -149,7 +151,8 @@ fn serve_connection(
     while !stop.load(Ordering::SeqCst) {
         let idle = Duration::from_millis(idle_close.load(Ordering::SeqCst).max(1));
         let _ = stream.get_ref().sock.set_read_timeout(Some(idle));
-        let Some(request) = read_request(&mut stream) else { return };
+        let Some(mut request) = read_request(&mut stream) else { return };
+        request.server_name = stream.get_ref().conn.server_name().map(String::from);
         match handler(&request) {
             Reply::Hang(d) => {
                 std::thread::sleep(d);
@@ -261,7 +264,7 @@ pub fn read_request(stream: &mut impl BufRead) -> Option<Recorded> {
         Some((p, q)) => (p.to_string(), q.to_string()),
         None => (target, String::new()),
     };
-    Some(Recorded { method, path, query, content_type, authorization, body, at: Instant::now() })
+    Some(Recorded { method, path, query, content_type, authorization, body, at: Instant::now(), server_name: None })
 }
 
 pub fn write_response(stream: &mut impl Write, r: &Response) -> std::io::Result<()> {
