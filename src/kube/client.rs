@@ -4,6 +4,7 @@ use super::credentials::{Auth, Credentials, pem_certificates};
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
+use super::object_ref::ObjectRef;
 use super::request::{Action, Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
@@ -79,47 +80,6 @@ const KEEP_ALIVE_MARGIN: Duration = Duration::from_secs(30);
 /// idle connection, so that no heartbeat pays a TLS handshake.
 pub(super) fn keep_alive_for(heartbeat: Duration) -> Duration {
     heartbeat + KEEP_ALIVE_MARGIN
-}
-
-/// A namespaced (or cluster-scoped) object addressed by resource and name.
-#[derive(Clone, Copy, Debug)]
-pub struct ObjectRef<'a> {
-    /// The API path prefix: `/api/v1` or `/apis/GROUP/VERSION`.
-    pub api: &'a str,
-    /// The plural resource name, e.g. `configmaps`.
-    pub resource: &'a str,
-    pub namespace: Option<&'a str>,
-    pub name: &'a str,
-}
-
-impl ObjectRef<'_> {
-    pub fn path(&self) -> String {
-        let mut path = String::new();
-        self.push_path(&mut path);
-        path
-    }
-
-    /// Appends the object's path to `out` (no formatting machinery: the
-    /// heartbeat's URL is built this way).
-    fn push_path(&self, out: &mut String) {
-        out.push_str(self.api);
-        if let Some(ns) = self.namespace {
-            out.push_str("/namespaces/");
-            out.push_str(ns);
-        }
-        out.push('/');
-        out.push_str(self.resource);
-        out.push('/');
-        out.push_str(self.name);
-    }
-
-    /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
-    pub(super) fn action(&self, verb: &str) -> String {
-        match self.namespace {
-            Some(ns) => format!("{verb} {} {:?} in namespace {ns:?}", self.resource, self.name),
-            None => format!("{verb} {} {:?}", self.resource, self.name),
-        }
-    }
 }
 
 /// A client for one API server. Not `Clone`: it owns the token state.

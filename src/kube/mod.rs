@@ -21,6 +21,7 @@ mod error;
 mod failures;
 mod identity;
 pub(crate) mod names;
+mod object_ref;
 pub(crate) mod reflector;
 mod request;
 mod token;
@@ -29,9 +30,10 @@ mod worker;
 pub(crate) mod yaml;
 
 pub use client::Client;
-pub(crate) use client::{MAX_BODY, ObjectRef, call_bound};
+pub(crate) use client::{MAX_BODY, call_bound};
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+pub(crate) use object_ref::ObjectRef;
 pub(crate) use watch_stream::{Closer, PartBound, WatchStream};
 pub(crate) use worker::{Stop, Worker};
 

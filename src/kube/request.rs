@@ -1,7 +1,7 @@
 //! One request as the [`super::Client`] sends it: the method (with its
 //! body), the URL, and what it is for, as error messages say it.
 
-use super::client::ObjectRef;
+use super::object_ref::ObjectRef;
 
 pub(super) struct Request<'a> {
     pub method: Method<'a>,

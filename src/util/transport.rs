@@ -106,9 +106,8 @@ pub(crate) fn tls_config(
 pub(crate) struct Connect {
     pub tls: Option<Arc<ClientConfig>>,
     pub resolver: Resolver,
-    /// The name the TLS handshake asks for (SNI) and verifies the server's
-    /// certificate against, when it is not the URL's host: a kubeconfig's
-    /// `tls-server-name`, as client-go uses it for both.
+    /// The name a TLS handshake asks for (SNI) and verifies, when not the
+    /// URL's host: a kubeconfig's `tls-server-name`, as in client-go.
     pub server_name: Option<ServerName<'static>>,
 }
 
@@ -120,20 +119,12 @@ impl std::fmt::Debug for Connect {
 
 /// An agent on [`Connect`] with `config`.
 pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>) -> ureq::Agent {
-    agent_resolving(config, tls, Resolver::default())
+    agent_named(config, tls, Resolver::default(), None)
 }
 
-/// [`agent`], looking host names up with `resolver`.
-pub(crate) fn agent_resolving(
-    config: ureq::config::Config,
-    tls: Option<Arc<ClientConfig>>,
-    resolver: Resolver,
-) -> ureq::Agent {
-    agent_named(config, tls, resolver, None)
-}
-
-/// [`agent_resolving`], its TLS connections made to `server_name` (SNI
-/// and verification) when one is given, whatever host the URL names.
+/// An agent on [`Connect`] with `config`, names looked up by `resolver`,
+/// its TLS connections made to `server_name` (SNI and verification) when
+/// one is given, whatever host the URL names.
 pub(crate) fn agent_named(
     config: ureq::config::Config,
     tls: Option<Arc<ClientConfig>>,
@@ -529,7 +520,7 @@ mod tests {
     #[test]
     fn a_slow_lookup_ends_with_the_connect_phase() {
         let config = agent_config(timeouts(Duration::from_millis(500))).build();
-        let agent = agent_resolving(config, None, Resolver::with(slow_lookup));
+        let agent = agent_named(config, None, Resolver::with(slow_lookup), None);
         let started = Instant::now();
         let answer = agent.get("http://opstatus-slow-dns.test:1/").call();
         let took = started.elapsed();
