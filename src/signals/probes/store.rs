@@ -223,7 +223,7 @@ impl Store {
     /// [`super::tally::NAMED`]) with why. `None` when all is well.
     pub(crate) fn problem(&self, kind: &str) -> Option<String> {
         let mut named = super::tally::Named::default();
-        for (key, marks) in self.objects.iter() {
+        for (key, marks) in self.objects.marked() {
             if let Some(why) = &marks.unreadable {
                 named.add(|| format!("{kind} {key} ({why})"));
             }
@@ -406,7 +406,9 @@ impl Store {
 
     /// Adds every resource to `tally`, as `kind namespace/name`.
     pub(crate) fn tally(&self, kind: &str, tally: &mut Tally) {
-        for (key, marks) in self.objects.iter().filter(|(_, m)| m.unreadable.is_none()) {
+        // Each tick tallies every resource: the usual one is only counted.
+        tally.evaluated += self.objects.unmarked();
+        for (key, marks) in self.objects.marked().filter(|(_, m)| m.unreadable.is_none()) {
             let up = marks.blocking.as_ref().map(|t| (Truth::False, vec![t.to_string()]));
             let imp = marks.important.as_ref().map(|t| (Truth::True, vec![t.to_string()]));
             tally.add(kind, None, key, Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() });
