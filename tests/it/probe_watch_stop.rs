@@ -23,7 +23,7 @@ fn foo(name: &str) -> Value {
 }
 
 #[test]
-fn a_stood_down_watch_closes_its_connection_within_a_second() {
+fn a_stood_down_watch_closes_its_connection_at_once() {
     let api = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
     api.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
@@ -61,6 +61,8 @@ fn a_stood_down_watch_closes_its_connection_within_a_second() {
     let open = connections_to(agent.pid(), api.port());
     let closed = closed.unwrap_or_else(|| panic!("{open} connections 5 s after standing by\n{}", agent.stderr()));
     println!("the stood-down watch's connection closed {closed:.0?} after the probes stood by");
-    assert!(closed <= Duration::from_secs(1), "{closed:?}");
+    // At once, not at the watch's next event (minutes away on a quiet
+    // collection): the bound leaves room for `ss` on a busy machine.
+    assert!(closed <= Duration::from_secs(2), "{closed:?}");
     assert_eq!(agent.exited(), None);
 }
