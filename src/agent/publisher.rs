@@ -276,7 +276,7 @@ impl Publisher {
         }
         let Some(current) = &self.current else {
             // Before the first read only the operator's leader can decide;
-            // once its Lease no longer does (unrenewed, unread), the first
+            // when its Lease cannot decide (unrenewed, unread), the first
             // write reads the lock.
             match self.leader(now) {
                 Some(leader) => {
