@@ -314,7 +314,8 @@ impl Agent {
         // Whether the operator has answered yet: a starting instance leaves
         // a free lock to one whose operator does (`lock::decide`).
         if observation.watched && !eager {
-            self.publisher.note_operator(observation.operator_down.is_none(), now);
+            let answered = observation.operator_down.is_none() && !observation.operator_pending;
+            self.publisher.note_operator(answered, now);
         }
         self.observation = observation;
         self.follow_interval();

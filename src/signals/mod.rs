@@ -28,6 +28,9 @@ pub(crate) struct Observation {
     pub problems: Vec<Problem>,
     /// Why the operator itself is down (its watches fail); `None` when up.
     pub operator_down: Option<String>,
+    /// A health check got no answer in time, the first time in a row: not
+    /// a failure yet ([`watch::Lateness`]), not the operator answering either.
+    pub operator_pending: bool,
     /// Whether the operator's health is watched at all (otherwise "up"
     /// means "its pod runs").
     pub watched: bool,

@@ -4,7 +4,9 @@
 //! Checked on every check tick ([`Signal`]). The first failing watch is the
 //! reason; a failing watch makes the status `degraded` (`unhealthy` when
 //! the watches are critical) and the ClusterOperator `Available=False`.
-//! [`file_problem`] is the pure part of the file rule.
+//! A URL that answers nothing within its second fails only when it did the
+//! same on the check before ([`Lateness`]); a refusal, a reset or an error
+//! status fails at once. [`file_problem`] is the pure part of the file rule.
 
 use super::{Observation, Signal};
 use crate::kube::Client;
@@ -28,7 +30,47 @@ pub(crate) struct Watches {
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
     critical: bool,
     agent: ureq::Agent,
+    /// Per URL: whether its last check got no answer in time.
+    late: Vec<Lateness>,
+    /// The last check got no answer in time from a URL, the first time:
+    /// not a failure yet, not an answer either.
+    pending: bool,
     problem: Reported,
+}
+
+/// What one check of a URL found.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Passed,
+    /// No answer within [`URL_TIMEOUT`].
+    Late,
+    Failed(String),
+}
+
+/// One URL's timeouts, check after check. A single late answer is what a
+/// busy node gives a healthy process now and then (a CPU-starved moment
+/// while kubelet starts containers): kubelet's own probes, with the same
+/// 1 s timeout, wait for three failures in a row. A second late answer in
+/// a row is a failure: the operator is hung or starved for longer than a
+/// check interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Lateness {
+    last_was_late: bool,
+}
+
+impl Lateness {
+    /// Why this check fails, if it does: a failure at once, no answer in
+    /// time only when the check before got none either.
+    pub(crate) fn judge(&mut self, answer: Answer) -> Option<String> {
+        let late = matches!(answer, Answer::Late);
+        let late_twice = late && self.last_was_late;
+        self.last_was_late = late;
+        match answer {
+            Answer::Passed => None,
+            Answer::Late => late_twice.then(|| format!("no answer within {}s", URL_TIMEOUT.as_secs())),
+            Answer::Failed(why) => Some(why),
+        }
+    }
 }
 
 impl Watches {
@@ -46,7 +88,8 @@ impl Watches {
         // Plain http:// only (`check_url`): opstatus's transport without TLS,
         // so ureq's own TCP and TLS stack is not linked at all.
         let agent = transport::agent(config, None);
-        Watches { urls, file, critical, agent, problem: Reported::default() }
+        let late = vec![Lateness::default(); urls.len()];
+        Watches { urls, file, critical, agent, late, pending: false, problem: Reported::default() }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -55,9 +98,12 @@ impl Watches {
 
     /// Checks every watch; the first failure's reason, or `None` when all
     /// are well.
-    pub(crate) fn check(&self, now: SystemTime) -> Option<String> {
-        for url in &self.urls {
-            if let Some(why) = self.url_problem(url) {
+    pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
+        self.pending = false;
+        for (url, late) in self.urls.iter().zip(&mut self.late) {
+            let answer = url_answer(&self.agent, url);
+            self.pending |= matches!(answer, Answer::Late);
+            if let Some(why) = late.judge(answer) {
                 // Userinfo is refused at start; shown redacted all the same.
                 return Some(format!("Operator health check {} failed: {why}", crate::util::url::redacted(url)));
             }
@@ -66,30 +112,30 @@ impl Watches {
         let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
         file_problem(&path.display().to_string(), modified, now, *max_age)
     }
+}
 
-    fn url_problem(&self, url: &str) -> Option<String> {
-        let answer = match self.agent.get(url).call() {
-            // The endpoint closed the kept connection as the check went out
-            // (servers that keep idle connections for a few seconds, as
-            // gunicorn's 2 s): not the operator's failure; once more, on a
-            // new connection.
-            Err(e) if transport::unsent(&e) => self.agent.get(url).call(),
-            answer => answer,
-        };
-        match answer {
-            Ok(mut response) => {
-                // Drain so the kept-alive connection can be reused.
-                let _ = response.body_mut().with_config().limit(URL_BODY_LIMIT).read_to_vec();
-                let status = response.status();
-                (!status.is_success()).then(|| format!("HTTP {}", status.as_u16()))
-            }
-            Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                Some("connection refused".into())
-            }
-            Err(ureq::Error::Timeout(_)) => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
-            // May quote what the endpoint sent (a bad header, a bad status line).
-            Err(e) => Some(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN)),
+fn url_answer(agent: &ureq::Agent, url: &str) -> Answer {
+    let answer = match agent.get(url).call() {
+        // The endpoint closed the kept connection as the check went out
+        // (servers that keep idle connections for a few seconds, as
+        // gunicorn's 2 s): not the operator's failure; once more, on a
+        // new connection.
+        Err(e) if transport::unsent(&e) => agent.get(url).call(),
+        answer => answer,
+    };
+    match answer {
+        Ok(mut response) => {
+            // Drain so the kept-alive connection can be reused.
+            let _ = response.body_mut().with_config().limit(URL_BODY_LIMIT).read_to_vec();
+            let status = response.status();
+            if status.is_success() { Answer::Passed } else { Answer::Failed(format!("HTTP {}", status.as_u16())) }
         }
+        Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            Answer::Failed("connection refused".into())
+        }
+        Err(ureq::Error::Timeout(_)) => Answer::Late,
+        // May quote what the endpoint sent (a bad header, a bad status line).
+        Err(e) => Answer::Failed(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN)),
     }
 }
 
@@ -110,6 +156,7 @@ impl Signal for Watches {
             into.problems.push(health(Rule::Operator, why));
             into.operator_down = Some(why.to_string());
         }
+        into.operator_pending = self.pending;
     }
 
     /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`, after at
@@ -174,6 +221,21 @@ mod tests {
         assert_eq!(file_problem("/hb", Some(at(100)), at(161), max), stale);
         // Only the clock moved: the same reason, so no new status to write.
         assert_eq!(file_problem("/hb", Some(at(100)), at(3600), max), stale);
+    }
+
+    #[test]
+    fn one_late_answer_is_asked_again_two_in_a_row_fail_other_failures_fail_at_once() {
+        let mut url = Lateness::default();
+        let late = "no answer within 1s".to_string();
+        assert_eq!(url.judge(Answer::Late), None, "a first late answer");
+        assert_eq!(url.judge(Answer::Late), Some(late.clone()), "late on two checks in a row");
+        assert_eq!(url.judge(Answer::Late), Some(late.clone()), "and on every check after");
+        assert_eq!(url.judge(Answer::Passed), None);
+        assert_eq!(url.judge(Answer::Late), None, "an answer in between starts again");
+        assert_eq!(url.judge(Answer::Failed("connection refused".into())), Some("connection refused".into()));
+        assert_eq!(url.judge(Answer::Late), None, "a refusal is not a late answer");
+        assert_eq!(url.judge(Answer::Failed("HTTP 500".into())), Some("HTTP 500".into()), "at once, late or not");
+        assert_eq!(url.judge(Answer::Passed), None);
     }
 
     #[test]

@@ -22,11 +22,19 @@ pub struct Habits {
     /// A second request on a connection is read, then the connection is
     /// closed without an answer (an idle close that crossed it).
     pub close_under_reuse: bool,
+    /// The requests (counted from 0 over all connections) never answered,
+    /// whatever `answer_after` says: an endpoint late now and then.
+    pub unanswered: &'static [usize],
 }
 
 impl Default for Habits {
     fn default() -> Habits {
-        Habits { keep_alive: Duration::from_secs(30), answer_after: Some(Duration::ZERO), close_under_reuse: false }
+        Habits {
+            keep_alive: Duration::from_secs(30),
+            answer_after: Some(Duration::ZERO),
+            close_under_reuse: false,
+            unanswered: &[],
+        }
     }
 }
 
@@ -102,6 +110,7 @@ fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<
             }
         }
         let at = Instant::now();
+        let nth_request = seen.lock().unwrap().len();
         let record = |given_up_after| {
             seen.lock().unwrap().push(Seen { at, connection, nth_on_connection, given_up_after });
         };
@@ -110,7 +119,8 @@ fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<
             let _ = writer.shutdown(Shutdown::Both);
             return;
         }
-        let Some(after) = habits.answer_after else {
+        let answer_after = habits.answer_after.filter(|_| !habits.unanswered.contains(&nth_request));
+        let Some(after) = answer_after else {
             // Waits (boundedly) for the client to give up and close.
             let _ = writer.set_read_timeout(Some(Duration::from_secs(10)));
             let closed = matches!(reader.read(&mut [0u8; 64]), Ok(0));
