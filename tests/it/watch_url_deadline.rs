@@ -43,10 +43,10 @@ fn a_check_that_gets_no_answer_fails_at_one_second() {
     let given_up = given_up();
     println!("the check gave up {given_up:?} after its request");
     // The endpoint's clock starts when its thread has read the request,
-    // a little after the client's (more on a loaded machine): each check
-    // may look a little short, not all of them.
+    // after the client's (by half a second on a machine at load 20 and
+    // more): each check may look short, not all of them.
     for after in &given_up {
-        assert!(*after >= Duration::from_millis(900), "gave up early: {given_up:?}\n{log}");
+        assert!(*after >= Duration::from_millis(400), "gave up early: {given_up:?}\n{log}");
         assert!(*after <= Duration::from_millis(1500), "gave up late: {given_up:?}\n{log}");
     }
     let longest = given_up.iter().max().unwrap();
