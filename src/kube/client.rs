@@ -19,7 +19,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
-use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
+use ureq::http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const APPLY_PATCH: HeaderValue = HeaderValue::from_static("application/apply-patch+yaml");
@@ -137,7 +137,13 @@ impl Client {
         }
         let resolver = Resolver::default();
         Ok(Client {
-            agent: transport::agent_named(config.build(), Some(tls.clone()), resolver.clone(), server_name.clone()),
+            agent: transport::agent_named(
+                config.build(),
+                Some(tls.clone()),
+                resolver.clone(),
+                server_name.clone(),
+                Some(token.authorization()),
+            ),
             tls,
             server_name,
             resolver,
@@ -154,19 +160,21 @@ impl Client {
     /// up, with a connection pool of its own, so a long-lived watch never
     /// takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
+        let token = self.token.sibling();
         Client {
             agent: transport::agent_named(
                 self.agent.config().clone(),
                 Some(self.tls.clone()),
                 self.resolver.clone(),
                 self.server_name.clone(),
+                Some(token.authorization()),
             ),
             tls: self.tls.clone(),
             server_name: self.server_name.clone(),
             resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
-            token: self.token.clone(),
+            token,
             host: self.host.clone(),
         }
     }
@@ -369,18 +377,17 @@ impl Client {
     /// The headers every request carries, names and values as constants or
     /// built once: nothing parsed, checked or copied per request. Put in
     /// the request's header map in place: each `header` call moves the
-    /// whole request builder twice.
+    /// whole request builder twice. The `Authorization` header is not
+    /// among them: the transport writes it into the request's head
+    /// ([`Token::authorization`]).
     fn with_headers<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         // None only when building the request already failed (its URL),
         // which sending it reports.
         if let Some(headers) = request.headers_mut() {
-            headers.reserve(6);
+            headers.reserve(5);
             headers.append(HOST, self.host.clone());
             headers.append(USER_AGENT, OPSTATUS);
             headers.append(ACCEPT, JSON);
-            if let Some(authorization) = self.token.header() {
-                headers.append(AUTHORIZATION, authorization);
-            }
         }
         request
     }
