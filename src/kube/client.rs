@@ -5,7 +5,7 @@ use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
 use super::object_ref::ObjectRef;
-use super::request::{Action, Method, Request};
+use super::request::{Action, LastUrl, Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
@@ -99,6 +99,7 @@ pub struct Client {
     /// The `Host` header of every request, built once: ureq would build it
     /// (with `format!`) on each.
     host: HeaderValue,
+    last_url: LastUrl,
 }
 
 impl Client {
@@ -151,6 +152,7 @@ impl Client {
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
             token,
+            last_url: LastUrl::default(),
         })
     }
 
@@ -176,6 +178,7 @@ impl Client {
             ca_source: self.ca_source.clone(),
             token,
             host: self.host.clone(),
+            last_url: LastUrl::default(),
         }
     }
 
@@ -392,18 +395,24 @@ impl Client {
         request
     }
 
-    fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
+    fn exchange(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
+        let url = match self.last_url.parsed(request.url) {
+            Ok(url) => url,
+            Err(e) => {
+                return Err(transport_error(&self.server, &self.ca_source, ureq::http::Error::from(e).into()).into());
+            }
+        };
         let result = match request.method {
-            Method::Get => self.with_headers(self.agent.get(request.url)).call(),
+            Method::Get => self.with_headers(self.agent.get(url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
                 let (builder, content_type) = match request.method {
-                    Method::Apply(_) => (self.agent.patch(request.url), APPLY_PATCH),
-                    Method::MergePatch(_) => (self.agent.patch(request.url), MERGE_PATCH),
-                    Method::Put(_) => (self.agent.put(request.url), JSON),
+                    Method::Apply(_) => (self.agent.patch(url), APPLY_PATCH),
+                    Method::MergePatch(_) => (self.agent.patch(url), MERGE_PATCH),
+                    Method::Put(_) => (self.agent.put(url), JSON),
                     // Sent at most once (see `send_on_kept`): never on a
                     // connection that idled long enough for the server to
                     // have closed it (the transport does not probe for us).
-                    _ => (self.agent.post(request.url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
+                    _ => (self.agent.post(url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
                 };
                 let mut request = self.with_headers(builder);
                 if let Some(headers) = request.headers_mut() {
