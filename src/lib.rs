@@ -87,10 +87,10 @@ pub mod testing {
     /// own parser (the version and the lock only), just after holder
     /// `opstatus-fuzz` sent its record: the version and the lock's holder.
     pub fn status_configmap_written(body: &[u8]) -> Option<(String, Option<String>)> {
-        use crate::sinks::configmap::{escaped, written};
+        use crate::sinks::configmap::written;
         let lease = std::time::Duration::from_secs(60);
         let record = crate::lock::Record::claim("opstatus-fuzz", None, lease, std::time::UNIX_EPOCH);
-        let current = written(body, &record, &escaped(&record.to_json())).ok()?;
+        let current = written(body, &record, &record.to_json_in_string()).ok()?;
         Some((current.resource_version, current.lock.record().map(|r| r.holder_identity.clone())))
     }
 

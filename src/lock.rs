@@ -15,9 +15,10 @@
 //! record change, and the lock is expired when it has not changed for the
 //! record's lease duration since.
 
+use crate::util::json::{self, Place};
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The annotation that holds the record, as JSON.
@@ -39,8 +40,10 @@ pub(crate) fn lease_duration(interval: Duration) -> Duration {
     (interval * 2 + Duration::from_secs(10)).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
 }
 
-/// client-go's `LeaderElectionRecord`, as JSON.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// client-go's `LeaderElectionRecord`, as JSON: read with serde, written
+/// by hand ([`Record::to_json`]; a test holds it to serde's writing).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[cfg_attr(test, derive(serde::Serialize))]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Record {
     /// Empty when released.
@@ -88,8 +91,40 @@ impl Record {
         Duration::from_secs(self.lease_duration_seconds).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
     }
 
+    /// The record's JSON text (the annotation's value, unescaped).
+    #[cfg(test)]
     pub(crate) fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a record of strings and numbers serialises")
+        let mut out = Vec::with_capacity(192);
+        self.write_json(&mut out, Place::Text);
+        String::from_utf8(out).expect("JSON written from strings is UTF-8")
+    }
+
+    /// The record's JSON text escaped to stand inside a JSON string: the
+    /// annotation's value as the status write's body carries it.
+    pub(crate) fn to_json_in_string(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(224);
+        self.write_json(&mut out, Place::InString);
+        out
+    }
+
+    /// Written field by field, in client-go's order, as serde_json would.
+    fn write_json(&self, out: &mut Vec<u8>, place: Place) {
+        out.push(b'{');
+        place.key(out, "holderIdentity");
+        place.string(out, &self.holder_identity);
+        out.push(b',');
+        place.key(out, "leaseDurationSeconds");
+        json::decimal(out, self.lease_duration_seconds);
+        out.push(b',');
+        place.key(out, "acquireTime");
+        place.string(out, &self.acquire_time);
+        out.push(b',');
+        place.key(out, "renewTime");
+        place.string(out, &self.renew_time);
+        out.push(b',');
+        place.key(out, "leaderTransitions");
+        json::decimal(out, self.leader_transitions);
+        out.push(b'}');
     }
 }
 
@@ -348,6 +383,40 @@ mod tests {
         assert_eq!((released.holder_identity.as_str(), released.lease_duration_seconds), ("", 1));
         // Taking a released lock is no new transition of a holder.
         assert_eq!(Record::claim("pod-c", Some(&released), Duration::from_secs(130), at(301)).leader_transitions, 1);
+    }
+
+    #[test]
+    fn the_record_is_written_as_serde_json_writes_it_and_reads_back() {
+        let odd = "pod-\"a\\\u{1}\n\u{7f}\u{2028}ünï";
+        let records = [
+            Record::claim("pod-a", None, Duration::from_secs(130), at(0)),
+            Record::claim("pod-a", None, Duration::from_secs(130), at(0)).released(at(1)),
+            Record {
+                holder_identity: odd.into(),
+                lease_duration_seconds: u64::MAX,
+                acquire_time: odd.into(),
+                renew_time: "\\\"".into(),
+                leader_transitions: u64::MAX,
+            },
+        ];
+        for r in records {
+            let json = r.to_json();
+            assert_eq!(json, serde_json::to_string(&r).unwrap());
+            let inside = r.to_json_in_string();
+            assert_eq!(inside, json::escaped(&json));
+            let unescaped: String = serde_json::from_slice(&[&b"\""[..], &inside, b"\""].concat()).unwrap();
+            assert_eq!(unescaped, json);
+            // Read back as written, but for the control characters a record
+            // from outside loses on the way in.
+            let read = Seen::parse(Some(&json));
+            let expected = Record {
+                holder_identity: sanitize(&r.holder_identity, MAX_IDENTITY),
+                acquire_time: sanitize(&r.acquire_time, MAX_TIME),
+                renew_time: sanitize(&r.renew_time, MAX_TIME),
+                ..r.clone()
+            };
+            assert_eq!(read, Seen::Record(expected), "{json}");
+        }
     }
 
     #[test]

@@ -7,7 +7,8 @@ use super::{Agent, Content};
 use crate::endpoint::status_view::StatusView;
 use crate::ready_file;
 use crate::sinks::events::Events;
-use crate::status::{Health, Rule, Verdict, evaluate_health};
+use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
+use crate::util::time::write_rfc3339;
 use std::time::{Instant, SystemTime};
 
 impl Agent {
@@ -41,22 +42,13 @@ impl Agent {
             self.ready_file_error.update(error, log::Level::Warn, "");
         }
         let publishing = self.publisher.publishing();
-        // `/status` adds who publishes to the document (readers ignore
-        // fields they do not know); the ConfigMap holds the document alone.
-        // Rendered when asked for, not here.
-        let status = StatusView {
-            doc: self.document(&content, now),
-            publisher: self.publisher.holder().map(String::from),
-            publishing,
-            write_error: self.write_error.as_ref().map(|p| p.reason.clone()),
-            unseen: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.unseen.clone()),
-            listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
-            yielded_to: self.publisher.yielding_to().map(ToString::to_string),
-        };
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.readiness = readiness;
-        shared.status = Some(status);
+        match &mut shared.status {
+            Some(view) => self.renew_view(view, &content, now, publishing),
+            None => shared.status = Some(self.view(&content, now, publishing)),
+        }
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
@@ -64,5 +56,53 @@ impl Agent {
         shared.metrics.yielded = self.publisher.yielding_to().is_some();
         shared.metrics.events = self.events.as_ref().map(Events::counts);
         shared.last_tick = Instant::now();
+    }
+
+    /// What `/status` serves: the document with who publishes added
+    /// (readers ignore fields they do not know; the ConfigMap holds the
+    /// document alone). Rendered when asked for, not here.
+    pub(super) fn view(&self, content: &Content, now: SystemTime, publishing: bool) -> StatusView {
+        StatusView {
+            doc: self.document(content, now),
+            publisher: self.publisher.holder().map(String::from),
+            publishing,
+            write_error: self.write_error.as_ref().map(|p| p.reason.clone()),
+            unseen: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.unseen.clone()),
+            listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
+            yielded_to: self.publisher.yielding_to().map(ToString::to_string),
+        }
+    }
+
+    /// [`Self::view`] written over the last tick's, its strings' buffers
+    /// reused: a new view each tick cost a dozen allocations and frees.
+    pub(super) fn renew_view(&self, view: &mut StatusView, content: &Content, now: SystemTime, publishing: bool) {
+        let Content { verdict, pro } = content;
+        let StatusDocument { mode, tier, version, health, last_update, registered, error, namespace, cluster_id } =
+            &mut view.doc;
+        (*mode, *tier, *health, *registered) = (pro.mode, pro.tier, verdict.health, pro.registered);
+        version.clone_from(&self.config.settings.operator_version);
+        last_update.clear();
+        write_rfc3339(last_update, now);
+        renew(error, verdict.error.as_deref());
+        namespace.clone_from(&self.config.operator_namespace);
+        renew(cluster_id, pro.cluster_id.as_deref());
+        renew(&mut view.publisher, self.publisher.holder());
+        view.publishing = publishing;
+        renew(&mut view.write_error, self.write_error.as_ref().map(|p| p.reason.as_str()));
+        let probes = self.observation.probes.as_ref();
+        view.unseen.clone_from(probes.map_or(&Vec::new(), |p| &p.unseen));
+        view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
+        view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
+    }
+}
+
+/// `slot` set to `text`, its buffer reused when it has one.
+fn renew(slot: &mut Option<String>, text: Option<&str>) {
+    match (slot.as_mut(), text) {
+        (Some(kept), Some(text)) => {
+            kept.clear();
+            kept.push_str(text);
+        }
+        (_, text) => *slot = text.map(String::from),
     }
 }

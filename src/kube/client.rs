@@ -5,7 +5,7 @@ use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
 use super::identity::client_identity;
 use super::object_ref::ObjectRef;
-use super::request::{Action, Method, Request};
+use super::request::{Action, LastUrl, Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
@@ -19,7 +19,7 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
-use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
+use ureq::http::header::{ACCEPT, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const APPLY_PATCH: HeaderValue = HeaderValue::from_static("application/apply-patch+yaml");
@@ -99,6 +99,7 @@ pub struct Client {
     /// The `Host` header of every request, built once: ureq would build it
     /// (with `format!`) on each.
     host: HeaderValue,
+    last_url: LastUrl,
 }
 
 impl Client {
@@ -137,7 +138,13 @@ impl Client {
         }
         let resolver = Resolver::default();
         Ok(Client {
-            agent: transport::agent_named(config.build(), Some(tls.clone()), resolver.clone(), server_name.clone()),
+            agent: transport::agent_named(
+                config.build(),
+                Some(tls.clone()),
+                resolver.clone(),
+                server_name.clone(),
+                Some(token.authorization()),
+            ),
             tls,
             server_name,
             resolver,
@@ -145,6 +152,7 @@ impl Client {
             server: creds.server.clone(),
             ca_source: creds.ca_source.clone(),
             token,
+            last_url: LastUrl::default(),
         })
     }
 
@@ -154,20 +162,23 @@ impl Client {
     /// up, with a connection pool of its own, so a long-lived watch never
     /// takes the connection the heartbeat keeps.
     pub fn sibling(&self) -> Client {
+        let token = self.token.sibling();
         Client {
             agent: transport::agent_named(
                 self.agent.config().clone(),
                 Some(self.tls.clone()),
                 self.resolver.clone(),
                 self.server_name.clone(),
+                Some(token.authorization()),
             ),
             tls: self.tls.clone(),
             server_name: self.server_name.clone(),
             resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
-            token: self.token.clone(),
+            token,
             host: self.host.clone(),
+            last_url: LastUrl::default(),
         }
     }
 
@@ -369,34 +380,39 @@ impl Client {
     /// The headers every request carries, names and values as constants or
     /// built once: nothing parsed, checked or copied per request. Put in
     /// the request's header map in place: each `header` call moves the
-    /// whole request builder twice.
+    /// whole request builder twice. The `Authorization` header is not
+    /// among them: the transport writes it into the request's head
+    /// ([`Token::authorization`]).
     fn with_headers<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         // None only when building the request already failed (its URL),
         // which sending it reports.
         if let Some(headers) = request.headers_mut() {
-            headers.reserve(6);
+            headers.reserve(5);
             headers.append(HOST, self.host.clone());
             headers.append(USER_AGENT, OPSTATUS);
             headers.append(ACCEPT, JSON);
-            if let Some(authorization) = self.token.header() {
-                headers.append(AUTHORIZATION, authorization);
-            }
         }
         request
     }
 
-    fn exchange(&self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
+    fn exchange(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
+        let url = match self.last_url.parsed(request.url) {
+            Ok(url) => url,
+            Err(e) => {
+                return Err(transport_error(&self.server, &self.ca_source, ureq::http::Error::from(e).into()).into());
+            }
+        };
         let result = match request.method {
-            Method::Get => self.with_headers(self.agent.get(request.url)).call(),
+            Method::Get => self.with_headers(self.agent.get(url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
                 let (builder, content_type) = match request.method {
-                    Method::Apply(_) => (self.agent.patch(request.url), APPLY_PATCH),
-                    Method::MergePatch(_) => (self.agent.patch(request.url), MERGE_PATCH),
-                    Method::Put(_) => (self.agent.put(request.url), JSON),
+                    Method::Apply(_) => (self.agent.patch(url), APPLY_PATCH),
+                    Method::MergePatch(_) => (self.agent.patch(url), MERGE_PATCH),
+                    Method::Put(_) => (self.agent.put(url), JSON),
                     // Sent at most once (see `send_on_kept`): never on a
                     // connection that idled long enough for the server to
                     // have closed it (the transport does not probe for us).
-                    _ => (self.agent.post(request.url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
+                    _ => (self.agent.post(url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
                 };
                 let mut request = self.with_headers(builder);
                 if let Some(headers) = request.headers_mut() {

@@ -20,6 +20,7 @@
 use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
+use crate::util::json::Place;
 use crate::writers::{self, Foreign, ManagedEntry};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -27,7 +28,6 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::Write as _;
 
 /// The field manager that owns the status and the lock.
 pub(crate) const FIELD_MANAGER: &str = "opstatus";
@@ -244,7 +244,7 @@ impl StatusConfigMap {
 
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending). `record` is the lock
-    /// record's JSON, [`escaped`]. Written as it stands, no JSON tree built
+    /// record's JSON, escaped ([`Record::to_json_in_string`]). Written as it stands, no JSON tree built
     /// first: the status document and the record are JSON strings inside
     /// the body, written already escaped, never serialised twice.
     pub(crate) fn apply_body(&self, status: &StatusDocument, record: &[u8], resource_version: &str) -> Vec<u8> {
@@ -252,20 +252,20 @@ impl StatusConfigMap {
         // were a visible part of a heartbeat.
         let mut out = Vec::with_capacity(1024);
         out.extend_from_slice(br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"#);
-        json_string(&mut out, &self.name);
+        Place::Text.string(&mut out, &self.name);
         out.extend_from_slice(br#","namespace":"#);
-        json_string(&mut out, &self.namespace);
+        Place::Text.string(&mut out, &self.namespace);
         out.extend_from_slice(br#","annotations":{"#);
-        json_string(&mut out, lock::ANNOTATION);
+        Place::Text.string(&mut out, lock::ANNOTATION);
         out.extend_from_slice(b":\"");
         out.extend_from_slice(record);
         out.extend_from_slice(b"\"}");
         if !resource_version.is_empty() {
             out.extend_from_slice(br#","resourceVersion":"#);
-            json_string(&mut out, resource_version);
+            Place::Text.string(&mut out, resource_version);
         }
         out.extend_from_slice(br#"},"data":{"#);
-        json_string(&mut out, STATUS_KEY);
+        Place::Text.string(&mut out, STATUS_KEY);
         out.extend_from_slice(b":\"");
         write_document(&mut out, status);
         out.extend_from_slice(b"\"}}");
@@ -321,7 +321,7 @@ impl StatusConfigMap {
         record: &Record,
         resource_version: &str,
     ) -> Result<Current, KubeError> {
-        let sent = escaped(&record.to_json());
+        let sent = record.to_json_in_string();
         let body = self.apply_body(status, &sent, resource_version);
         let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
         written(&answer, record, &sent)
@@ -352,7 +352,8 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 }
 
 /// The version and lock of a write's answer (`foreign` stays unread). The
-/// lock is the `record` just sent (`sent`: its JSON, [`escaped`]) when the
+/// lock is the `record` just sent (`sent`: its JSON, escaped
+/// ([`Record::to_json_in_string`])) when the
 /// answer shows it as sent, which it does unless something between
 /// rewrote it: then it is read as any other. Compared as it stands in the
 /// answer, not unescaped first.
@@ -368,30 +369,6 @@ pub(crate) fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Curre
     Ok(Current { resource_version, lock, uid, foreign: None })
 }
 
-/// JSON text escaped to stand inside a JSON string.
-pub(crate) fn escaped(json: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(json.len() + json.len() / 4);
-    InString(&mut out).write_all(json.as_bytes()).expect("a Vec takes every write");
-    out
-}
-
-/// `s` as a JSON string, quotes and escapes included.
-fn json_string(out: &mut Vec<u8>, s: &str) {
-    if plain(s) {
-        out.push(b'"');
-        out.extend_from_slice(s.as_bytes());
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(out, s).expect("a string serialises");
-    }
-}
-
-/// Whether `s` stands in a JSON string as it is: no control character,
-/// quote or backslash to escape (serde_json escapes nothing else).
-fn plain(s: &str) -> bool {
-    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
-}
-
 /// The status document as serde_json writes it (keys, order, escapes: a
 /// test holds the two together), escaped to stand inside the body's
 /// `status` string. Written field by field: serde_json, built for size
@@ -403,62 +380,25 @@ fn write_document(out: &mut Vec<u8>, s: &StatusDocument) {
     out.extend_from_slice(br#"\",\"tier\":\""#);
     out.extend_from_slice(s.tier.as_str().as_bytes());
     out.extend_from_slice(br#"\",\"version\":"#);
-    inner_string(out, &s.version);
+    Place::InString.string(out, &s.version);
     out.extend_from_slice(br#",\"health\":\""#);
     out.extend_from_slice(s.health.as_str().as_bytes());
     out.extend_from_slice(br#"\",\"lastUpdate\":"#);
-    inner_string(out, &s.last_update);
+    Place::InString.string(out, &s.last_update);
     out.extend_from_slice(br#",\"registered\":"#);
     out.extend_from_slice(if s.registered { b"true" as &[u8] } else { b"false" });
     out.extend_from_slice(br#",\"error\":"#);
     match &s.error {
-        Some(error) => inner_string(out, error),
+        Some(error) => Place::InString.string(out, error),
         None => out.extend_from_slice(b"null"),
     }
     out.extend_from_slice(br#",\"namespace\":"#);
-    inner_string(out, &s.namespace);
+    Place::InString.string(out, &s.namespace);
     if let Some(id) = &s.cluster_id {
         out.extend_from_slice(br#",\"clusterId\":"#);
-        inner_string(out, id);
+        Place::InString.string(out, id);
     }
     out.push(b'}');
-}
-
-/// `s` as a JSON string, escaped in turn to stand inside a JSON string.
-fn inner_string(out: &mut Vec<u8>, s: &str) {
-    if plain(s) {
-        out.extend_from_slice(br#"\""#);
-        out.extend_from_slice(s.as_bytes());
-        out.extend_from_slice(br#"\""#);
-    } else {
-        serde_json::to_writer(InString(out), s).expect("a string serialises");
-    }
-}
-
-/// Writes JSON text as the inside of a JSON string. serde_json's output
-/// holds no raw control characters (its strings escape them), so `"` and
-/// `\` are all there is to escape.
-struct InString<'a>(&'a mut Vec<u8>);
-
-impl std::io::Write for InString<'_> {
-    fn write(&mut self, text: &[u8]) -> std::io::Result<usize> {
-        // Each run up to a character to escape is copied whole; the
-        // character starts the next run, after its backslash.
-        let mut run = 0;
-        for (at, byte) in text.iter().enumerate() {
-            if matches!(byte, b'"' | b'\\') {
-                self.0.extend_from_slice(&text[run..at]);
-                self.0.push(b'\\');
-                run = at;
-            }
-        }
-        self.0.extend_from_slice(&text[run..]);
-        Ok(text.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
@@ -480,7 +420,7 @@ mod tests {
         let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body: serde_json::Value =
-            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "42")).unwrap();
+            serde_json::from_slice(&cm.apply_body(&doc, &record.to_json_in_string(), "42")).unwrap();
         assert_eq!(
             body,
             json!({
@@ -494,7 +434,7 @@ mod tests {
         assert_eq!(cm.object().path(), "/api/v1/namespaces/ops/configmaps/kube9-operator-status");
         // No labels: they are set once by init, never forced.
         let unversioned: serde_json::Value =
-            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "")).unwrap();
+            serde_json::from_slice(&cm.apply_body(&doc, &record.to_json_in_string(), "")).unwrap();
         assert!(
             unversioned["metadata"].get("resourceVersion").is_none() && unversioned["metadata"].get("labels").is_none()
         );
@@ -507,7 +447,7 @@ mod tests {
         let doc = StatusDocument { error: Some(error), ..StatusDocument::example() };
         let record = Record::claim("pod-\"a\\", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body: serde_json::Value =
-            serde_json::from_slice(&cm.apply_body(&doc, &escaped(&record.to_json()), "4\"2")).unwrap();
+            serde_json::from_slice(&cm.apply_body(&doc, &record.to_json_in_string(), "4\"2")).unwrap();
         assert_eq!(body["data"]["status"].as_str(), Some(doc.to_json().as_str()));
         assert_eq!(body["metadata"]["annotations"][lock::ANNOTATION].as_str(), Some(record.to_json().as_str()));
         assert_eq!(body["metadata"]["resourceVersion"], "4\"2");
@@ -526,12 +466,8 @@ mod tests {
         for doc in docs {
             let mut written = Vec::new();
             write_document(&mut written, &doc);
-            assert_eq!(String::from_utf8(written).unwrap(), String::from_utf8(escaped(&doc.to_json())).unwrap());
+            assert_eq!(written, crate::util::json::escaped(&doc.to_json()));
         }
-        let mut quoted = Vec::new();
-        json_string(&mut quoted, "plain");
-        json_string(&mut quoted, "a\"b");
-        assert_eq!(quoted, br#""plain""a\"b""#);
     }
 
     #[test]
@@ -551,17 +487,17 @@ mod tests {
                               "fieldsV1": {"f:data": {"f:status": {}}}}]);
         let mut answer = body.clone();
         answer["metadata"]["managedFields"] = managed;
-        let after_write = written(answer.to_string().as_bytes(), &record, &escaped(&record.to_json())).unwrap();
+        let after_write = written(answer.to_string().as_bytes(), &record, &record.to_json_in_string()).unwrap();
         assert_eq!(after_write, Current { foreign: None, ..s.clone() });
         // Rewritten on the way (a webhook): the answer's lock is read.
         let other = Record::claim("pod-b", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
-        let rewritten = written(answer.to_string().as_bytes(), &other, &escaped(&other.to_json())).unwrap();
+        let rewritten = written(answer.to_string().as_bytes(), &other, &other.to_json_in_string()).unwrap();
         assert_eq!(rewritten.lock, Seen::Record(record.clone()));
         // The same record escaped otherwise (`\u0022` for `"`) is still read.
         let spelled = record.to_json().replace('"', "\\u0022");
         let other_escapes =
             format!(r#"{{"metadata":{{"resourceVersion":"9","annotations":{{"{}":"{spelled}"}}}}}}"#, lock::ANNOTATION);
-        let read_back = written(other_escapes.as_bytes(), &record, &escaped(&record.to_json())).unwrap();
+        let read_back = written(other_escapes.as_bytes(), &record, &record.to_json_in_string()).unwrap();
         assert_eq!((read_back.lock, read_back.resource_version), (Seen::Record(record.clone()), "9".to_string()));
         let read = seen(answer.to_string().as_bytes()).unwrap();
         assert_eq!(read.foreign.map(|f| f.writer.manager), Some("kube9-operator".to_string()));
@@ -587,7 +523,7 @@ mod tests {
             lock::ANNOTATION,
             serde_json::to_string(&record.to_json()).unwrap()
         );
-        assert_eq!(written(ordered.as_bytes(), &record, &escaped(&record.to_json())).unwrap(), after_write);
+        assert_eq!(written(ordered.as_bytes(), &record, &record.to_json_in_string()).unwrap(), after_write);
         let bare = seen(br#"{"metadata":{"resourceVersion":"8"}}"#).unwrap();
         assert_eq!(bare.lock, Seen::Absent);
         assert!(seen(b"[]").is_err());

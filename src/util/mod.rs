@@ -1,5 +1,5 @@
 //! Small mechanisms every room uses and none owns: backoff and jitter,
-//! RFC 3339 time, signals and the shutdown watchdog, logging, the outbound
+//! RFC 3339 time, JSON written by hand where a heartbeat writes it, signals and the shutdown watchdog, logging, the outbound
 //! HTTP policy and opstatus's own transport under it, a problem that is
 //! logged once per change, bounded,
 //! non-blocking reads of files from outside, foreign text made safe to
@@ -9,6 +9,7 @@ pub(crate) mod backoff;
 pub(crate) mod config_error;
 pub(crate) mod files;
 pub(crate) mod http;
+pub(crate) mod json;
 pub mod logging;
 pub(crate) mod reported;
 pub(crate) mod resolve;

@@ -34,6 +34,9 @@
 //! - **Headers nobody reads dropped** from an answer's head before ureq
 //!   builds its header map ([`head`]): each header there costs
 //!   allocations, a check and a hash.
+//! - **The `Authorization` header written into a request's head** as it
+//!   goes out, checked once when the token is read ([`authorization`]),
+//!   not by ureq on every request.
 //! - **The host resolved when a connection is opened**, not before every
 //!   request (ureq resolves before it looks in its pool, and nearly every
 //!   request goes out on the kept connection: [`AtConnect`]), within the
@@ -44,20 +47,24 @@
 //! socket as with ureq's transport, so a blocked read ends at once.
 //! Proxies are not supported: the agents built on this have none.
 
+mod authorization;
 mod deadline;
 mod head;
 mod quiet;
+mod tls;
 
 use super::resolve::{Resolver, Unresolved};
+pub(crate) use authorization::{Authorization, AuthorizationLine};
 use deadline::{Deadline, is_timeout, socket_timeout};
 use quiet::Quiet;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+pub(crate) use tls::tls_config;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore};
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection};
 use ureq::Error;
 use ureq::config::Config;
 use ureq::http::Uri;
@@ -77,29 +84,6 @@ pub(crate) const FRESH_FOR: Duration = Duration::from_secs(5);
 /// record's largest plaintext, so a large body streams in full records.
 const FLUSH_AT: usize = 16 * 1024;
 
-/// The TLS client configuration: the roots a server's certificate must
-/// chain to, and the client certificate (chain and key, checked at start)
-/// when the user authenticates with one.
-pub(crate) fn tls_config(
-    roots: &[ureq::tls::Certificate<'static>],
-    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
-) -> Result<Arc<ClientConfig>, String> {
-    let mut store = RootCertStore::empty();
-    let (added, _) = store.add_parsable_certificates(roots.iter().map(|c| CertificateDer::from(c.der())));
-    if added == 0 {
-        return Err("none of the CA certificates can be parsed as X.509".into());
-    }
-    let builder = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_protocol_versions(rustls::ALL_VERSIONS)
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(store);
-    let config = match identity {
-        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| e.to_string())?,
-        None => builder.with_no_client_auth(),
-    };
-    Ok(Arc::new(config))
-}
-
 /// Opens [`Connection`]s: TLS for `https://` with `tls`; plain TCP for
 /// `http://`. An `https://` URL without a TLS configuration is refused.
 #[derive(Clone)]
@@ -109,6 +93,8 @@ pub(crate) struct Connect {
     /// The name a TLS handshake asks for (SNI) and verifies, when not the
     /// URL's host: a kubeconfig's `tls-server-name`, as in client-go.
     pub server_name: Option<ServerName<'static>>,
+    /// The header line every request carries, for a client that sends one.
+    pub authorization: Option<Authorization>,
 }
 
 impl std::fmt::Debug for Connect {
@@ -119,19 +105,21 @@ impl std::fmt::Debug for Connect {
 
 /// An agent on [`Connect`] with `config`.
 pub(crate) fn agent(config: ureq::config::Config, tls: Option<Arc<ClientConfig>>) -> ureq::Agent {
-    agent_named(config, tls, Resolver::default(), None)
+    agent_named(config, tls, Resolver::default(), None, None)
 }
 
 /// An agent on [`Connect`] with `config`, names looked up by `resolver`,
 /// its TLS connections made to `server_name` (SNI and verification) when
-/// one is given, whatever host the URL names.
+/// one is given, whatever host the URL names, each request carrying the
+/// line `authorization` holds.
 pub(crate) fn agent_named(
     config: ureq::config::Config,
     tls: Option<Arc<ClientConfig>>,
     resolver: Resolver,
     server_name: Option<ServerName<'static>>,
+    authorization: Option<Authorization>,
 ) -> ureq::Agent {
-    ureq::Agent::with_parts(config, Connect { tls, resolver, server_name }, AtConnect)
+    ureq::Agent::with_parts(config, Connect { tls, resolver, server_name, authorization }, AtConnect)
 }
 
 /// ureq's resolver, asked before every request: it answers with no
@@ -185,6 +173,7 @@ impl Connector<()> for Connect {
             socket,
             quiet,
             tls: None,
+            authorization: self.authorization.clone(),
             buffers,
             held: Vec::new(),
             held_deadline: None,
@@ -257,6 +246,7 @@ pub(crate) struct Connection {
     socket: Arc<TcpStream>,
     quiet: Quiet,
     tls: Option<ClientConnection>,
+    authorization: Option<Authorization>,
     buffers: LazyBuffers,
     /// Request bytes not yet written (see the module's doc).
     held: Vec<u8>,
@@ -462,7 +452,12 @@ impl Transport for Connection {
             self.exchange = true;
             self.answered = false;
         }
-        self.held.extend_from_slice(&self.buffers.output()[..amount]);
+        let output = &self.buffers.output()[..amount];
+        let head = timeout.reason == ureq::Timeout::SendRequest;
+        match &self.authorization {
+            Some(authorization) if head && authorization.append_head(output, &mut self.held) => {}
+            _ => self.held.extend_from_slice(output),
+        }
         self.held_deadline.get_or_insert(deadline);
         if self.held.len() >= FLUSH_AT { self.flush() } else { Ok(()) }
     }
@@ -520,7 +515,7 @@ mod tests {
     #[test]
     fn a_slow_lookup_ends_with_the_connect_phase() {
         let config = agent_config(timeouts(Duration::from_millis(500))).build();
-        let agent = agent_named(config, None, Resolver::with(slow_lookup), None);
+        let agent = agent_named(config, None, Resolver::with(slow_lookup), None, None);
         let started = Instant::now();
         let answer = agent.get("http://opstatus-slow-dns.test:1/").call();
         let took = started.elapsed();
@@ -589,6 +584,52 @@ mod tests {
             }
         });
         addr
+    }
+
+    /// A server that answers `count` requests on one connection with an
+    /// empty 200 and sends each request (head and body) back as it read it.
+    fn recording(count: usize) -> (SocketAddr, std::sync::mpsc::Receiver<String>) {
+        use std::io::BufRead;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (sent, received) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let (peer, _) = listener.accept().unwrap();
+            let _ = peer.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut reader = io::BufReader::new(peer.try_clone().unwrap());
+            for _ in 0..count {
+                let mut request = String::new();
+                while reader.read_line(&mut request).is_ok_and(|n| n > 0) && !request.ends_with("\r\n\r\n") {}
+                let length =
+                    request.lines().find_map(|l| l.strip_prefix("content-length: ")).map_or(0, |n| n.parse().unwrap());
+                let mut body = vec![0u8; length];
+                let _ = reader.read_exact(&mut body);
+                request.push_str(&String::from_utf8_lossy(&body));
+                let _ = (&peer).write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+                let _ = sent.send(request);
+            }
+        });
+        (addr, received)
+    }
+
+    #[test]
+    fn each_request_carries_the_authorization_line_as_it_is_when_the_request_leaves() {
+        let authorization = Authorization::default();
+        authorization.set(AuthorizationLine::bearer("first-token"));
+        let config = agent_config(timeouts(Duration::from_secs(5))).build();
+        let agent = agent_named(config, None, Resolver::default(), None, Some(authorization.clone()));
+        let (addr, requests) = recording(2);
+        let url = format!("http://{addr}/x");
+        agent.put(&url).send("{\"body\":1}").unwrap();
+        let first = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(first.starts_with("PUT /x HTTP/1.1\r\n"), "{first}");
+        assert!(first.ends_with("\r\nAuthorization: Bearer first-token\r\n\r\n{\"body\":1}"), "{first}");
+        // Rotated: the next request on the same connection carries the new one.
+        authorization.set(AuthorizationLine::bearer("second-token"));
+        agent.get(&url).call().unwrap();
+        let second = requests.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert!(second.ends_with("\r\nAuthorization: Bearer second-token\r\n\r\n"), "{second}");
+        assert_eq!(second.matches("Bearer").count(), 1, "{second}");
     }
 
     #[test]

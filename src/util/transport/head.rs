@@ -6,8 +6,9 @@
 //! another; both hashed in. kube-apiserver answers every request with five
 //! headers that neither ureq nor opstatus reads (its audit ID, its
 //! priority-and-fairness flow schema and priority level, `Cache-Control`
-//! and `Date`), so they are taken out of the bytes read, in place, before
-//! ureq sees them.
+//! and `Date`), and with `Content-Type: application/json`, of which ureq
+//! keeps a copy of the media type but acts only on a `text/` one; they are
+//! taken out of the bytes read, in place, before ureq sees them.
 
 /// Header names (lower case) that neither ureq nor opstatus reads: ureq
 /// reads the framing (`Content-Length`, `Transfer-Encoding`,
@@ -35,8 +36,7 @@ pub(super) fn drop_unread_headers(bytes: &mut [u8]) -> usize {
             // A folded line (obsolete): left for ureq to refuse or read.
             return len;
         }
-        let name = line.split(|&b| b == b':').next().unwrap_or(line);
-        if !UNREAD.iter().any(|unread| unread.eq_ignore_ascii_case(name)) {
+        if !unread(line) {
             bytes.copy_within(read..end, write);
             write += end - read;
         }
@@ -47,6 +47,16 @@ pub(super) fn drop_unread_headers(bytes: &mut [u8]) -> usize {
     }
     bytes.copy_within(read..len, write);
     len - (read - write)
+}
+
+/// Whether nobody reads the header `line` (CRLF included).
+fn unread(line: &[u8]) -> bool {
+    let (name, value) = match line.iter().position(|&b| b == b':') {
+        Some(colon) => (&line[..colon], line[colon + 1..].trim_ascii()),
+        None => (line, &b""[..]),
+    };
+    UNREAD.iter().any(|unread| unread.eq_ignore_ascii_case(name))
+        || (name.eq_ignore_ascii_case(b"content-type") && value.eq_ignore_ascii_case(b"application/json"))
 }
 
 /// The end of the CRLF-terminated line that starts at `start`, just past
@@ -72,10 +82,12 @@ mod tests {
                       Content-Type: application/json\r\nX-Kubernetes-Pf-Flowschema-Uid: a1\r\n\
                       X-Kubernetes-Pf-Prioritylevel-Uid: b2\r\nDATE: Thu, 26 Nov 2026 09:00:00 GMT\r\n\
                       Retry-After: 3\r\nContent-Length: 2\r\n\r\n{}";
-        assert_eq!(
-            dropped(answer),
-            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nRetry-After: 3\r\nContent-Length: 2\r\n\r\n{}"
-        );
+        assert_eq!(dropped(answer), "HTTP/1.1 200 OK\r\nRetry-After: 3\r\nContent-Length: 2\r\n\r\n{}");
+        // Another media type, which ureq may act on, stays.
+        for kept in ["Content-Type: text/plain; charset=latin1", "content-type: application/json; charset=utf-16"] {
+            let answer = format!("HTTP/1.1 200 OK\r\n{kept}\r\ncontent-type:APPLICATION/JSON \r\n\r\n");
+            assert_eq!(dropped(&answer), format!("HTTP/1.1 200 OK\r\n{kept}\r\n\r\n"));
+        }
     }
 
     #[test]
