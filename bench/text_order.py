@@ -11,12 +11,13 @@ order nearly every 64 KiB of the binary's code holds one that runs: the
 steady RSS is then close to the binary's size (docs/footprint.md, "Steady
 RSS").
 
-How: the unstripped static build (`CARGO_PROFILE_RELEASE_STRIP=false cargo
-build --release --target x86_64-unknown-linux-musl --target-dir
-target/sym`) runs as the benchmark runs it (`run --interval 60s`, no
-probes, against a real kube-apiserver on loopback, scripts/control-plane.sh)
-under `valgrind --tool=callgrind --dump-instr=yes` until its second status
-write; every function with an instruction run is listed. Names are written
+How: the static x86_64 release build, linked with a link map (which names
+each function's place), runs at the 60 s default with no probes, with the
+probe endpoint (each path asked for once) and the ready file as the
+shipped manifests run it, against a real kube-apiserver on loopback
+(scripts/control-plane.sh), under `valgrind --tool=callgrind
+--dump-instr=yes` until its second status write; every function with an
+instruction run is listed. Names are written
 without their hashes (legacy `17h…E`, v0 crate disambiguators) where that
 still names one function, so the list holds while the code changes and for
 each target; the instances of a generic function keep theirs. A function
@@ -35,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
@@ -43,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMED_RULES = ("- {apiGroups: [''], resources: [configmaps], resourceNames: [kube9-operator-status], "
                "verbs: [get, patch, create]}")
 HEADER = """/* Linked into the static (musl) release binaries by build.rs: the functions
-   a steady opstatus runs (start, heartbeats at the 60 s default, no probes),
+   a steady opstatus runs (start, heartbeats at the 60 s default, no probes,
+   the probe endpoint and the ready file as the shipped manifests have them),
    first in the code, so that the code it never runs shares no page with
    them and is not mapped. Written by bench/text_order.py (how and why:
    there); a function this does not name is placed as the compiler placed
@@ -116,14 +119,26 @@ def run_under_callgrind(binary, out, writes):
         sa_dir, _, user = cp.identity("text-order", "writer", NAMED_RULES, work)
         env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"],
                    OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
+        # As the shipped manifests run it: the probe endpoint and the ready
+        # file too, each endpoint path asked for once after the first write.
         argv = ["valgrind", "-q", "--tool=callgrind", "--dump-instr=yes", f"--callgrind-out-file={out}",
-                binary, "run", "--interval", "60s", "--no-final-status"]
-        p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                binary, "run", "--interval", "60s", "--no-final-status", "--listen", "127.0.0.1:0",
+                "--ready-file", f"{work}/ready"]
+        log = open(f"{work}/log", "wb")
+        p = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
         try:
             deadline = time.time() + 60 * writes + 120
+            asked = False
             while len(bench.writes(cp, user)) < writes and time.time() < deadline and p.poll() is None:
                 time.sleep(1)
+                served = re.search(r"on http://(127\.0\.0\.1:[0-9]+)", open(f"{work}/log", errors="replace").read())
+                if served and not asked and bench.writes(cp, user):
+                    for path in ("/healthz", "/readyz", "/status", "/metrics"):
+                        with urllib.request.urlopen(f"http://{served.group(1)}{path}", timeout=10) as answer:
+                            answer.read()
+                    asked = True
             assert len(bench.writes(cp, user)) >= writes, "opstatus made too few status writes under callgrind"
+            assert asked, "the probe endpoint was not asked"
             time.sleep(2)
         finally:
             p.send_signal(signal.SIGTERM)
