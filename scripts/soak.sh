@@ -3,7 +3,7 @@
 # kube-apiserver for many heartbeats at 1 s, with a fault every
 # --fault-every heartbeats (API server restart, token rotation, RBAC revoked
 # then restored). Prints a summary; exits non-zero on an exit of opstatus,
-# an unrecovered fault, or RSS growth. The full run is 10,000 heartbeats
+# an unrecovered fault, or growth of its anonymous memory. The full run is 10,000 heartbeats
 # (2.8 hours); scripts/test.sh runs a short one.
 #
 #   scripts/soak.sh [--heartbeats 10000] [--fault-every 180]

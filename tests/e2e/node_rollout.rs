@@ -94,8 +94,14 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
     let out = rollout.join().unwrap();
     assert!(out.status.success(), "rollout status: {}", String::from_utf8_lossy(&out.stderr));
     let rolled = started.elapsed();
-    // The new publisher's status lands after the last old pod is gone.
-    std::thread::sleep(Duration::from_secs(5));
+    // The new publisher's status lands once the last old pod handed over
+    // (at its preStop hook, which a busy kubelet runs a while after
+    // `rollout status` is content), then a heartbeat more.
+    let handed_over = support::wait_for(Duration::from_secs(60), Duration::from_millis(250), || {
+        let h = holder(&cp.configmap(&ns, CM)?)?;
+        (!h.is_empty() && !old.contains(&h)).then_some(started.elapsed())
+    });
+    std::thread::sleep(Duration::from_secs(3));
     let text = watch.stop();
     let versions: Vec<Value> = serde_json::Deserializer::from_str(&text).into_iter().map_while(Result::ok).collect();
     let mut runs: Vec<String> = Vec::new();
@@ -137,14 +143,20 @@ fn e2e_node_a_rolling_update_of_two_replicas_hands_over_one_publisher_at_a_time(
         .collect();
     assert_eq!(new.len(), 2);
     let last = runs.last().expect("a publisher");
-    assert!(new.contains(last), "a new pod publishes at the end: {runs:?}, new pods {new:?}");
+    assert!(
+        new.contains(last),
+        "a new pod publishes at the end: {runs:?}, new pods {new:?}; a new holder seen {handed_over:?} after the \
+         update\n{}",
+        node.kubelet_log().lines().filter(|l| l.contains("PreStop") && l.contains(&ns)).collect::<Vec<_>>().join("\n")
+    );
     let end = cp.status_document(&ns, CM).expect("the status");
     assert_eq!(end["health"], "healthy", "healthy once the rollout is over: {end}");
     assert!(runs.iter().take(1).all(|h| old.contains(h)), "an old pod published first: {runs:?}");
     let writes = cp.audit_events(&service_account_user(&ns, DEPLOYMENT));
     let conflicts = writes.iter().filter(|e| e.code == 409).count();
     println!(
-        "e2e node rolling update (kubelet {}): 2 replicas rolled in {:.1} s; {polls} reads, oldest status seen \
+        "e2e node rolling update (kubelet {}): 2 replicas rolled in {:.1} s, a new publisher at {handed_over:.1?}; \
+         {polls} reads, oldest status seen \
          {oldest_seen:.1?} old, never Shutting down; {} ConfigMap versions, publishers in turn: {runs:?}; {} requests \
          by the pods' ServiceAccount, {conflicts} of them 409; {} reads not healthy; {} statuses of an old pod whose \
          operator exited before its preStop hook reached opstatus, {} other versions not healthy",
