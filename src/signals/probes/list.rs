@@ -245,10 +245,18 @@ impl Listing {
     }
 
     fn start_over(&mut self) {
-        self.store = Store::default();
         self.next.clear();
-        self.pager = Pager::new(Budget { until: Instant::now(), ..self.budget });
-        self.pager.resume(Instant::now());
+        self.first_page(Instant::now());
+    }
+
+    /// Before the first page is asked (again): the store and the pager's
+    /// progress go together, so a try cut during its first page leaves its
+    /// retry a whole budget from `now` and each resource it reads counts as
+    /// progress again (not only those past where the cut try got).
+    fn first_page(&mut self, now: Instant) {
+        self.store = Store::default();
+        self.pager = Pager::new(Budget { until: now, ..self.budget });
+        self.pager.resume(now);
     }
 
     /// Where a list starts reading from, `seen` the version last seen
@@ -305,7 +313,7 @@ impl Listing {
         self.pager.resume(Instant::now());
         loop {
             if self.next.is_empty() {
-                self.store = Store::default();
+                self.first_page(Instant::now());
                 self.from = self.read_from(seen);
             }
             let path = self.path(collection);
@@ -426,6 +434,26 @@ mod tests {
         assert_eq!(pager.follow("a", 0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
         let e = pager.follow("b", 0, now + LIST_BUDGET).unwrap_err();
         assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
+    }
+
+    #[test]
+    fn a_first_answer_read_again_after_a_cut_counts_as_progress_again() {
+        let (t0, s) = (Instant::now(), Duration::from_secs);
+        let mut listing = Listing::new(Budget::growing(s(10), t0));
+        // The first try reads 40,000 resources of its one answer, 1,000 a
+        // second, and is cut.
+        for listed in (1_000..=40_000).step_by(1_000) {
+            assert_eq!(listing.pager.progress(listed, t0 + s(listed as u64 / 1_000)), Ok(()), "{listed}");
+        }
+        // Its retry asks for the first page again and reads the whole
+        // answer at the same pace: never 10 s without a resource.
+        let retry = t0 + s(60);
+        listing.first_page(retry);
+        assert_eq!((listing.listed(), listing.pages()), (0, 0));
+        for listed in (1_000..=50_000).step_by(1_000) {
+            let read = listing.pager.progress(listed, retry + s(listed as u64 / 1_000));
+            assert_eq!(read, Ok(()), "the retry stopped at {listed} of 50000");
+        }
     }
 
     #[test]
