@@ -96,9 +96,10 @@ pub fn deploy_probed(cp: &ControlPlane, label: &str, crd: &str, name: &str) -> D
     pod
 }
 
-/// The agent's environment in `pod`, its OperatorCondition `name`.
-pub fn probed_env(cp: &ControlPlane, pod: &Deployed, name: &str) -> Vec<(String, String)> {
-    let mut env = cp.pod_env(pod);
+/// The agent's environment in `pod`, the API server at `port` (the
+/// control plane's, or a proxy's), its OperatorCondition `name`.
+pub fn probed_env(port: u16, pod: &Deployed, name: &str) -> Vec<(String, String)> {
+    let mut env = pod_env(port, &pod.sa);
     env.push(("OPERATOR_CONDITION_NAME".into(), name.into()));
     env
 }
