@@ -46,6 +46,8 @@ enum Role {
 
 pub(super) struct Publisher {
     me: String,
+    /// The pod this instance runs in: what the operator's Lease names.
+    pod: String,
     /// The operator's own leader-election Lease (name), when followed.
     follow: Option<String>,
     /// The lease this instance announces when it holds the lock.
@@ -114,8 +116,16 @@ impl Publisher {
         self.own.stopping(now);
     }
 
+    /// The pod this instance runs in, when its identity is not the pod's
+    /// name (`--identity`): the operator's Lease names pods.
+    pub(super) fn in_pod(mut self, pod: String) -> Publisher {
+        self.pod = pod;
+        self
+    }
+
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
         Publisher {
+            pod: me.clone(),
             me,
             follow,
             lease: lock::lease_duration(interval),
@@ -281,8 +291,15 @@ impl Publisher {
             match self.leader(now) {
                 Some(leader) => {
                     let own = OwnOperator::Answered;
-                    let decision =
-                        lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader), own, Duration::ZERO);
+                    let decision = lock::decide(
+                        &self.me,
+                        &self.pod,
+                        &Seen::Absent,
+                        Duration::ZERO,
+                        Some(leader),
+                        own,
+                        Duration::ZERO,
+                    );
                     self.apply_decision(decision);
                 }
                 None if self.role == Role::StandingBy => self.role = Role::Unknown,
@@ -301,7 +318,8 @@ impl Publisher {
             log::warn!("{why}: treating the lock as expired");
         }
         let own = self.own.at(now);
-        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
+        let decision =
+            lock::decide(&self.me, &self.pod, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
         self.apply_decision(decision);
     }
 
