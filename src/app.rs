@@ -2,7 +2,7 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{self, Agent, AgentConfig};
-use crate::cli::{ClusterOperatorSettings, Env, OutputFormat, Settings, variable};
+use crate::cli::{ClusterOperatorSettings, Env, OutputFormat, Pod, Settings};
 use crate::endpoint;
 use crate::kube::{Client, credentials};
 use crate::pro;
@@ -60,7 +60,7 @@ impl fmt::Display for Failure {
 struct Connection {
     client: Client,
     namespace: String,
-    /// Where the credentials came from, for the start-up log line.
+    /// Where the credentials came from (the start line, `/status`).
     source: String,
     /// The kube9 cluster identifier (from the cluster CA).
     cluster_identifier: String,
@@ -104,10 +104,8 @@ fn agent_for(
         settings.agent.interval
     };
     let config_error = |e: ConfigError| Failure::Config(e.to_string());
-    let Connection { client, namespace, source, cluster_identifier } =
-        connect(settings, env, Some(heartbeat)).map_err(config_error)?;
-    // What RBAC allows these credentials is what opstatus can do: say which.
-    log::info!("Kubernetes credentials: {source}");
+    let connection = connect(settings, env, Some(heartbeat)).map_err(config_error)?;
+    let Connection { client, namespace, source, cluster_identifier } = connection;
     let pod = Pod::read(env).map_err(config_error)?;
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
     let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
@@ -189,11 +187,11 @@ fn agent_for(
     }
 
     let identity = identity(settings, &pod);
+    // The operator's leader Lease names pods: an --identity of its own
+    // does not change which pod this instance runs in.
     let config = AgentConfig {
         target,
         operator_namespace,
-        // The operator's leader Lease names pods: an --identity of its own
-        // does not change which pod this instance runs in.
         pod: pod.name.clone().unwrap_or_else(|| identity.clone()),
         identity,
         credentials: source,
@@ -210,32 +208,10 @@ fn agent_for(
             crate::status::UNKNOWN_VERSION
         );
     }
+    // What RBAC allows these credentials is what opstatus can do.
+    log::info!("Kubernetes credentials: {}", config.credentials);
     let events = settings.events.then(|| recorder(&config, &pod));
     Ok(Agent::new(client, config, signals, sinks, events, shared))
-}
-
-/// What the downward API says of the sidecar's own pod (`POD_NAME`,
-/// `POD_UID`) and the host's name (`HOSTNAME`: the pod's name in
-/// Kubernetes). A value that is not text is a usage error; one that is no
-/// pod name or uid is not used.
-struct Pod {
-    name: Option<String>,
-    uid: Option<String>,
-    hostname: Option<String>,
-}
-
-impl Pod {
-    fn read(env: Env<'_>) -> Result<Pod, ConfigError> {
-        let var = |name, check: fn(&str) -> Result<(), &'static str>| {
-            Ok::<_, ConfigError>(variable(env, name)?.filter(|v| check(v).is_ok()))
-        };
-        let usable = |v: &str| crate::cli::check_identity(v.trim()).map(drop).map_err(|_| "not an identity");
-        Ok(Pod {
-            name: var("POD_NAME", crate::kube::names::check_dns_subdomain)?,
-            uid: var("POD_UID", check_uid)?,
-            hostname: var("HOSTNAME", usable)?.map(|h| h.trim().to_string()),
-        })
-    }
 }
 
 /// The Kubernetes Events' recorder: about the sidecar's own Pod when the
@@ -254,12 +230,6 @@ fn recorder(config: &AgentConfig, pod: &Pod) -> Recorder {
     let recorder = Recorder::new(object, Reporter { instance: config.identity.clone() }, Instant::now());
     log::info!("Kubernetes Events about {}", recorder.describe());
     recorder
-}
-
-/// A uid as the downward API gives it (a UUID); anything else is not used.
-fn check_uid(v: &str) -> Result<(), &'static str> {
-    let ok = !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-    if ok { Ok(()) } else { Err("is not a uid") }
 }
 
 /// This instance's name in the publisher lock: `--identity`, else the pod's

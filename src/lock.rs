@@ -293,14 +293,7 @@ pub(crate) fn decide(
     wait: Duration,
 ) -> Decision {
     if let Some(leader) = leader {
-        // The operator's leader decides, whatever the lock says: its
-        // sidecar takes the lock at once (with the resourceVersion it saw,
-        // so a concurrent write still wins) and everyone else stands by.
-        return match leader {
-            Ok(leader) if leader == pod => Decision::Publish,
-            Ok(leader) => Decision::StandBy(format!("{leader} publishes (the operator's leader)")),
-            Err(why) => Decision::StandBy(why.to_string()),
-        };
+        return follow(pod, leader);
     }
     let free = match seen {
         Seen::Absent => return Decision::Publish,
@@ -323,6 +316,20 @@ pub(crate) fn decide(
             let holder = seen.record().map_or("", |r| r.holder_identity.as_str());
             Decision::StandBy(format!("{holder} publishes"))
         }
+    }
+}
+
+/// The operator's leader decides, whatever the lock says: the sidecar in
+/// the `leader` pod (`Err`: it cannot be told, with the reason) takes the
+/// lock at once (with the resourceVersion it saw, so a concurrent write
+/// still wins) and everyone else stands by. `pod` is the pod this instance
+/// runs in, not its identity in the lock (`--identity` names the
+/// instance, not its pod).
+pub(crate) fn follow(pod: &str, leader: Result<&str, &str>) -> Decision {
+    match leader {
+        Ok(leader) if leader == pod => Decision::Publish,
+        Ok(leader) => Decision::StandBy(format!("{leader} publishes (the operator's leader)")),
+        Err(why) => Decision::StandBy(why.to_string()),
     }
 }
 

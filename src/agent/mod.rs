@@ -183,13 +183,13 @@ impl Agent {
         events: Option<Recorder>,
         shared: Shared,
     ) -> Agent {
-        let publisher = Publisher::new(
+        let mut publisher = Publisher::new(
             config.identity.clone(),
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
             config.settings.check_interval,
-        )
-        .in_pod(config.pod.clone());
+        );
+        publisher.pod.clone_from(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
         let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {

@@ -15,7 +15,7 @@
 
 use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
-use crate::lock::{self, Decision, Observer, OwnOperator, OwnState, Record, Seen};
+use crate::lock::{self, Decision, Observer, OwnState, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
 use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
@@ -47,7 +47,7 @@ enum Role {
 pub(super) struct Publisher {
     me: String,
     /// The pod this instance runs in: what the operator's Lease names.
-    pod: String,
+    pub(super) pod: String,
     /// The operator's own leader-election Lease (name), when followed.
     follow: Option<String>,
     /// The lease this instance announces when it holds the lock.
@@ -114,13 +114,6 @@ impl Publisher {
     /// a while ([`lock::decide`]).
     pub(super) fn pod_stopping(&mut self, now: Instant) {
         self.own.stopping(now);
-    }
-
-    /// The pod this instance runs in, when its identity is not the pod's
-    /// name (`--identity`): the operator's Lease names pods.
-    pub(super) fn in_pod(mut self, pod: String) -> Publisher {
-        self.pod = pod;
-        self
     }
 
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
@@ -289,19 +282,7 @@ impl Publisher {
             // when its Lease cannot decide (unrenewed, unread), the first
             // write reads the lock.
             match self.leader(now) {
-                Some(leader) => {
-                    let own = OwnOperator::Answered;
-                    let decision = lock::decide(
-                        &self.me,
-                        &self.pod,
-                        &Seen::Absent,
-                        Duration::ZERO,
-                        Some(leader),
-                        own,
-                        Duration::ZERO,
-                    );
-                    self.apply_decision(decision);
-                }
+                Some(leader) => self.apply_decision(lock::follow(&self.pod, leader)),
                 None if self.role == Role::StandingBy => self.role = Role::Unknown,
                 None => {}
             }

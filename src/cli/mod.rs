@@ -9,11 +9,14 @@
 //! - `flags`: every flag, defined once (name, variable, default, help, and
 //!   what it does), and the raw-value rules they share.
 //! - `settings`: the validated [`Settings`] and the rules between flags.
-//! - `values`: parsers for durations, addresses and switches.
+//! - `values`: parsers for durations, addresses and switches, and the
+//!   rule that a value that is not a path is UTF-8 text.
+//! - `pod`: what the downward API says of the sidecar's own pod.
 
 mod flag;
 mod flags;
 mod help;
+mod pod;
 mod settings;
 mod values;
 
@@ -25,6 +28,7 @@ use std::os::unix::ffi::OsStrExt;
 pub use crate::agent::AgentSettings;
 pub use flags::check_identity;
 pub use help::help_text;
+pub(crate) use pod::Pod;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
 
 /// What to do.
@@ -66,7 +70,7 @@ pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
 
 /// A variable that must be text: `Ok(None)` when unset, a usage error
 /// naming it when it is not UTF-8.
-pub fn variable(env: Env<'_>, name: &str) -> Result<Option<String>, ConfigError> {
+pub(crate) fn variable(env: Env<'_>, name: &str) -> Result<Option<String>, ConfigError> {
     env(name).map(|raw| values::text(raw, name)).transpose()
 }
 

@@ -153,7 +153,9 @@ pub(crate) fn choose(
         };
         let source = match token {
             Some(account) => format!("service account {account} (in-cluster, token in {})", sa_dir.display()),
-            None => format!("in-cluster token in {} (its claims name no service account)", sa_dir.display()),
+            None => {
+                format!("service account of the in-cluster token in {} (its claims do not name it)", sa_dir.display())
+            }
         };
         return Ok(Chosen { creds, source });
     }
