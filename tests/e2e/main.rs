@@ -19,6 +19,7 @@ mod get;
 mod get_extension;
 mod heartbeat;
 mod kept_connection;
+mod leader_pod;
 mod manifests;
 mod monitoring;
 mod node_loopback;
