@@ -528,6 +528,32 @@ mod tests {
         assert_eq!(leader_pod("_x"), "_x");
     }
 
+    /// Every identity the start check lets through reads back from the
+    /// lock as it was written, so a restarted instance knows its own
+    /// lock; the ones it refuses include every one that would not.
+    #[test]
+    fn every_identity_the_start_check_passes_reads_back_as_written() {
+        let chars = (0..0x3100u32).chain(0xfe00..0x10000).chain([0x1f600, 0xe0001, 0x10ffff]);
+        let mut refused = 0;
+        for c in chars.filter_map(char::from_u32) {
+            let identity = format!("op{c}a");
+            let Ok(checked) = crate::cli::check_identity(&identity) else {
+                refused += 1;
+                continue;
+            };
+            let written = Record::claim(&checked, None, Duration::from_secs(130), at(0)).to_json();
+            let read = Seen::parse(Some(&written));
+            assert_eq!(read.record().map(|r| r.holder_identity.as_str()), Some(identity.as_str()), "{c:?}");
+        }
+        assert!(refused > 60, "controls, white space and bidirectional controls are refused: {refused}");
+        // At the length limit, in bytes, as the lock keeps it.
+        let long = "é".repeat(126) + "a";
+        assert_eq!(long.len(), 253);
+        assert!(crate::cli::check_identity(&long).is_ok());
+        assert!(crate::cli::check_identity(&format!("{long}a")).is_err());
+        assert!(crate::cli::check_identity("op-a\u{202e}").is_err(), "the right-to-left override");
+    }
+
     /// `POD_NAME=op-a`, `--identity op-a-sidecar`, the Lease held by
     /// `op-a_1234`: the sidecar in pod op-a publishes, under its identity.
     #[test]
