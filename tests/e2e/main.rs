@@ -14,6 +14,7 @@ mod cluster_operator;
 mod component;
 mod events;
 mod first_hour;
+mod foreign_time;
 mod foreign_writer;
 mod get;
 mod get_extension;
