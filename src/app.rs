@@ -192,7 +192,7 @@ fn agent_for(
     let config = AgentConfig {
         target,
         operator_namespace,
-        pod: pod.name.clone().unwrap_or_else(|| identity.clone()),
+        pod: pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone()),
         identity,
         credentials: source,
         settings: settings.agent.clone(),

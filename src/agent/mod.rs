@@ -122,8 +122,8 @@ pub(crate) struct AgentConfig {
     pub operator_namespace: String,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
-    /// The pod this instance runs in (`POD_NAME`, else the identity): the
-    /// operator's leader Lease names pods.
+    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else
+    /// the identity): the operator's leader Lease names pods.
     pub pod: String,
     /// Where the Kubernetes credentials came from, for `/status`.
     pub credentials: String,
