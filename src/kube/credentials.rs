@@ -464,6 +464,33 @@ mod tests {
         })
     }
 
+    /// The account a token's claims name, for the start line only: the
+    /// projected claim, else `sub`; anything that is not a name, nothing.
+    #[test]
+    fn the_service_account_is_read_from_the_claims_and_only_names_are_shown() {
+        let jwt = |claims: Value| {
+            let url = |s: String| s.trim_end_matches('=').replace('+', "-").replace('/', "_");
+            format!("{}.{}.sig", url(encode_base64(b"{}")), url(encode_base64(claims.to_string().as_bytes())))
+        };
+        let projected = json!({"kubernetes.io": {"namespace": "ops", "serviceaccount": {"name": "opstatus"}},
+                               "sub": "system:serviceaccount:other:ignored"});
+        assert_eq!(service_account_of(&jwt(projected)).as_deref(), Some("ops/opstatus"));
+        let legacy = json!({"sub": "system:serviceaccount:team-a:op.sa"});
+        assert_eq!(service_account_of(&jwt(legacy)).as_deref(), Some("team-a/op.sa"));
+        for hostile in [
+            json!({"sub": "system:serviceaccount:ops:\u{1b}[2Jpwned"}),
+            json!({"sub": "system:serviceaccount:Ops:x"}),
+            json!({"sub": "system:node:worker-1"}),
+            json!({"kubernetes.io": {"namespace": "ops\u{202e}", "serviceaccount": {"name": "x"}}}),
+            json!({}),
+        ] {
+            assert_eq!(service_account_of(&jwt(hostile.clone())), None, "{hostile}");
+        }
+        for not_a_jwt in ["", "opaque-token", "a.!!!.c", "a.e30"] {
+            assert_eq!(service_account_of(not_a_jwt), None, "{not_a_jwt}");
+        }
+    }
+
     #[test]
     fn base64_round_trips_and_rejects_garbage() {
         for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar", &[0, 255, 128, 7]] {
