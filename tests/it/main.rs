@@ -33,6 +33,7 @@ mod kept_connection_closed;
 mod monitoring;
 mod one_write;
 mod operator_condition_conflict;
+mod operator_condition_log;
 mod operator_condition_ownership;
 mod operator_watch;
 mod placement_warning;
