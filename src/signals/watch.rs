@@ -55,13 +55,16 @@ const WINDOW: u32 = 6;
 /// them, an operator that misses every other check.
 const LATE_IN_WINDOW: u32 = 3;
 
+// The window is kept as the bits of a `u8`.
+const _: () = assert!(WINDOW <= u8::BITS && LATE_IN_WINDOW <= WINDOW);
+
 /// One URL's late answers, check after check, and its verdict.
 ///
 /// A single late answer is what a busy node gives a healthy process now and
 /// then (a CPU-starved moment while kubelet starts containers): kubelet's
 /// own probes, with the same 1 s timeout, wait for three failures in a row.
 /// So a late answer is no answer: it neither makes nor clears a failure,
-/// and the URL keeps its last verdict (a `HTTP 500` stays until an answer
+/// and the URL keeps its last verdict (an `HTTP 500` stays until an answer
 /// in time). It fails the URL when the check before was late too (the
 /// operator is hung or starved for longer than a check interval), or when
 /// [`LATE_IN_WINDOW`] of the last [`WINDOW`] checks were late (an operator
