@@ -15,7 +15,7 @@
 //! record change, and the lock is expired when it has not changed for the
 //! record's lease duration since.
 
-use crate::util::json::{self, Place};
+use crate::util::json::{self, EscapedJson, Object, Placed};
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
 use serde::Deserialize;
@@ -94,37 +94,24 @@ impl Record {
     /// The record's JSON text (the annotation's value, unescaped).
     #[cfg(test)]
     pub(crate) fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(192);
-        self.write_json(&mut out, Place::Text);
-        String::from_utf8(out).expect("JSON written from strings is UTF-8")
+        self.write_json::<json::AsText>()
     }
 
     /// The record's JSON text escaped to stand inside a JSON string: the
     /// annotation's value as the status write's body carries it.
-    pub(crate) fn to_json_in_string(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(224);
-        self.write_json(&mut out, Place::InString);
-        out
+    pub(crate) fn to_json_in_string(&self) -> EscapedJson {
+        self.write_json::<json::AsString>()
     }
 
     /// Written field by field, in client-go's order, as serde_json would.
-    fn write_json(&self, out: &mut Vec<u8>, place: Place) {
-        out.push(b'{');
-        place.key(out, "holderIdentity");
-        place.string(out, &self.holder_identity);
-        out.push(b',');
-        place.key(out, "leaseDurationSeconds");
-        json::decimal(out, self.lease_duration_seconds);
-        out.push(b',');
-        place.key(out, "acquireTime");
-        place.string(out, &self.acquire_time);
-        out.push(b',');
-        place.key(out, "renewTime");
-        place.string(out, &self.renew_time);
-        out.push(b',');
-        place.key(out, "leaderTransitions");
-        json::decimal(out, self.leader_transitions);
-        out.push(b'}');
+    fn write_json<P: Placed>(&self) -> P::Written {
+        let mut object = Object::<P>::with_capacity(224);
+        object.string("holderIdentity", &self.holder_identity);
+        object.number("leaseDurationSeconds", self.lease_duration_seconds);
+        object.string("acquireTime", &self.acquire_time);
+        object.string("renewTime", &self.renew_time);
+        object.number("leaderTransitions", self.leader_transitions);
+        object.end()
     }
 }
 
@@ -413,8 +400,8 @@ mod tests {
             let json = r.to_json();
             assert_eq!(json, serde_json::to_string(&r).unwrap());
             let inside = r.to_json_in_string();
-            assert_eq!(inside, json::escaped(&json));
-            let unescaped: String = serde_json::from_slice(&[&b"\""[..], &inside, b"\""].concat()).unwrap();
+            assert_eq!(inside.as_bytes(), json::escaped(&json));
+            let unescaped: String = serde_json::from_slice(&[&b"\""[..], inside.as_bytes(), b"\""].concat()).unwrap();
             assert_eq!(unescaped, json);
             // Read back as written, but for the control characters a record
             // from outside loses on the way in.
