@@ -77,8 +77,9 @@ fn link_map() -> PathBuf {
 
 /// gold or mold, when the flags cargo passes to rustc or the linker it
 /// resolved for the target (`.cargo/config.toml`, `CARGO_TARGET_…_LINKER`)
-/// ask for one of them: neither runs `INSERT BEFORE` (gold rejects
-/// the script; mold reads no `SECTIONS`).
+/// ask for one of them: neither links with `INSERT BEFORE` (gold cannot
+/// parse the script; mold stops at `SECTIONS`, an unknown token to it), and
+/// neither says why.
 fn linker_without_insert() -> Option<String> {
     let flags = var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     let linker = var("RUSTC_LINKER").unwrap_or_default();
