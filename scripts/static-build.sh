@@ -13,6 +13,11 @@
 # Each binary is also linked as target/platforms/PLATFORM/opstatus (amd64,
 # arm64, armv7: TARGETARCH and TARGETVARIANT run together), where the
 # Containerfile's offline path finds it for `--platform`.
+# Where build.rs links the binary with build/text-order.ld (the code a
+# steady agent runs first: the idle RSS), it also has the linker write the
+# link map beside it (opstatus.map); this fails the build when the list no
+# longer names enough of the functions linked, or the linker did not apply
+# it, and says how to fix it (`python3 bench/text_order.py --check`).
 # OPSTATUS_BUILD_TIMES=FILE appends "TARGET SECONDS" per build to FILE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +33,10 @@ for target in "${targets[@]}"; do
   cargo +"$toolchain" auditable build --locked --release --target "$target" >&2
   if [ -n "${OPSTATUS_BUILD_TIMES:-}" ]; then
     echo "$target $(($(date +%s) - started))" >>"$OPSTATUS_BUILD_TIMES"
+  fi
+  map="target/$target/release/opstatus.map"
+  if [ -e "$map" ]; then
+    python3 bench/text_order.py --check "$map" || exit 1
   fi
   case "$target" in
     x86_64-*) platform=amd64 ;;

@@ -2,9 +2,9 @@
 //! error type that maps every failure to its exit code.
 
 use crate::agent::{self, Agent, AgentConfig};
-use crate::cli::{ClusterOperatorSettings, OutputFormat, Settings};
+use crate::cli::{ClusterOperatorSettings, Env, OutputFormat, Pod, Settings};
 use crate::endpoint;
-use crate::kube::{Client, Credentials, credentials};
+use crate::kube::{Client, credentials};
 use crate::pro;
 use crate::reader;
 use crate::ready_file;
@@ -25,7 +25,6 @@ use crate::util::config_error::ConfigError;
 use crate::util::shutdown::{Nudge, Shutdown};
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 /// A failed command.
@@ -61,23 +60,19 @@ impl fmt::Display for Failure {
 struct Connection {
     client: Client,
     namespace: String,
-    /// Where the credentials came from, for the start-up log line.
+    /// Where the credentials came from (the start line, `/status`).
     source: String,
     /// The kube9 cluster identifier (from the cluster CA).
     cluster_identifier: String,
 }
 
-/// Picks credentials the way client-go does: an explicit kubeconfig
-/// (`--kubeconfig` / `KUBECONFIG`) first, then in-cluster when
-/// `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails with a
-/// [`ConfigError`] (exit code 2) before any request. A client for a
-/// loop that calls at least every `heartbeat` keeps its connection that long.
-fn connect(
-    settings: &Settings,
-    env: &dyn Fn(&str) -> Option<String>,
-    heartbeat: Option<Duration>,
-) -> Result<Connection, ConfigError> {
-    let (creds, source) = load_credentials(settings, env)?;
+/// Credentials as [`credentials::choose`] picks them (exit code 2 before
+/// any request when they are wrong). A client for a loop that calls at
+/// least every `heartbeat` keeps its connection that long.
+fn connect(settings: &Settings, env: Env<'_>, heartbeat: Option<Duration>) -> Result<Connection, ConfigError> {
+    let chosen = credentials::choose(settings.kubeconfig.as_deref(), &settings.service_account_dir, env)?;
+    // A path, a context or user name from a file: shown, so sanitised.
+    let (creds, source) = (chosen.creds, crate::util::text::sanitize(&chosen.source, 1024));
     let namespace =
         settings.namespace.clone().or_else(|| creds.namespace.clone()).unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     if let Err(why) = crate::kube::names::check_dns_label(&namespace) {
@@ -91,32 +86,6 @@ fn connect(
     Ok(Connection { client, namespace, source, cluster_identifier })
 }
 
-fn load_credentials(
-    settings: &Settings,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Credentials, String), ConfigError> {
-    if let Some(path) = &settings.kubeconfig {
-        return Ok((credentials::from_kubeconfig(path)?, format!("kubeconfig {}", path.display())));
-    }
-    let host = env("KUBERNETES_SERVICE_HOST");
-    if host.is_some() {
-        let port = env("KUBERNETES_SERVICE_PORT");
-        let creds = credentials::in_cluster(host.as_deref(), port.as_deref(), &settings.service_account_dir)?;
-        return Ok((creds, format!("service account in {}", settings.service_account_dir.display())));
-    }
-    if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
-        let path = PathBuf::from(home).join(".kube").join("config");
-        if path.exists() {
-            return Ok((credentials::from_kubeconfig(&path)?, format!("kubeconfig {}", path.display())));
-        }
-    }
-    Err(ConfigError(
-        "no Kubernetes credentials: not in a cluster (KUBERNETES_SERVICE_HOST is unset), \
-         no --kubeconfig or KUBECONFIG, and no ~/.kube/config"
-            .into(),
-    ))
-}
-
 /// The composition root: the agent with the signals and sinks the settings
 /// ask for. A new signal or sink is one line here.
 /// `nudge` (in `run`): the probes watch their resources and wake the loop
@@ -124,7 +93,7 @@ fn load_credentials(
 /// serves ([`agent::starting`]).
 fn agent_for(
     settings: &Settings,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: Env<'_>,
     nudge: Option<Nudge>,
     shared: endpoint::Shared,
 ) -> Result<Agent, Failure> {
@@ -134,9 +103,10 @@ fn agent_for(
     } else {
         settings.agent.interval
     };
-    let Connection { client, namespace, source, cluster_identifier } =
-        connect(settings, env, Some(heartbeat)).map_err(|e| Failure::Config(e.to_string()))?;
-    log::debug!("Using credentials from {source}");
+    let config_error = |e: ConfigError| Failure::Config(e.to_string());
+    let connection = connect(settings, env, Some(heartbeat)).map_err(config_error)?;
+    let Connection { client, namespace, source, cluster_identifier } = connection;
+    let pod = Pod::read(env).map_err(config_error)?;
     let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
     let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
     if settings.agent.follow_leader_lease.is_some() && operator_namespace != target.namespace {
@@ -168,7 +138,7 @@ fn agent_for(
     }
     if let Some(container) = &settings.watch.container {
         // Its own Pod: the one the downward API names, where the operator runs.
-        let pod = env("POD_NAME").filter(|p| crate::kube::names::check_dns_subdomain(p).is_ok()).ok_or_else(|| {
+        let name = pod.name.clone().ok_or_else(|| {
             Failure::Config(
                 "--watch-container reads the sidecar's own Pod: give POD_NAME (the downward API's metadata.name)"
                     .into(),
@@ -176,7 +146,7 @@ fn agent_for(
         })?;
         let watch = ContainerWatch::new(
             operator_namespace.clone(),
-            pod,
+            name,
             container.clone(),
             settings.watch.clean_run,
             nudge.clone(),
@@ -216,8 +186,17 @@ fn agent_for(
         sinks.add(Box::new(cluster_operator(settings, co, &target, &operator_namespace)));
     }
 
-    let config =
-        AgentConfig { target, operator_namespace, identity: identity(settings, env), settings: settings.agent.clone() };
+    let identity = identity(settings, &pod);
+    // The operator's leader Lease names pods: an --identity of its own
+    // does not change which pod this instance runs in.
+    let config = AgentConfig {
+        target,
+        operator_namespace,
+        pod: pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone()),
+        identity,
+        credentials: source,
+        settings: settings.agent.clone(),
+    };
     // Once the configuration is known to be good: a bad one is one line.
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
         log::warn!("{warning}");
@@ -229,17 +208,17 @@ fn agent_for(
             crate::status::UNKNOWN_VERSION
         );
     }
-    let events = settings.events.then(|| recorder(&config, env));
+    // What RBAC allows these credentials is what opstatus can do.
+    log::info!("Kubernetes credentials: {}", config.credentials);
+    let events = settings.events.then(|| recorder(&config, &pod));
     Ok(Agent::new(client, config, signals, sinks, events, shared))
 }
 
 /// The Kubernetes Events' recorder: about the sidecar's own Pod when the
-/// downward API gives its name and uid (`POD_NAME`, `POD_UID`; the pod runs
-/// where the operator does), else about the status ConfigMap.
-fn recorder(config: &AgentConfig, env: &dyn Fn(&str) -> Option<String>) -> Recorder {
-    let var = |name, check: fn(&str) -> Result<(), &'static str>| env(name).filter(|v| check(v).is_ok());
-    let pod = var("POD_NAME", crate::kube::names::check_dns_subdomain).zip(var("POD_UID", check_uid));
-    let object = match pod {
+/// downward API gives its name and uid (the pod runs where the operator
+/// does), else about the status ConfigMap.
+fn recorder(config: &AgentConfig, pod: &Pod) -> Recorder {
+    let object = match pod.name.clone().zip(pod.uid.clone()) {
         Some((name, uid)) => InvolvedObject { kind: "Pod", namespace: config.operator_namespace.clone(), name, uid },
         None => InvolvedObject {
             kind: "ConfigMap",
@@ -253,22 +232,15 @@ fn recorder(config: &AgentConfig, env: &dyn Fn(&str) -> Option<String>) -> Recor
     recorder
 }
 
-/// A uid as the downward API gives it (a UUID); anything else is not used.
-fn check_uid(v: &str) -> Result<(), &'static str> {
-    let ok = !v.is_empty() && v.len() <= 64 && v.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
-    if ok { Ok(()) } else { Err("is not a uid") }
-}
-
 /// This instance's name in the publisher lock: `--identity`, else the pod's
-/// name (`POD_NAME` from the downward API; `HOSTNAME` is the pod's name in
-/// Kubernetes), else the host's name.
-fn identity(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> String {
-    let from_env = |name| env(name).and_then(|v| crate::cli::check_identity(v.trim()).ok()).filter(|v| !v.is_empty());
+/// name (`POD_NAME`; `HOSTNAME` is the pod's name in Kubernetes), else the
+/// host's name.
+fn identity(settings: &Settings, pod: &Pod) -> String {
     settings
         .identity
         .clone()
-        .or_else(|| from_env("POD_NAME"))
-        .or_else(|| from_env("HOSTNAME"))
+        .or_else(|| pod.name.clone())
+        .or_else(|| pod.hostname.clone().filter(|h| !h.is_empty()))
         .or_else(|| {
             let host = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
             crate::cli::check_identity(host.trim()).ok().filter(|h| !h.is_empty())
@@ -325,7 +297,7 @@ fn probed_types(probes: &crate::cli::ProbeSettings) -> Vec<RelatedObject> {
 }
 
 /// `opstatus run`: the agent loop, until SIGTERM or SIGINT.
-pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
+pub fn run(settings: &Settings, env: Env<'_>) -> Result<(), Failure> {
     // Handlers first: a SIGTERM during start-up must not be lost.
     let ready = settings.agent.ready_file.clone();
     let mut shutdown = Shutdown::install(move || {
@@ -350,7 +322,7 @@ pub fn run(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<
 }
 
 /// `opstatus once`: one write; its failure is the command's failure.
-pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result<(), Failure> {
+pub fn once(settings: &Settings, env: Env<'_>) -> Result<(), Failure> {
     let mut agent = agent_for(settings, env, None, agent::starting(&settings.agent))?;
     agent.check_once();
     match agent.write_once() {
@@ -367,7 +339,7 @@ pub fn once(settings: &Settings, env: &dyn Fn(&str) -> Option<String>) -> Result
 /// extension does; prints it. Without `--namespace`, it searches where the
 /// extension looks (`--extension-namespace`, else kube9-system, then
 /// default): the first namespace that has the ConfigMap is the one read.
-pub fn get(settings: &Settings, output: OutputFormat, env: &dyn Fn(&str) -> Option<String>) -> Result<String, Failure> {
+pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<String, Failure> {
     let Connection { mut client, namespace, .. } =
         connect(settings, env, None).map_err(|e| Failure::Config(e.to_string()))?;
     let (searched, why_there) = match (&settings.namespace, &settings.extension_namespace) {

@@ -15,7 +15,7 @@
 //! record change, and the lock is expired when it has not changed for the
 //! record's lease duration since.
 
-use crate::util::json::{self, Place};
+use crate::util::json::{self, EscapedJson, Object, Placed};
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
 use serde::Deserialize;
@@ -94,37 +94,24 @@ impl Record {
     /// The record's JSON text (the annotation's value, unescaped).
     #[cfg(test)]
     pub(crate) fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(192);
-        self.write_json(&mut out, Place::Text);
-        String::from_utf8(out).expect("JSON written from strings is UTF-8")
+        self.write_json::<json::AsText>()
     }
 
     /// The record's JSON text escaped to stand inside a JSON string: the
     /// annotation's value as the status write's body carries it.
-    pub(crate) fn to_json_in_string(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(224);
-        self.write_json(&mut out, Place::InString);
-        out
+    pub(crate) fn to_json_in_string(&self) -> EscapedJson {
+        self.write_json::<json::AsString>()
     }
 
     /// Written field by field, in client-go's order, as serde_json would.
-    fn write_json(&self, out: &mut Vec<u8>, place: Place) {
-        out.push(b'{');
-        place.key(out, "holderIdentity");
-        place.string(out, &self.holder_identity);
-        out.push(b',');
-        place.key(out, "leaseDurationSeconds");
-        json::decimal(out, self.lease_duration_seconds);
-        out.push(b',');
-        place.key(out, "acquireTime");
-        place.string(out, &self.acquire_time);
-        out.push(b',');
-        place.key(out, "renewTime");
-        place.string(out, &self.renew_time);
-        out.push(b',');
-        place.key(out, "leaderTransitions");
-        json::decimal(out, self.leader_transitions);
-        out.push(b'}');
+    fn write_json<P: Placed>(&self) -> P::Written {
+        let mut object = Object::<P>::with_capacity(224);
+        object.string("holderIdentity", &self.holder_identity);
+        object.number("leaseDurationSeconds", self.lease_duration_seconds);
+        object.string("acquireTime", &self.acquire_time);
+        object.string("renewTime", &self.renew_time);
+        object.number("leaderTransitions", self.leader_transitions);
+        object.end()
     }
 }
 
@@ -263,10 +250,12 @@ impl Observer {
     }
 }
 
-/// Who may publish: `me`, given what the annotation says and how long it
-/// has been unchanged; `leader` is the pod the operator's own leader
-/// election names, when the sidecar follows it (`Err`: it cannot be told,
-/// with the reason).
+/// Who may publish: `me` (this instance's identity in the lock), given
+/// what the annotation says and how long it has been unchanged; `leader`
+/// is the pod the operator's own leader election names, when the sidecar
+/// follows it (`Err`: it cannot be told, with the reason): it is compared
+/// with `pod`, the pod this instance runs in, not with `me` (an
+/// `--identity` of its own names the instance, not its pod).
 ///
 /// `own` is what `me` knows of its own operator. A lock that is free
 /// (released, expired, unreadable) is not taken by an instance whose
@@ -283,6 +272,7 @@ impl Observer {
 /// taken at once.
 pub(crate) fn decide(
     me: &str,
+    pod: &str,
     seen: &Seen,
     unchanged_for: Duration,
     leader: Option<Result<&str, &str>>,
@@ -290,14 +280,7 @@ pub(crate) fn decide(
     wait: Duration,
 ) -> Decision {
     if let Some(leader) = leader {
-        // The operator's leader decides, whatever the lock says: its
-        // sidecar takes the lock at once (with the resourceVersion it saw,
-        // so a concurrent write still wins) and everyone else stands by.
-        return match leader {
-            Ok(pod) if pod == me => Decision::Publish,
-            Ok(pod) => Decision::StandBy(format!("{pod} publishes (the operator's leader)")),
-            Err(why) => Decision::StandBy(why.to_string()),
-        };
+        return follow(pod, leader);
     }
     let free = match seen {
         Seen::Absent => return Decision::Publish,
@@ -320,6 +303,20 @@ pub(crate) fn decide(
             let holder = seen.record().map_or("", |r| r.holder_identity.as_str());
             Decision::StandBy(format!("{holder} publishes"))
         }
+    }
+}
+
+/// The operator's leader decides, whatever the lock says: the sidecar in
+/// the `leader` pod (`Err`: it cannot be told, with the reason) takes the
+/// lock at once (with the resourceVersion it saw, so a concurrent write
+/// still wins) and everyone else stands by. `pod` is the pod this instance
+/// runs in, not its identity in the lock (`--identity` names the
+/// instance, not its pod).
+pub(crate) fn follow(pod: &str, leader: Result<&str, &str>) -> Decision {
+    match leader {
+        Ok(leader) if leader == pod => Decision::Publish,
+        Ok(leader) => Decision::StandBy(format!("{leader} publishes (the operator's leader)")),
+        Err(why) => Decision::StandBy(why.to_string()),
     }
 }
 
@@ -358,7 +355,7 @@ mod tests {
 
     /// The decision of an instance whose operator answers.
     fn answered(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
-        decide(me, seen, unchanged_for, leader, OwnOperator::Answered, Duration::from_secs(60))
+        decide(me, me, seen, unchanged_for, leader, OwnOperator::Answered, Duration::from_secs(60))
     }
 
     fn held_by(who: &str) -> Seen {
@@ -403,8 +400,8 @@ mod tests {
             let json = r.to_json();
             assert_eq!(json, serde_json::to_string(&r).unwrap());
             let inside = r.to_json_in_string();
-            assert_eq!(inside, json::escaped(&json));
-            let unescaped: String = serde_json::from_slice(&[&b"\""[..], &inside, b"\""].concat()).unwrap();
+            assert_eq!(inside.as_bytes(), json::escaped(&json));
+            let unescaped: String = serde_json::from_slice(&[&b"\""[..], inside.as_bytes(), b"\""].concat()).unwrap();
             assert_eq!(unescaped, json);
             // Read back as written, but for the control characters a record
             // from outside loses on the way in.
@@ -518,6 +515,46 @@ mod tests {
         assert_eq!(leader_pod("_x"), "_x");
     }
 
+    /// Every identity the start check lets through reads back from the
+    /// lock as it was written, so a restarted instance knows its own
+    /// lock; the ones it refuses include every one that would not.
+    #[test]
+    fn every_identity_the_start_check_passes_reads_back_as_written() {
+        let chars = (0..0x3100u32).chain(0xfe00..0x10000).chain([0x1f600, 0xe0001, 0x10ffff]);
+        let mut refused = 0;
+        for c in chars.filter_map(char::from_u32) {
+            let identity = format!("op{c}a");
+            let Ok(checked) = crate::cli::check_identity(&identity) else {
+                refused += 1;
+                continue;
+            };
+            let written = Record::claim(&checked, None, Duration::from_secs(130), at(0)).to_json();
+            let read = Seen::parse(Some(&written));
+            assert_eq!(read.record().map(|r| r.holder_identity.as_str()), Some(identity.as_str()), "{c:?}");
+        }
+        assert!(refused > 60, "controls, white space and bidirectional controls are refused: {refused}");
+        // At the length limit, in bytes, as the lock keeps it.
+        let long = "é".repeat(126) + "a";
+        assert_eq!(long.len(), 253);
+        assert!(crate::cli::check_identity(&long).is_ok());
+        assert!(crate::cli::check_identity(&format!("{long}a")).is_err());
+        assert!(crate::cli::check_identity("op-a\u{202e}").is_err(), "the right-to-left override");
+    }
+
+    /// `POD_NAME=op-a`, `--identity op-a-sidecar`, the Lease held by
+    /// `op-a_1234`: the sidecar in pod op-a publishes, under its identity.
+    #[test]
+    fn the_leader_is_compared_with_the_pod_not_the_identity() {
+        let decide_in = |pod: &str| {
+            let leader = Some(Ok(leader_pod("op-a_1234")));
+            decide("op-a-sidecar", pod, &Seen::Absent, Duration::ZERO, leader, OwnOperator::Answered, Duration::ZERO)
+        };
+        assert_eq!(decide_in("op-a"), Decision::Publish);
+        assert_eq!(decide_in("op-b"), Decision::StandBy("op-a publishes (the operator's leader)".into()));
+        let r = Record::claim("op-a-sidecar", None, Duration::from_secs(130), at(0));
+        assert_eq!(r.holder_identity, "op-a-sidecar", "the lock names the identity");
+    }
+
     #[test]
     fn an_instance_whose_operator_has_not_answered_leaves_a_free_lock_to_others_for_a_while() {
         let wait = Duration::from_secs(60);
@@ -528,7 +565,7 @@ mod tests {
         for free in [&released, &unreadable] {
             // Not taken while the operator has not answered, within the wait...
             for since_start in [0, 1, 59] {
-                let Decision::StandBy(why) = decide("b", free, Duration::ZERO, None, starting(since_start), wait)
+                let Decision::StandBy(why) = decide("b", "b", free, Duration::ZERO, None, starting(since_start), wait)
                 else {
                     panic!("took a free lock {since_start} s after start, the operator not answering yet")
                 };
@@ -537,23 +574,23 @@ mod tests {
             }
             // ...taken once it answers, and past the wait all the same: a
             // broken operator beside the only instance is still reported.
-            assert_eq!(decide("b", free, Duration::ZERO, None, OwnOperator::Answered, wait), Decision::Publish);
-            assert_eq!(decide("b", free, Duration::ZERO, None, starting(60), wait), Decision::Publish);
+            assert_eq!(decide("b", "b", free, Duration::ZERO, None, OwnOperator::Answered, wait), Decision::Publish);
+            assert_eq!(decide("b", "b", free, Duration::ZERO, None, starting(60), wait), Decision::Publish);
         }
         // An expired lock: the same.
         let expired = held_by("a");
-        assert!(matches!(decide("b", &expired, lease, None, starting(10), wait), Decision::StandBy(_)));
-        assert_eq!(decide("b", &expired, lease, None, starting(60), wait), Decision::Publish);
+        assert!(matches!(decide("b", "b", &expired, lease, None, starting(10), wait), Decision::StandBy(_)));
+        assert_eq!(decide("b", "b", &expired, lease, None, starting(60), wait), Decision::Publish);
         // A live holder is left alone as ever, whatever the operator does.
         assert_eq!(
-            decide("b", &expired, Duration::ZERO, None, OwnOperator::Answered, wait),
+            decide("b", "b", &expired, Duration::ZERO, None, OwnOperator::Answered, wait),
             Decision::StandBy("a publishes".into())
         );
         // A status nobody wrote, its own lock (a restarted container), the
         // operator's leader: at once.
-        assert_eq!(decide("b", &Seen::Absent, Duration::ZERO, None, starting(0), wait), Decision::Publish);
-        assert_eq!(decide("a", &expired, Duration::ZERO, None, starting(0), wait), Decision::Publish);
-        assert_eq!(decide("b", &released, Duration::ZERO, Some(Ok("b")), starting(0), wait), Decision::Publish);
+        assert_eq!(decide("b", "b", &Seen::Absent, Duration::ZERO, None, starting(0), wait), Decision::Publish);
+        assert_eq!(decide("a", "a", &expired, Duration::ZERO, None, starting(0), wait), Decision::Publish);
+        assert_eq!(decide("b", "b", &released, Duration::ZERO, Some(Ok("b")), starting(0), wait), Decision::Publish);
     }
 
     #[test]
@@ -561,13 +598,13 @@ mod tests {
         let wait = Duration::from_secs(60);
         let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
         let stopping = |secs| OwnOperator::Stopping(Duration::from_secs(secs));
-        let Decision::StandBy(why) = decide("b", &released, Duration::ZERO, None, stopping(0), wait) else {
+        let Decision::StandBy(why) = decide("b", "b", &released, Duration::ZERO, None, stopping(0), wait) else {
             panic!("a stopping pod took the lock")
         };
         assert_eq!(why, "this pod is stopping: leaving the free lock to the instances that stay, for up to 60s");
-        assert_eq!(decide("b", &released, Duration::ZERO, None, stopping(60), wait), Decision::Publish);
+        assert_eq!(decide("b", "b", &released, Duration::ZERO, None, stopping(60), wait), Decision::Publish);
         // What it holds it keeps (nobody took it over: it goes on publishing).
-        assert_eq!(decide("a", &held_by("a"), Duration::ZERO, None, stopping(0), wait), Decision::Publish);
+        assert_eq!(decide("a", "a", &held_by("a"), Duration::ZERO, None, stopping(0), wait), Decision::Publish);
     }
 
     #[test]

@@ -15,8 +15,10 @@ use std::process::ExitCode;
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let env = |name: &str| std::env::var(name).ok();
+    // As the system gives them: `std::env::args` and `var` would panic on,
+    // or drop, a value that is not UTF-8 (a path need not be).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let env = |name: &str| std::env::var_os(name);
     let invocation = match cli::parse(&args, &env) {
         Ok(inv) => inv,
         Err(e) => return fail(&Failure::Config(e.to_string())),

@@ -168,12 +168,13 @@ impl Patience {
     /// When the status `foreign` left is opstatus's again, read at `now`:
     /// `quiet` after its writer's last write, and in any case `margin`
     /// before readers would call it stale. The last write is the latest of
-    /// the `time` of the writer's `managedFields` entry, the status's own
-    /// `lastUpdate` (not believed past `now`, and not at all when it is
-    /// more than `quiet` ahead of it) and `changed`, when this instance saw
-    /// the status's text change: all but the last are read from the
-    /// object, the same for every instance. `None` when nothing says when
-    /// it wrote: nothing shows it is still writing.
+    /// the `time` of the writer's `managedFields` entry and the status's
+    /// own `lastUpdate` (each not believed past `now`, and not at all when
+    /// it is more than `quiet` ahead of it: [`Self::believed`]) and
+    /// `changed`, when this instance saw the status's text change: all but
+    /// the last are read from the object, the same for every instance.
+    /// `None` when nothing says when it wrote: nothing shows it is still
+    /// writing.
     pub(crate) fn take_back_at(
         &self,
         foreign: &Foreign,
@@ -182,25 +183,30 @@ impl Patience {
     ) -> Option<SystemTime> {
         let quiet_over = self.last_write(foreign, changed, now)? + self.quiet;
         let patience = crate::reader::STALE_AFTER.saturating_sub(self.margin);
-        Some(self.stamped(foreign, now).map_or(quiet_over, |at| quiet_over.min(at + patience)))
+        Some(self.believed(foreign.last_update, now).map_or(quiet_over, |at| quiet_over.min(at + patience)))
     }
 
     /// The other writer's last write as far as anything tells it
-    /// ([`Self::take_back_at`]).
+    /// ([`Self::take_back_at`]): never later than `now`, so no clock ahead
+    /// of this one (the API server's, the writer's) stretches a yield past
+    /// `quiet` from the read.
     pub(crate) fn last_write(
         &self,
         foreign: &Foreign,
         changed: Option<SystemTime>,
         now: SystemTime,
     ) -> Option<SystemTime> {
-        let stamped = self.stamped(foreign, now).map(|at| at.min(now));
-        [foreign.written, stamped, changed].into_iter().flatten().max()
+        let written = self.believed(foreign.written, now);
+        let stamped = self.believed(foreign.last_update, now);
+        [written, stamped].into_iter().flatten().map(|at| at.min(now)).chain(changed).max()
     }
 
-    /// The status's `lastUpdate`, unless it is more than `quiet` ahead of
-    /// `now`.
-    fn stamped(&self, foreign: &Foreign, now: SystemTime) -> Option<SystemTime> {
-        foreign.last_update.filter(|&at| at <= now + self.quiet)
+    /// A time read from the object (a `managedFields` `time`, a
+    /// `lastUpdate`), unless it is more than `quiet` ahead of `now`: a
+    /// clock that far ahead, or a time someone made up
+    /// (`2099-01-01T00:00:00Z`), says nothing about when the writer wrote.
+    fn believed(&self, at: Option<SystemTime>, now: SystemTime) -> Option<SystemTime> {
+        at.filter(|&at| at <= now + self.quiet)
     }
 }
 
@@ -216,6 +222,10 @@ pub(crate) struct Yielding {
     /// The other writer's status text as last read (its digest), and when
     /// this instance saw it change (not when it first saw it).
     text: Option<(u64, Option<SystemTime>)>,
+    /// A `managedFields` time ahead of this clock, and when this instance
+    /// first read it: that is when it counts as written, so a clock ahead
+    /// does not move the write later on every read.
+    ahead: Option<(SystemTime, SystemTime)>,
 }
 
 /// What a read of the ConfigMap means for the yield.
@@ -235,6 +245,24 @@ pub(crate) enum Turn {
 }
 
 impl Yielding {
+    /// `foreign` with a `managedFields` time ahead of `now` (but believed:
+    /// [`Patience::believed`]) replaced by when this instance first read
+    /// that time.
+    fn dated_by_this_clock(&mut self, foreign: &Foreign, now: SystemTime, patience: &Patience) -> Foreign {
+        let mut f = foreign.clone();
+        f.written = patience.believed(f.written, now);
+        match (f.written, self.ahead) {
+            // Still the time first read ahead: when it was first read.
+            (Some(at), Some((seen, first))) if at == seen => f.written = Some(first),
+            (Some(at), _) if at > now => {
+                self.ahead = Some((at, now));
+                f.written = Some(now);
+            }
+            _ => self.ahead = None,
+        }
+        f
+    }
+
     /// The other writer, while the ConfigMap is left to it.
     pub(crate) fn to(&self) -> Option<&Writer> {
         self.to.as_ref().map(|(w, _)| w)
@@ -267,6 +295,8 @@ impl Yielding {
                 None
             }
         };
+        let foreign = foreign.map(|f| self.dated_by_this_clock(f, now, patience));
+        let foreign = foreign.as_ref();
         let theirs =
             foreign.and_then(|f| Some((f, patience.take_back_at(f, changed, now)?))).filter(|(_, until)| now < *until);
         match (self.to.take(), theirs) {
@@ -451,6 +481,12 @@ mod tests {
         // A lastUpdate far in the future does not keep opstatus off past
         // the quiet period.
         assert_eq!(p.take_back_at(&kube9(0, 86_400), None, at(1)), Some(at(290)));
+        // Nor does a managedFields time far in the future with no
+        // lastUpdate (readers call such a status stale at once): it says
+        // nothing of when the writer wrote.
+        let made_up = Foreign { written: Some(at(86_400 * 365 * 70)), last_update: None, ..k9.clone() };
+        assert_eq!(p.take_back_at(&made_up, None, at(1)), None);
+        assert_eq!(Yielding::default().observe(Some(&made_up), at(1), &p), Turn::Ours);
         // Another opstatus instance took the status back: ours, nothing to say.
         let mut y = Yielding::default();
         assert!(matches!(y.observe(Some(&k9), at(1), &p), Turn::Yield(..)));
@@ -480,5 +516,20 @@ mod tests {
         // never waits past the quiet period for want of being seen again.
         let mut y = Yielding::default();
         assert!(matches!(y.observe(Some(&edited(1)), at(1), &p), Turn::Yield(_, until) if until == at(10)));
+    }
+
+    /// An API server whose clock runs 5 s ahead dates one write at 5 s
+    /// that happened at 0: the yield ends `quiet` (10 s) after this
+    /// instance first read it, not `quiet` after the server's time, nor
+    /// later on each read.
+    #[test]
+    fn a_managed_fields_time_ahead_of_this_clock_does_not_stretch_the_yield() {
+        let p = Patience::new(S(2), S(1));
+        let ahead = Foreign { last_update: None, ..kube9(5, 0) };
+        let turns = drive(&mut Yielding::default(), &p, (1, 120, 1), |_| Some(ahead.clone()));
+        assert!(matches!(turns[0], (1, Turn::Yield(_, until)) if until == at(11)), "{turns:?}");
+        assert_eq!(taken_back(&turns), Some(11), "{turns:?}");
+        // Never past this instance's clock, as the lastUpdate is not.
+        assert_eq!(p.last_write(&ahead, None, at(1)), Some(at(1)));
     }
 }

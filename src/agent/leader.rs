@@ -138,13 +138,20 @@ impl Leader {
         Some(match &self.answer.as_ref()?.said {
             Ok(held) => {
                 let renewed = held.renew_time.as_deref();
-                let by_clock = renewed.and_then(parse_rfc3339).and_then(|at| wall.duration_since(at).ok());
-                let age = by_clock.map_or(unchanged, |age| age.max(unchanged));
+                // A renewTime ahead of this clock (the leader's node runs
+                // ahead, or someone wrote a future time) is no recent
+                // renewal: it says so, with how long reads saw it unchanged.
+                let when = match renewed.and_then(parse_rfc3339).map(|at| wall.duration_since(at)) {
+                    Some(Err(_)) => {
+                        format!("ahead of this clock; unchanged for {} as seen from here", minutes(unchanged))
+                    }
+                    Some(Ok(age)) => format!("{} ago", minutes(age.max(unchanged))),
+                    None => format!("{} ago", minutes(unchanged)),
+                };
                 format!(
-                    "{line}: last renewed {} ({}); the publisher lock decides who publishes until the Lease is \
+                    "{line}: last renewed {} ({when}); the publisher lock decides who publishes until the Lease is \
                      renewed or taken over",
                     renewed.unwrap_or("never"),
-                    minutes_ago(age)
                 )
             }
             Err(_) => format!("{line}; the publisher lock decides who publishes until the operator elects a leader"),
@@ -174,11 +181,11 @@ impl Leader {
     }
 }
 
-/// `3 min ago`, or `under a minute ago`.
-fn minutes_ago(age: Duration) -> String {
+/// `3 min`, or `under a minute`: a reason that changes once a minute.
+fn minutes(age: Duration) -> String {
     match age.as_secs() / 60 {
-        0 => "under a minute ago".into(),
-        m => format!("{m} min ago"),
+        0 => "under a minute".into(),
+        m => format!("{m} min"),
     }
 }
 
@@ -273,6 +280,15 @@ mod tests {
         let later = leader.problem(now, GRACE, wall(3 * 60 + 59)).unwrap();
         assert!(later.contains("(3 min ago)"), "{later}");
         assert_eq!(leader.problem(now, GRACE, wall(3 * 60 + 1)), Some(later));
+        // A renewTime ahead of this clock is not "under a minute ago".
+        let ahead = leader.problem(now, GRACE, wall(0) - S(3600)).unwrap();
+        assert!(
+            ahead.contains(
+                "last renewed 2026-11-26T06:00:00Z (ahead of this clock; unchanged for under a minute as seen \
+                            from here)"
+            ),
+            "{ahead}"
+        );
         // A renewal, or another holder taking over: it leads again.
         leader.observe(held("pod-b_2", "2026-11-26T06:01:00Z"), now + S(5));
         assert_eq!(leader.decides(now + S(5), GRACE), Some(Ok("pod-b_2")));

@@ -122,6 +122,11 @@ pub(crate) struct AgentConfig {
     pub operator_namespace: String,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
+    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else
+    /// the identity): the operator's leader Lease names pods.
+    pub pod: String,
+    /// Where the Kubernetes credentials came from, for `/status`.
+    pub credentials: String,
     pub settings: AgentSettings,
 }
 
@@ -178,12 +183,13 @@ impl Agent {
         events: Option<Recorder>,
         shared: Shared,
     ) -> Agent {
-        let publisher = Publisher::new(
+        let mut publisher = Publisher::new(
             config.identity.clone(),
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
             config.settings.check_interval,
         );
+        publisher.pod.clone_from(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
         let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {

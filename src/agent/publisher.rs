@@ -15,7 +15,7 @@
 
 use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
 use crate::kube::{Client, KubeError};
-use crate::lock::{self, Decision, Observer, OwnOperator, OwnState, Record, Seen};
+use crate::lock::{self, Decision, Observer, OwnState, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
 use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
@@ -46,6 +46,8 @@ enum Role {
 
 pub(super) struct Publisher {
     me: String,
+    /// The pod this instance runs in: what the operator's Lease names.
+    pub(super) pod: String,
     /// The operator's own leader-election Lease (name), when followed.
     follow: Option<String>,
     /// The lease this instance announces when it holds the lock.
@@ -116,6 +118,7 @@ impl Publisher {
 
     pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
         Publisher {
+            pod: me.clone(),
             me,
             follow,
             lease: lock::lease_duration(interval),
@@ -279,12 +282,7 @@ impl Publisher {
             // when its Lease cannot decide (unrenewed, unread), the first
             // write reads the lock.
             match self.leader(now) {
-                Some(leader) => {
-                    let own = OwnOperator::Answered;
-                    let decision =
-                        lock::decide(&self.me, &Seen::Absent, Duration::ZERO, Some(leader), own, Duration::ZERO);
-                    self.apply_decision(decision);
-                }
+                Some(leader) => self.apply_decision(lock::follow(&self.pod, leader)),
                 None if self.role == Role::StandingBy => self.role = Role::Unknown,
                 None => {}
             }
@@ -301,7 +299,8 @@ impl Publisher {
             log::warn!("{why}: treating the lock as expired");
         }
         let own = self.own.at(now);
-        let decision = lock::decide(&self.me, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
+        let decision =
+            lock::decide(&self.me, &self.pod, &current.lock, unchanged, self.leader(now), own, self.operator_wait);
         self.apply_decision(decision);
     }
 

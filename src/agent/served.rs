@@ -70,6 +70,7 @@ impl Agent {
             unseen: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.unseen.clone()),
             listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
+            credentials: self.config.credentials.clone(),
         }
     }
 

@@ -225,6 +225,8 @@ mod tests {
             target: StatusConfigMap { namespace: "ns".into(), name: "kube9-operator-status".into() },
             operator_namespace: "ns".into(),
             identity: "pod-a".into(),
+            pod: "pod-a".into(),
+            credentials: "kubeconfig test".into(),
             settings,
         };
         let shared = super::super::starting(&config.settings);

@@ -1,12 +1,24 @@
 //! One flag's shape (its name, variable, documented default, help line
 //! and what its value does) and the raw-value rules all flags share, once,
 //! in [`Flag::apply`]: the flag wins over its variable, empty values are
-//! errors, lists and switches come from variables too.
+//! errors (but for [`EMPTY_MEANS_UNSET`]), lists and switches come from
+//! variables too, and a value is text unless it is a path.
+//!
+//! Raw values are `OsString`s, as the command line and the environment
+//! give them: a path is taken as it is (a file name need not be UTF-8),
+//! and any other value that is not UTF-8 is a usage error naming its flag
+//! or variable, never dropped and never a panic.
 
 use super::ConfigError;
-use super::flags::EMPTY_MEANS_UNSET;
 use super::settings::Settings;
-use super::values::{Given, parse_switch};
+use super::values::{Given, parse_switch, text};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Empty means unset for these variables: for KUBECONFIG as for kubectl;
+/// for the operator's version because the downward API gives an empty
+/// value for a label the pod does not carry.
+pub(crate) const EMPTY_MEANS_UNSET: [&str; 2] = ["KUBECONFIG", "OPSTATUS_OPERATOR_VERSION"];
 
 /// One setting: its flag, its variable, its default, its help line, and
 /// what its value does.
@@ -23,6 +35,9 @@ pub(crate) struct Flag {
 pub(crate) enum Kind {
     /// `--flag VALUE` or `--flag=VALUE`; the last one counts.
     Value(fn(&mut Settings, Given) -> Result<(), ConfigError>),
+    /// `--flag PATH`: a file or directory, taken as given (any bytes but
+    /// none: a file name need not be UTF-8); the last one counts.
+    Path(fn(&mut Settings, PathBuf)),
     /// `--flag` alone (or `--flag=true|false`); its variable takes
     /// true/false/1/0/yes/no. Applied only when given.
     Switch(fn(&mut Settings, bool)),
@@ -70,17 +85,23 @@ impl Flag {
     pub(super) fn apply(
         &self,
         s: &mut Settings,
-        given: &[String],
-        env: &dyn Fn(&str) -> Option<String>,
+        given: &[OsString],
+        env: &dyn Fn(&str) -> Option<OsString>,
     ) -> Result<(), ConfigError> {
         match self.kind {
             Kind::Value(apply) => match self.one(given, env)? {
-                Some(v) => apply(s, v),
+                Some((raw, source)) => apply(s, Given { value: text(raw, source)?, source }),
                 None => Ok(()),
             },
+            Kind::Path(apply) => {
+                if let Some((raw, _)) = self.one(given, env)? {
+                    apply(s, PathBuf::from(raw));
+                }
+                Ok(())
+            }
             Kind::Switch(apply) => {
-                if let Some(v) = self.one(given, env)? {
-                    apply(s, v.parse(parse_switch)?);
+                if let Some((raw, source)) = self.one(given, env)? {
+                    apply(s, Given { value: text(raw, source)?, source }.parse(parse_switch)?);
                 }
                 Ok(())
             }
@@ -88,35 +109,40 @@ impl Flag {
         }
     }
 
-    /// The last value given, else the variable's.
-    fn one(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Option<Given>, ConfigError> {
+    /// The last value given, else the variable's, with where it came from.
+    fn one(
+        &self,
+        given: &[OsString],
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<(OsString, &'static str)>, ConfigError> {
         if let Some(v) = given.last() {
             if v.is_empty() {
                 return Err(ConfigError(format!("{} is empty", self.name)));
             }
-            return Ok(Some(Given { value: v.clone(), source: self.name }));
+            return Ok(Some((v.clone(), self.name)));
         }
         match env(self.env) {
             Some(v) if v.is_empty() && EMPTY_MEANS_UNSET.contains(&self.env) => Ok(None),
             Some(v) if v.is_empty() => Err(ConfigError(format!("{} is set but empty", self.env))),
-            Some(v) => Ok(Some(Given { value: v, source: self.env })),
+            Some(v) => Ok(Some((v, self.env))),
             None => Ok(None),
         }
     }
 
     /// Every value given, else the variable's comma-separated items, else
     /// those of the variable the default names.
-    fn list(&self, given: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Given>, ConfigError> {
+    fn list(&self, given: &[OsString], env: &dyn Fn(&str) -> Option<OsString>) -> Result<Vec<Given>, ConfigError> {
         if !given.is_empty() {
             return given
                 .iter()
                 .map(|v| match v.is_empty() {
                     true => Err(ConfigError(format!("{} is empty", self.name))),
-                    false => Ok(Given { value: v.clone(), source: self.name }),
+                    false => Ok(Given { value: text(v.clone(), self.name)?, source: self.name }),
                 })
                 .collect();
         }
         if let Some(v) = env(self.env) {
+            let v = text(v, self.env)?;
             let items: Vec<&str> = v.split(',').map(str::trim).collect();
             if items.iter().any(|item| item.is_empty()) {
                 return Err(ConfigError(format!("{} has an empty item: {v:?}", self.env)));
@@ -124,7 +150,7 @@ impl Flag {
             return Ok(items.into_iter().map(|item| Given { value: item.into(), source: self.env }).collect());
         }
         let Default::Env(var, _) = self.default else { return Ok(Vec::new()) };
-        let v = env(var).unwrap_or_default();
+        let v = env(var).map(|v| text(v, var)).transpose()?.unwrap_or_default();
         let items = v.split(',').map(str::trim).filter(|item| !item.is_empty());
         Ok(items.map(|item| Given { value: item.into(), source: var }).collect())
     }

@@ -19,18 +19,20 @@ pub(super) const WATCH_NAMESPACE_ENV: &str = "WATCH_NAMESPACE";
 /// every process on the node.
 pub(super) const API_KEY_ENV: &str = "KUBE9_API_KEY";
 
-/// Empty means unset for these variables: for KUBECONFIG as for kubectl;
-/// for the operator's version because the downward API gives an empty
-/// value for a label the pod does not carry.
-pub(crate) const EMPTY_MEANS_UNSET: [&str; 2] = ["KUBECONFIG", "OPSTATUS_OPERATOR_VERSION"];
-
 const DAY: Duration = Duration::from_secs(86_400);
 
 /// A lock holder's name: a pod name in practice; printable and bounded,
-/// since it is written into the ConfigMap and shown to readers.
+/// since it is written into the ConfigMap and shown to readers. It must
+/// read back as it was written: the lock record is sanitised where it is
+/// read ([`crate::lock::Seen::parse`]), so an identity that sanitising
+/// changes (a bidirectional control such as U+202E, a control character,
+/// more than 253 bytes) would not know its own lock after a restart.
 pub fn check_identity(v: &str) -> Result<String, String> {
-    if v.len() > 253 || v.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err("is not a usable identity (at most 253 characters, no spaces or control characters)".into());
+    let reads_back = crate::util::text::sanitize(v, crate::lock::MAX_IDENTITY) == v;
+    if !reads_back || v.chars().any(char::is_whitespace) {
+        return Err("is not a usable identity (at most 253 bytes; no spaces, control or bidirectional-control \
+                    characters)"
+            .into());
     }
     Ok(v.to_string())
 }
@@ -109,20 +111,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_SERVICE_ACCOUNT_DIR",
         default: Default::Value(DEFAULT_SERVICE_ACCOUNT_DIR),
         help: "Where the in-cluster token, ca.crt and namespace files are.",
-        kind: Kind::Value(|s, v| {
-            s.service_account_dir = v.value.into();
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.service_account_dir = path),
     },
     Flag {
         name: "--kubeconfig",
         env: "KUBECONFIG",
         default: Default::Prose("in-cluster credentials, else ~/.kube/config"),
         help: "Kubeconfig file to use instead of in-cluster credentials.",
-        kind: Kind::Value(|s, v| {
-            s.kubeconfig = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.kubeconfig = Some(path)),
     },
     Flag {
         name: "--check-interval",
@@ -149,10 +145,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_READY_FILE",
         default: Default::Prose("off"),
         help: "Keep this file fresh while ready (for `opstatus probe` in images without a shell).",
-        kind: Kind::Value(|s, v| {
-            s.agent.ready_file = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.agent.ready_file = Some(path)),
     },
     Flag {
         name: "--max-age",
@@ -188,10 +181,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_WATCH_FILE",
         default: Default::Prose("none"),
         help: "A heartbeat file the operator touches; stale or missing means the operator is not well.",
-        kind: Kind::Value(|s, v| {
-            s.watch.file = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.watch.file = Some(path)),
     },
     Flag {
         name: "--watch-max-age",
@@ -273,10 +263,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_API_KEY_FILE",
         default: Default::Prose("none (then KUBE9_API_KEY)"),
         help: "The kube9 API key, e.g. a mounted Secret; re-read on every check, so adding or removing it needs no restart.",
-        kind: Kind::Value(|s, v| {
-            s.pro.api_key.file = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.pro.api_key.file = Some(path)),
     },
     Flag {
         name: "--server-url",
@@ -304,10 +291,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_SERVER_CA_FILE",
         default: Default::Prose("the system CA bundle"),
         help: "CA bundle that kube9-server's certificate must chain to.",
-        kind: Kind::Value(|s, v| {
-            s.pro.server_ca_file = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| s.pro.server_ca_file = Some(path)),
     },
     Flag {
         name: "--operator-condition",
@@ -391,10 +375,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("none (the flags' versions count as running)"),
         help: "ClusterOperator: a file the operator writes once a version runs (VERSION or NAME=VERSION lines); \
                until then the old version is reported and Progressing is True.",
-        kind: Kind::Value(|s, v| {
-            cluster_operator(s).version_file = Some(v.value.into());
-            Ok(())
-        }),
+        kind: Kind::Path(|s, path| cluster_operator(s).version_file = Some(path)),
     },
     Flag {
         name: "--related-object",
@@ -426,8 +407,8 @@ mod tests {
     use super::*;
 
     fn parse_args(args: &[&str], vars: &[(&str, &str)]) -> Settings {
-        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-        let lookup = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string());
+        let args: Vec<std::ffi::OsString> = args.iter().map(|a| a.into()).collect();
+        let lookup = |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.into());
         parse(&args, &lookup).unwrap_or_else(|e| panic!("{args:?}: {e}")).settings
     }
 

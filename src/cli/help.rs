@@ -133,7 +133,7 @@ mod tests {
     use crate::cli::parse;
 
     fn help_for(line: &str) -> String {
-        let args: Vec<String> = line.split_whitespace().map(String::from).collect();
+        let args: Vec<std::ffi::OsString> = line.split_whitespace().map(Into::into).collect();
         match parse(&args, &|_| None).unwrap().command {
             Command::Help(about) => help_text(about.as_deref()),
             other => panic!("{line}: {other:?}"),
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn help_for_no_command_is_refused_clearly() {
-        let args = ["help".to_string(), "version".to_string()];
+        let args = ["help".into(), "version".into()];
         let e = parse(&args, &|_| None).unwrap_err();
         assert!(e.to_string().contains("no help for \"version\""), "{e}");
     }

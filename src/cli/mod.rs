@@ -9,20 +9,26 @@
 //! - `flags`: every flag, defined once (name, variable, default, help, and
 //!   what it does), and the raw-value rules they share.
 //! - `settings`: the validated [`Settings`] and the rules between flags.
-//! - `values`: parsers for durations, addresses and switches.
+//! - `values`: parsers for durations, addresses and switches, and the
+//!   rule that a value that is not a path is UTF-8 text.
+//! - `pod`: what the downward API says of the sidecar's own pod.
 
 mod flag;
 mod flags;
 mod help;
+mod pod;
 mod settings;
 mod values;
 
 pub use crate::util::config_error::ConfigError;
 use flags::{FLAGS, Kind};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 
 pub use crate::agent::AgentSettings;
 pub use flags::check_identity;
 pub use help::help_text;
+pub(crate) use pod::Pod;
 pub use settings::{ClusterOperatorSettings, ProSettings, ProbeSettings, Settings, WatchSettings};
 
 /// What to do.
@@ -57,21 +63,30 @@ pub struct Invocation {
     pub settings: Settings,
 }
 
+/// The process environment as opstatus reads it: a variable's value as
+/// the system holds it (`None`: unset). Paths are taken as they are; a
+/// value that must be text goes through [`variable`].
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<OsString>;
+
+/// A variable that must be text: `Ok(None)` when unset, a usage error
+/// naming it when it is not UTF-8.
+pub(crate) fn variable(env: Env<'_>, name: &str) -> Result<Option<String>, ConfigError> {
+    env(name).map(|raw| values::text(raw, name)).transpose()
+}
+
 /// Parses `args` (without the program name), reading variables via `env`.
-pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
+/// Arguments are taken as the system gives them: a path may be any bytes,
+/// every other argument must be UTF-8 (a usage error otherwise).
+pub fn parse(args: &[OsString], env: Env<'_>) -> Result<Invocation, ConfigError> {
     let mut command = None;
     // The values given for each flag, in FLAGS order.
-    let mut given: Vec<Vec<String>> = vec![Vec::new(); FLAGS.len()];
+    let mut given: Vec<Vec<OsString>> = vec![Vec::new(); FLAGS.len()];
     let mut output = None;
     let mut i = 0;
     while i < args.len() {
-        let arg = args[i].as_str();
+        let (name, inline) = split_argument(&args[i])?;
         i += 1;
-        let (name, inline) = match arg.split_once('=') {
-            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
-            _ => (arg, None),
-        };
-        let mut take_value = |name: &str| -> Result<String, ConfigError> {
+        let mut take_value = |name: &str| -> Result<OsString, ConfigError> {
             if let Some(v) = inline.clone() {
                 return Ok(v);
             }
@@ -86,7 +101,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
             }
             "-V" | "--version" => return Ok(Invocation { command: Command::Version, settings: settings::defaults() }),
             "-o" | "--output" => {
-                let v = take_value(name)?;
+                let v = values::text(take_value(name)?, name)?;
                 output = Some(match v.as_str() {
                     "text" => OutputFormat::Text,
                     "json" => OutputFormat::Json,
@@ -96,7 +111,7 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
             _ if name.starts_with('-') => {
                 let index = FLAGS.iter().position(|f| f.name == name).ok_or_else(|| unknown_flag(name))?;
                 let v = match (FLAGS[index].kind, &inline) {
-                    (Kind::Switch(_), None) => "true".to_string(),
+                    (Kind::Switch(_), None) => "true".into(),
                     _ => take_value(name)?,
                 };
                 given[index].push(v);
@@ -131,11 +146,27 @@ pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<In
     for (flag, given) in FLAGS.iter().zip(&given) {
         flag.apply(&mut s, given, env)?;
     }
-    // An empty variable means no key, as an unset one does.
-    s.pro.api_key.env = env(flags::API_KEY_ENV).filter(|k| !k.trim().is_empty()).map(crate::kube::Secret::new);
+    // An empty variable means no key, as an unset one does. Never shown,
+    // not even when it is not text.
+    let key = env(flags::API_KEY_ENV).map(OsString::into_string).transpose();
+    let key = key.map_err(|_| ConfigError(format!("{} is not UTF-8 text", flags::API_KEY_ENV)))?;
+    s.pro.api_key.env = key.filter(|k| !k.trim().is_empty()).map(crate::kube::Secret::new);
     let settings = settings::finish(s, &command)?;
     Ok(Invocation { command, settings })
 }
+
+/// An argument as a name (a command, a flag, `--flag` of `--flag=VALUE`),
+/// which must be text, and the value after `=`, taken as it is.
+fn split_argument(arg: &OsStr) -> Result<(&str, Option<OsString>), ConfigError> {
+    let bytes = arg.as_bytes();
+    let (name, inline) = match bytes.iter().position(|&b| b == b'=') {
+        Some(at) if bytes.starts_with(b"--") => (&bytes[..at], Some(OsStr::from_bytes(&bytes[at + 1..]).into())),
+        _ => (bytes, None),
+    };
+    let name = std::str::from_utf8(name).map_err(|_| ConfigError(format!("argument {arg:?} is not UTF-8 text")))?;
+    Ok((name, inline))
+}
+
 fn parse_command(name: &str) -> Option<Command> {
     Some(match name {
         "run" => Command::Run,
@@ -167,12 +198,12 @@ mod tests {
     /// A command line, its variables, and the error it must give.
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(String::from).collect()
+    fn args(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
     }
 
     fn parse_with(cmdline: &str, vars: &[(&str, &str)]) -> Result<Invocation, ConfigError> {
-        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: Vec<(String, OsString)> = vars.iter().map(|(k, v)| (k.to_string(), v.into())).collect();
         parse(&args(cmdline), &move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
     }
 

@@ -4,6 +4,7 @@
 
 use super::ConfigError;
 use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
+use std::ffi::OsString;
 use std::fmt::Display;
 use std::net::SocketAddr;
 use std::ops::RangeInclusive;
@@ -41,6 +42,12 @@ impl Given {
         }
         Ok(d)
     }
+}
+
+/// A raw value that must be text: UTF-8, else a usage error naming
+/// `source` (the value shown escaped, as `"state\xFF"`).
+pub(crate) fn text(raw: OsString, source: &str) -> Result<String, ConfigError> {
+    raw.into_string().map_err(|raw| ConfigError(format!("{source}: {raw:?} is not UTF-8 text")))
 }
 
 /// `IP:PORT`, `[IPv6]:PORT` or `:PORT` (all IPv4 interfaces). Names are

@@ -2,8 +2,9 @@
 //! publishes, or would) with who publishes, whether this instance does,
 //! why its last write failed (readers of the ConfigMap cannot see that: it
 //! is the write that failed), the condition names no probed resource
-//! carries, the probed collections still being listed for the first time
-//! and the other writer the ConfigMap is left to. The agent leaves
+//! carries, the probed collections still being listed for the first time,
+//! the other writer the ConfigMap is left to, and the Kubernetes
+//! credentials this instance acts with. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
@@ -19,6 +20,10 @@ pub(crate) struct StatusView {
     /// The probed collections whose first list is under way, how far.
     pub listing: Vec<String>,
     pub yielded_to: Option<String>,
+    /// Where the credentials came from (a kubeconfig's file, context and
+    /// user, or the service account): what RBAC allows them is what
+    /// opstatus can do.
+    pub credentials: String,
 }
 
 impl StatusView {
@@ -40,6 +45,8 @@ impl StatusView {
             json.push_str(",\"yieldedTo\":");
             json.push_str(&text(writer));
         }
+        json.push_str(",\"credentials\":");
+        json.push_str(&text(&self.credentials));
         if !self.unseen.is_empty() {
             json.push_str(",\"unseenConditions\":");
             json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
@@ -67,6 +74,7 @@ mod tests {
             unseen: Vec::new(),
             listing: Vec::new(),
             yielded_to: None,
+            credentials: "service account ops/opstatus".into(),
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
@@ -87,6 +95,7 @@ mod tests {
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
         assert_eq!(all["publisher"], "pod-\"a");
+        assert_eq!(all["credentials"], "service account ops/opstatus");
         assert_eq!(all["writeError"], "Failed to write");
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");

@@ -1,5 +1,8 @@
 //! Where the API server is and how to authenticate to it: in-cluster (the
-//! service-account directory, as client-go reads it) or a kubeconfig file.
+//! service-account directory, as client-go reads it) or a kubeconfig file,
+//! chosen in controller-runtime's order ([`choose`]), and named for the
+//! start line and `/status` ([`Chosen::source`]): the kubeconfig file with
+//! its context and user, or the service account the token's claims name.
 //!
 //! Everything here runs once at start and fails with a [`ConfigError`]
 //! that names the file or variable at fault (exit code 2), before any network
@@ -12,6 +15,7 @@ use super::{identity, yaml};
 use crate::util::config_error::ConfigError;
 use crate::util::files;
 use serde_json::Value;
+use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use ureq::tls::{Certificate, PemItem};
@@ -110,6 +114,94 @@ fn check_ca(pem: &[u8], source: &str) -> Result<(), ConfigError> {
     pem_certificates(pem, &format!("CA {source}")).map(drop).map_err(ConfigError)
 }
 
+/// The credentials opstatus acts with, and where they came from in words
+/// (the start line, `/status`; never a secret).
+#[derive(Debug)]
+pub(crate) struct Chosen {
+    pub creds: Credentials,
+    pub source: String,
+}
+
+/// Picks credentials as controller-runtime does: an explicit kubeconfig
+/// (`--kubeconfig` / `KUBECONFIG`) first, even in a pod, then in-cluster
+/// when `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails
+/// with a [`ConfigError`] (exit code 2) before any request; a variable
+/// that must be text and is not is one, naming it (never a fall-back to
+/// other credentials).
+pub(crate) fn choose(
+    kubeconfig: Option<&Path>,
+    sa_dir: &Path,
+    env: &dyn Fn(&str) -> Option<OsString>,
+) -> Result<Chosen, ConfigError> {
+    let text = |name: &str| {
+        env(name).map(|v| v.into_string().map_err(|v| err(format!("{name}: {v:?} is not UTF-8 text")))).transpose()
+    };
+    let host = text("KUBERNETES_SERVICE_HOST")?;
+    if let Some(path) = kubeconfig {
+        let mut chosen = from_kubeconfig(path)?;
+        if host.is_some() {
+            chosen.source += " (not the pod's service account: a kubeconfig comes first)";
+        }
+        return Ok(chosen);
+    }
+    if host.is_some() {
+        let port = text("KUBERNETES_SERVICE_PORT")?;
+        let creds = in_cluster(host.as_deref(), port.as_deref(), sa_dir)?;
+        let token = match &creds.auth {
+            Auth::TokenFile { initial, .. } => service_account_of(initial.expose()),
+            _ => None,
+        };
+        let source = match token {
+            Some(account) => format!("service account {account} (in-cluster, token in {})", sa_dir.display()),
+            None => {
+                format!("service account of the in-cluster token in {} (its claims do not name it)", sa_dir.display())
+            }
+        };
+        return Ok(Chosen { creds, source });
+    }
+    if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
+        let path = PathBuf::from(home).join(".kube").join("config");
+        if path.exists() {
+            return from_kubeconfig(&path);
+        }
+    }
+    fail(
+        "no Kubernetes credentials: not in a cluster (KUBERNETES_SERVICE_HOST is unset), \
+         no --kubeconfig or KUBECONFIG, and no ~/.kube/config",
+    )
+}
+
+/// The service account (`namespace/name`) a service-account token's
+/// claims name: the `kubernetes.io` claim of a projected token, else its
+/// `sub` (`system:serviceaccount:NAMESPACE:NAME`). For the start line
+/// only: the signature is not checked and the claims decide nothing (the
+/// API server is what authenticates the token). Never shows the token;
+/// `None` when it is no JWT or its claims are not names.
+pub(crate) fn service_account_of(token: &str) -> Option<String> {
+    let payload = token.split('.').nth(1)?;
+    let standard: String = payload
+        .chars()
+        .map(|c| match c {
+            '-' => '+',
+            '_' => '/',
+            c => c,
+        })
+        .collect();
+    let claims: Value = serde_json::from_slice(&decode_base64(&standard)?).ok()?;
+    let projected = &claims["kubernetes.io"];
+    let (namespace, name) = match (projected["namespace"].as_str(), projected["serviceaccount"]["name"].as_str()) {
+        (Some(ns), Some(name)) => (ns, name),
+        _ => {
+            let sub = claims["sub"].as_str()?.strip_prefix("system:serviceaccount:")?;
+            sub.split_once(':')?
+        }
+    };
+    // Names, or nothing: this is what makes them safe to show.
+    super::names::check_dns_label(namespace).ok()?;
+    super::names::check_dns_subdomain(name).ok()?;
+    Some(format!("{namespace}/{name}"))
+}
+
 /// In-cluster credentials, exactly as client-go's `rest.InClusterConfig`
 /// finds them: `KUBERNETES_SERVICE_HOST` and `_PORT` (both required; an IPv6
 /// host is bracketed), and `token`, `ca.crt`, `namespace` in `sa_dir`.
@@ -149,13 +241,26 @@ pub(crate) fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) 
     })
 }
 
-/// Credentials from a kubeconfig file's current context.
-pub(crate) fn from_kubeconfig(path: &Path) -> Result<Credentials, ConfigError> {
+/// Credentials from a kubeconfig file's current context, and their name:
+/// the file, the context and the user.
+pub(crate) fn from_kubeconfig(path: &Path) -> Result<Chosen, ConfigError> {
     let text = read_file(path, files::KUBECONFIG_LIMIT, "kubeconfig")?;
     let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
     let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
     let base = path.parent().unwrap_or(Path::new("."));
-    kubeconfig_credentials(&doc, base).or_else(|ConfigError(e)| fail(format!("kubeconfig {}: {e}", path.display())))
+    let creds = kubeconfig_credentials(&doc, base)
+        .or_else(|ConfigError(e)| fail(format!("kubeconfig {}: {e}", path.display())))?;
+    // Names from the file, shown: sanitised and bounded.
+    let name = |v: Option<&str>| v.map_or("none".into(), |v| format!("{:?}", crate::util::text::sanitize(v, 253)));
+    let context = str_field(&doc, "current-context");
+    let user = context.and_then(|c| named(&doc, "contexts", c, "context").ok()).and_then(|c| str_field(c, "user"));
+    let source = format!(
+        "kubeconfig {}, context {}, user {}",
+        path.display(),
+        name(context),
+        name(user.filter(|u| !u.is_empty()))
+    );
+    Ok(Chosen { creds, source })
 }
 
 /// Interprets a parsed kubeconfig; relative file paths are relative to `base`
@@ -357,6 +462,33 @@ mod tests {
             "clusters": [{"name": "c1", "cluster": {"server": "https://10.0.0.1:6443/", "certificate-authority-data": encode_base64(CA.as_bytes())}}],
             "users": [{"name": "u1", "user": user}]
         })
+    }
+
+    /// The account a token's claims name, for the start line only: the
+    /// projected claim, else `sub`; anything that is not a name, nothing.
+    #[test]
+    fn the_service_account_is_read_from_the_claims_and_only_names_are_shown() {
+        let jwt = |claims: Value| {
+            let url = |s: String| s.trim_end_matches('=').replace('+', "-").replace('/', "_");
+            format!("{}.{}.sig", url(encode_base64(b"{}")), url(encode_base64(claims.to_string().as_bytes())))
+        };
+        let projected = json!({"kubernetes.io": {"namespace": "ops", "serviceaccount": {"name": "opstatus"}},
+                               "sub": "system:serviceaccount:other:ignored"});
+        assert_eq!(service_account_of(&jwt(projected)).as_deref(), Some("ops/opstatus"));
+        let legacy = json!({"sub": "system:serviceaccount:team-a:op.sa"});
+        assert_eq!(service_account_of(&jwt(legacy)).as_deref(), Some("team-a/op.sa"));
+        for hostile in [
+            json!({"sub": "system:serviceaccount:ops:\u{1b}[2Jpwned"}),
+            json!({"sub": "system:serviceaccount:Ops:x"}),
+            json!({"sub": "system:node:worker-1"}),
+            json!({"kubernetes.io": {"namespace": "ops\u{202e}", "serviceaccount": {"name": "x"}}}),
+            json!({}),
+        ] {
+            assert_eq!(service_account_of(&jwt(hostile.clone())), None, "{hostile}");
+        }
+        for not_a_jwt in ["", "opaque-token", "a.!!!.c", "a.e30"] {
+            assert_eq!(service_account_of(not_a_jwt), None, "{not_a_jwt}");
+        }
     }
 
     #[test]

@@ -1,42 +1,41 @@
-//! The bearer token a [`super::Client`] sends: its `Authorization` line
-//! checked once and handed to the transport, which writes it into each
-//! request's head, and a token file re-read at least once a minute and at
-//! once after a 401 (a rotated token), keeping the old token when a
-//! re-read fails. Never logged: neither the token nor the line prints.
+//! The bearer token a [`super::Client`] sends: its `Authorization` header
+//! value checked once, when the token is read (a token that would break
+//! the request's head never reaches one), and a token file re-read at
+//! least once a minute and at once after a 401 (a rotated token), keeping
+//! the old token when a re-read fails. Never logged: neither the token nor
+//! the header value prints.
 
 use super::credentials::{Auth, Secret, read_token};
 use crate::util::config_error::ConfigError;
-use crate::util::transport::{Authorization, AuthorizationLine};
+use crate::util::http;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use ureq::http::HeaderValue;
 
 /// Bound tokens expire (1 h by default) and kubelet rewrites the file at 80 %
 /// of their life: re-reading it every minute never sends an expired token.
 const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 
-/// A bearer token with its `Authorization` line, checked once. A bound
-/// service-account token is ~1 KB, and checking it as a header on every
-/// request was a measurable share of a heartbeat's CPU.
+/// A bearer token with its `Authorization` header value, checked once.
 #[derive(Clone)]
 struct Bearer {
     token: Secret,
-    line: AuthorizationLine,
+    header: HeaderValue,
 }
 
 impl Bearer {
     fn new(token: Secret) -> Result<Bearer, String> {
-        let line = AuthorizationLine::bearer(token.expose())
-            .ok_or("the token holds characters that cannot be sent in an HTTP header")?;
-        Ok(Bearer { token, line })
+        let header =
+            http::bearer(token.expose()).ok_or("the token holds characters that cannot be sent in an HTTP header")?;
+        Ok(Bearer { token, header })
     }
 }
 
 /// What a client authenticates with, as far as headers go (a client
-/// certificate is the TLS configuration's), and the line its transport
-/// sends ([`Token::authorization`]), kept to the current token.
+/// certificate is the TLS configuration's), kept to the current token.
+#[derive(Clone)]
 pub(super) struct Token {
     held: Held,
-    sent: Authorization,
 }
 
 #[derive(Clone)]
@@ -50,32 +49,23 @@ impl Token {
     /// The token `auth` gives; a token that cannot be a header is a
     /// configuration error.
     pub(super) fn of(auth: &Auth) -> Result<Token, ConfigError> {
-        Ok(Token::sending(match auth {
-            Auth::Token(t) => Held::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
-            Auth::TokenFile { path, initial } => {
-                let current = Bearer::new(initial.clone())
-                    .map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
-                Held::File { path: path.clone(), current, read_at: Instant::now() }
-            }
-            Auth::ClientCert { .. } | Auth::Anonymous => Held::None,
-        }))
+        Ok(Token {
+            held: match auth {
+                Auth::Token(t) => Held::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
+                Auth::TokenFile { path, initial } => {
+                    let current = Bearer::new(initial.clone())
+                        .map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
+                    Held::File { path: path.clone(), current, read_at: Instant::now() }
+                }
+                Auth::ClientCert { .. } | Auth::Anonymous => Held::None,
+            },
+        })
     }
 
-    fn sending(held: Held) -> Token {
-        let sent = Authorization::default();
-        sent.set(held.bearer().map(|b| b.line.clone()));
-        Token { held, sent }
-    }
-
-    /// The same token for another client, with a line of its own for that
-    /// client's transport: each re-reads a token file on its own schedule.
-    pub(super) fn sibling(&self) -> Token {
-        Token::sending(self.held.clone())
-    }
-
-    /// The line the client's transport writes into each request's head.
-    pub(super) fn authorization(&self) -> Authorization {
-        self.sent.clone()
+    /// The `Authorization` header value each request carries, if any: the
+    /// current token's.
+    pub(super) fn header(&self) -> Option<&HeaderValue> {
+        self.held.bearer().map(|b| &b.header)
     }
 
     /// Re-reads a token file last read [`TOKEN_RELOAD_INTERVAL`] ago or more.
@@ -99,7 +89,6 @@ impl Token {
             .and_then(|fresh| if fresh == current.token { Ok(None) } else { Bearer::new(fresh).map(Some) })
         {
             Ok(Some(fresh)) => {
-                self.sent.set(Some(fresh.line.clone()));
                 *current = fresh;
                 log::info!("Reloaded the changed token from {}", path.display());
                 true

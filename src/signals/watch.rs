@@ -1,12 +1,13 @@
 //! The operator's own health as a signal: HTTP endpoints it serves (its
 //! `/healthz` in the same pod) and a heartbeat file it touches.
 //!
-//! Checked on every check tick ([`Signal`]). The first failing watch is the
-//! reason; a failing watch makes the status `degraded` (`unhealthy` when
-//! the watches are critical) and the ClusterOperator `Available=False`.
-//! A URL that answers nothing within its second fails only when it did the
-//! same on the check before ([`Lateness`]); a refusal, a reset or an error
-//! status fails at once. [`file_problem`] is the pure part of the file rule.
+//! Checked on every check tick ([`Signal`]), every watch on every check.
+//! The first failing watch is the reason; a failing watch makes the status
+//! `degraded` (`unhealthy` when the watches are critical) and the
+//! ClusterOperator `Available=False`. A refusal, a reset or an error status
+//! fails at once; a URL that answers nothing within its second is judged
+//! over its recent checks ([`Lateness`]). [`file_problem`] is the pure part
+//! of the file rule.
 
 use super::{Observation, Signal};
 use crate::kube::Client;
@@ -30,10 +31,10 @@ pub(crate) struct Watches {
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
     critical: bool,
     agent: ureq::Agent,
-    /// Per URL: whether its last check got no answer in time.
+    /// Per URL: its recent late answers and its verdict.
     late: Vec<Lateness>,
-    /// The last check got no answer in time from a URL, the first time:
-    /// not a failure yet, not an answer either.
+    /// The last check got no answer in time from a URL: not an answer,
+    /// whether or not it fails the URL yet.
     pending: bool,
     problem: Reported,
 }
@@ -47,28 +48,76 @@ pub(crate) enum Answer {
     Failed(String),
 }
 
-/// One URL's timeouts, check after check. A single late answer is what a
-/// busy node gives a healthy process now and then (a CPU-starved moment
-/// while kubelet starts containers): kubelet's own probes, with the same
-/// 1 s timeout, wait for three failures in a row. A second late answer in
-/// a row is a failure: the operator is hung or starved for longer than a
-/// check interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// How many of a URL's most recent checks the lateness rule looks at.
+const WINDOW: u32 = 6;
+
+/// A URL late on this many of its last [`WINDOW`] checks fails: half of
+/// them, an operator that misses every other check.
+const LATE_IN_WINDOW: u32 = 3;
+
+// The window is kept as the bits of a `u8`.
+const _: () = assert!(WINDOW <= u8::BITS && LATE_IN_WINDOW <= WINDOW);
+
+/// One URL's late answers, check after check, and its verdict.
+///
+/// A single late answer is what a busy node gives a healthy process now and
+/// then (a CPU-starved moment while kubelet starts containers): kubelet's
+/// own probes, with the same 1 s timeout, wait for three failures in a row.
+/// So a late answer is no answer: it neither makes nor clears a failure,
+/// and the URL keeps its last verdict (an `HTTP 500` stays until an answer
+/// in time). It fails the URL when the check before was late too (the
+/// operator is hung or starved for longer than a check interval), or when
+/// [`LATE_IN_WINDOW`] of the last [`WINDOW`] checks were late (an operator
+/// half hung, answering in time only now and then). A URL failing for
+/// lateness passes again once fewer of its last checks were late: after a
+/// hang, on its fourth answer in time in a row.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Lateness {
-    last_was_late: bool,
+    /// Bit `i` set: the check `i` checks ago got no answer in time (bit 0
+    /// is the last check); [`WINDOW`] bits.
+    late: u8,
+    verdict: Verdict,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+enum Verdict {
+    #[default]
+    Passing,
+    Failing(String),
+    /// Late on this check and the one before.
+    LateInARow,
+    /// Late on [`LATE_IN_WINDOW`] or more of the last [`WINDOW`] checks.
+    OftenLate,
 }
 
 impl Lateness {
-    /// Why this check fails, if it does: a failure at once, no answer in
-    /// time only when the check before got none either.
+    /// This check's answer judged with the URL's recent checks: why the URL
+    /// fails, if it does.
     pub(crate) fn judge(&mut self, answer: Answer) -> Option<String> {
         let late = matches!(answer, Answer::Late);
-        let late_twice = late && self.last_was_late;
-        self.last_was_late = late;
+        let late_before = self.late & 1 == 1;
+        self.late = ((self.late << 1) | u8::from(late)) & ((1 << WINDOW) - 1);
+        let often_late = self.late.count_ones() >= LATE_IN_WINDOW;
+        let failing_for_lateness = matches!(self.verdict, Verdict::LateInARow | Verdict::OftenLate);
         match answer {
-            Answer::Passed => None,
-            Answer::Late => late_twice.then(|| format!("no answer within {}s", URL_TIMEOUT.as_secs())),
-            Answer::Failed(why) => Some(why),
+            Answer::Failed(why) => self.verdict = Verdict::Failing(why),
+            // One episode of lateness is one reason, one status.
+            Answer::Late if failing_for_lateness => {}
+            Answer::Late if late_before => self.verdict = Verdict::LateInARow,
+            Answer::Late if often_late => self.verdict = Verdict::OftenLate,
+            // No answer: the last verdict stands.
+            Answer::Late => {}
+            Answer::Passed if often_late => self.verdict = Verdict::OftenLate,
+            Answer::Passed => self.verdict = Verdict::Passing,
+        }
+        match &self.verdict {
+            Verdict::Passing => None,
+            Verdict::Failing(why) => Some(why.clone()),
+            Verdict::LateInARow => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
+            Verdict::OftenLate => Some(format!(
+                "no answer within {}s on {LATE_IN_WINDOW} or more of the last {WINDOW} checks",
+                URL_TIMEOUT.as_secs()
+            )),
         }
     }
 }
@@ -96,17 +145,23 @@ impl Watches {
         self.urls.is_empty() && self.file.is_none()
     }
 
-    /// Checks every watch; the first failure's reason, or `None` when all
-    /// are well.
+    /// Checks every watch, each URL on every check (a URL skipped would be
+    /// judged later against checks long past); the first failure's reason,
+    /// or `None` when all are well.
     pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
         self.pending = false;
+        let mut first_failure = None;
         for (url, late) in self.urls.iter().zip(&mut self.late) {
             let answer = url_answer(&self.agent, url);
             self.pending |= matches!(answer, Answer::Late);
             if let Some(why) = late.judge(answer) {
                 // Userinfo is refused at start; shown redacted all the same.
-                return Some(format!("Operator health check {} failed: {why}", crate::util::url::redacted(url)));
+                let shown = crate::util::url::redacted(url);
+                first_failure.get_or_insert_with(|| format!("Operator health check {shown} failed: {why}"));
             }
+        }
+        if first_failure.is_some() {
+            return first_failure;
         }
         let (path, max_age) = self.file.as_ref()?;
         let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
@@ -159,9 +214,10 @@ impl Signal for Watches {
         into.operator_pending = self.pending;
     }
 
-    /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`, after at
-    /// most one attempt on a kept connection that turned out closed (its
-    /// send and the wait for an answer); the heartbeat file is a `stat`.
+    /// Every URL is checked on every check: each is one GET, each phase
+    /// bounded by `URL_TIMEOUT`, after at most one attempt on a kept
+    /// connection that turned out closed (its send and the wait for an
+    /// answer); the heartbeat file is a `stat`.
     fn worst_case(&self) -> Duration {
         let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
         let closed_under_it = one.send * 2 + one.response;
@@ -223,19 +279,98 @@ mod tests {
         assert_eq!(file_problem("/hb", Some(at(100)), at(3600), max), stale);
     }
 
-    #[test]
-    fn one_late_answer_is_asked_again_two_in_a_row_fail_other_failures_fail_at_once() {
+    const HUNG: &str = "no answer within 1s";
+    const OFTEN_LATE: &str = "no answer within 1s on 3 or more of the last 6 checks";
+
+    /// The verdicts of a URL answering `answers` in turn: `.` in time, `L`
+    /// late, `F` failed (HTTP 500); `-` for passing, `h` hung (late twice in
+    /// a row), `o` often late, `F` failing with the answer's own reason.
+    fn verdicts(answers: &str) -> String {
         let mut url = Lateness::default();
-        let late = "no answer within 1s".to_string();
-        assert_eq!(url.judge(Answer::Late), None, "a first late answer");
-        assert_eq!(url.judge(Answer::Late), Some(late.clone()), "late on two checks in a row");
-        assert_eq!(url.judge(Answer::Late), Some(late.clone()), "and on every check after");
-        assert_eq!(url.judge(Answer::Passed), None);
-        assert_eq!(url.judge(Answer::Late), None, "an answer in between starts again");
-        assert_eq!(url.judge(Answer::Failed("connection refused".into())), Some("connection refused".into()));
-        assert_eq!(url.judge(Answer::Late), None, "a refusal is not a late answer");
-        assert_eq!(url.judge(Answer::Failed("HTTP 500".into())), Some("HTTP 500".into()), "at once, late or not");
-        assert_eq!(url.judge(Answer::Passed), None);
+        let verdict = |why: Option<String>| match why.as_deref() {
+            None => '-',
+            Some(HUNG) => 'h',
+            Some(OFTEN_LATE) => 'o',
+            Some("HTTP 500") => 'F',
+            Some(other) => panic!("unexpected reason {other:?}"),
+        };
+        answers
+            .chars()
+            .map(|c| match c {
+                '.' => Answer::Passed,
+                'L' => Answer::Late,
+                'F' => Answer::Failed("HTTP 500".into()),
+                _ => panic!("no answer {c:?}"),
+            })
+            .map(|answer| verdict(url.judge(answer)))
+            .collect()
+    }
+
+    #[test]
+    fn one_late_answer_flips_nothing_and_two_in_a_row_fail() {
+        assert_eq!(verdicts("L"), "-", "a first late answer");
+        assert_eq!(verdicts("..L..L..L..L"), "------------", "now and then, on a busy node");
+        assert_eq!(verdicts("..LL"), "---h", "late on two checks in a row");
+        assert_eq!(verdicts("..LLLLLL"), "---hhhhh", "and on every check after");
+    }
+
+    #[test]
+    fn a_late_answer_keeps_the_last_verdict() {
+        assert_eq!(verdicts("FL"), "FF", "a late answer after a failure is no recovery");
+        assert_eq!(verdicts("..FLLL"), "--FFhh", "failing, then hung: the hang is the reason");
+        assert_eq!(verdicts("FL."), "FF-", "an answer in time clears the failure");
+        assert_eq!(verdicts(".L"), "--", "a late answer after a pass is no failure");
+        assert_eq!(verdicts(".F.F"), "-F-F", "a failure fails at once, each time");
+    }
+
+    #[test]
+    fn an_operator_late_on_half_of_its_recent_checks_fails_until_it_answers_steadily() {
+        // Every other check late: the third late answer in six checks fails
+        // it, and it stays failing (one reason, one status) while it goes on.
+        assert_eq!(verdicts(".L.L.L.L.L.L"), "-----ooooooo");
+        // Two late answers in six checks flip nothing, three do.
+        assert_eq!(verdicts("L..L..L..L.."), "------------");
+        assert_eq!(verdicts("L..L.L"), "-----o", "three in six checks");
+        assert_eq!(verdicts("L...L.L"), "-------", "three in seven");
+        // After a hang it passes again on the fourth answer in time in a
+        // row, once fewer than three of the last six checks were late.
+        assert_eq!(verdicts("LLLLLL....."), "-hhhhhooo--");
+        // Hung after a half hang: still one episode, one reason.
+        assert_eq!(verdicts(".L.L.LLL"), "-----ooo");
+    }
+
+    /// A URL where nothing listens: every check is refused at once.
+    fn refusing() -> String {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        format!("http://127.0.0.1:{port}/healthz")
+    }
+
+    /// A URL whose connections the kernel accepts and nobody answers; it
+    /// stops with the listener.
+    fn never_answering() -> (std::net::TcpListener, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/healthz", listener.local_addr().unwrap());
+        (listener, url)
+    }
+
+    #[test]
+    fn every_url_is_checked_on_every_check_each_given_its_whole_second() {
+        let refused = refusing();
+        let (_listener, hung) = never_answering();
+        let mut watches = Watches::new(vec![refused.clone(), hung], None, false);
+        for check in 0..2 {
+            let started = Instant::now();
+            let why = watches.check(SystemTime::now());
+            let took = started.elapsed();
+            let first = format!("Operator health check {refused} failed: connection refused");
+            assert_eq!(why, Some(first), "check {check}: the first failure is the reason");
+            assert!(watches.pending, "check {check}: the URL after the failing one was checked, and got no answer");
+            // Real time, bounded as a busy machine meets it: the deadline
+            // is never early (its clock starts before the request leaves),
+            // and the check stays within the bound liveness allows for it.
+            assert!(took >= URL_TIMEOUT, "check {check}: the silent URL was given up after {took:?}");
+            assert!(took <= watches.worst_case(), "check {check} took {took:?}");
+        }
     }
 
     #[test]

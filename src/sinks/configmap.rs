@@ -20,7 +20,7 @@
 use crate::kube::{Client, KubeError, ObjectRef};
 use crate::lock::{self, Record, Seen};
 use crate::status::StatusDocument;
-use crate::util::json::Place;
+use crate::util::json::{EscapedJson, Place};
 use crate::writers::{self, Foreign, ManagedEntry};
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -244,10 +244,11 @@ impl StatusConfigMap {
 
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending). `record` is the lock
-    /// record's JSON, escaped ([`Record::to_json_in_string`]). Written as it stands, no JSON tree built
-    /// first: the status document and the record are JSON strings inside
-    /// the body, written already escaped, never serialised twice.
-    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &[u8], resource_version: &str) -> Vec<u8> {
+    /// record's JSON, escaped ([`Record::to_json_in_string`]). Written as
+    /// it stands, no JSON tree built first: the status document and the
+    /// record are JSON strings inside the body, written already escaped,
+    /// never serialised twice.
+    pub(crate) fn apply_body(&self, status: &StatusDocument, record: &EscapedJson, resource_version: &str) -> Vec<u8> {
         // Sized for the usual body at once: grown step by step, its copies
         // were a visible part of a heartbeat.
         let mut out = Vec::with_capacity(1024);
@@ -258,7 +259,7 @@ impl StatusConfigMap {
         out.extend_from_slice(br#","annotations":{"#);
         Place::Text.string(&mut out, lock::ANNOTATION);
         out.extend_from_slice(b":\"");
-        out.extend_from_slice(record);
+        out.extend_from_slice(record.as_bytes());
         out.extend_from_slice(b"\"}");
         if !resource_version.is_empty() {
             out.extend_from_slice(br#","resourceVersion":"#);
@@ -357,10 +358,15 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 /// answer shows it as sent, which it does unless something between
 /// rewrote it: then it is read as any other. Compared as it stands in the
 /// answer, not unescaped first.
-pub(crate) fn written(body: &[u8], record: &Record, sent: &[u8]) -> Result<Current, KubeError> {
+pub(crate) fn written(body: &[u8], record: &Record, sent: &EscapedJson) -> Result<Current, KubeError> {
     let WriteMeta { resource_version, uid, annotations } = write_meta(body)?;
     let lock = match annotations.lock.map(RawValue::get) {
-        Some(raw) if raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')).is_some_and(|r| r.as_bytes() == sent) => {
+        Some(raw)
+            if raw
+                .strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .is_some_and(|r| r.as_bytes() == sent.as_bytes()) =>
+        {
             Seen::Record(record.clone())
         }
         Some(raw) => Seen::parse(serde_json::from_str::<String>(raw).ok().as_deref()),
@@ -442,15 +448,19 @@ mod tests {
 
     #[test]
     fn the_status_and_the_lock_are_escaped_inside_the_body_exactly() {
-        let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
-        let error = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}".to_string();
-        let doc = StatusDocument { error: Some(error), ..StatusDocument::example() };
-        let record = Record::claim("pod-\"a\\", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
+        let odd = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}";
+        let cm = StatusConfigMap { namespace: odd.into(), name: format!("name {odd}") };
+        let doc = StatusDocument { error: Some(odd.into()), ..StatusDocument::example() };
+        let record = Record::claim(&format!("pod-{odd}"), None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body: serde_json::Value =
             serde_json::from_slice(&cm.apply_body(&doc, &record.to_json_in_string(), "4\"2")).unwrap();
         assert_eq!(body["data"]["status"].as_str(), Some(doc.to_json().as_str()));
         assert_eq!(body["metadata"]["annotations"][lock::ANNOTATION].as_str(), Some(record.to_json().as_str()));
         assert_eq!(body["metadata"]["resourceVersion"], "4\"2");
+        assert_eq!(
+            (body["metadata"]["namespace"].as_str(), body["metadata"]["name"].as_str()),
+            (Some(odd), Some(&*cm.name))
+        );
     }
 
     #[test]
@@ -514,8 +524,9 @@ mod tests {
         );
         let text = answer["data"]["status"].as_str().unwrap();
         assert_eq!(foreign.text, crate::writers::digest(text));
-        assert!(written(b"[]", &record, b"").is_err());
-        assert!(written(br#"{"data":{}}"#, &record, b"").is_err());
+        let sent = record.to_json_in_string();
+        assert!(written(b"[]", &record, &sent).is_err());
+        assert!(written(br#"{"data":{}}"#, &record, &sent).is_err());
         // In the API server's order, what follows the version, uid and lock
         // is not parsed at all: an answer cut after them reads the same.
         let ordered = format!(

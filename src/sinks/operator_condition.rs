@@ -10,7 +10,7 @@
 //! admin's `spec.overrides`, are left as they are. Nothing is sent when
 //! nothing changed.
 
-use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write, summarize};
+use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::kube::{Client, KubeError};
 use crate::util::time::format_rfc3339;
@@ -43,12 +43,15 @@ impl OperatorConditionSink {
         format!("{API}/namespaces/{}/operatorconditions/{}", self.namespace, self.name)
     }
 
-    /// Brings the owned conditions to `desired` at `now` (RFC 3339). Errors
-    /// are sentences for the status's reason.
-    fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<Written, String> {
+    /// Brings the owned conditions to `desired` at `now` (RFC 3339), and
+    /// says what changed (for the log line). Errors are sentences for the
+    /// status's reason.
+    fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<(Written, String), String> {
         let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
+        let mut said = String::new();
         let result = read_modify_write(client, &self.path(), "", &action, GRANT, &mut |object| {
-            set_conditions(object, &desired, now)
+            let changed = set_conditions(object, &desired, now)?;
+            Ok(changed.map(|what| said = what).is_some())
         });
         let describe = self.describe();
         if let Err(e) = &result
@@ -61,7 +64,7 @@ impl OperatorConditionSink {
             self.olm_v1 = Some(served(client, OLM_V1) && !served(client, API));
         }
         let olm_v1 = self.olm_v1 == Some(true);
-        self.written.record(desired, result, |e| explain(e, &describe, olm_v1))
+        self.written.record(desired, result, |e| explain(e, &describe, olm_v1)).map(|written| (written, said))
     }
 }
 
@@ -81,10 +84,9 @@ impl Sink for OperatorConditionSink {
         if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
             return Ok(Synced::Skipped);
         }
-        let summary = summarize(&desired);
         match self.write(client, desired, &format_rfc3339(tick.wall))? {
-            Written::Updated => Ok(Synced::Updated(summary)),
-            Written::Unchanged => Ok(Synced::Unchanged),
+            (Written::Updated, said) => Ok(Synced::Updated(said)),
+            (Written::Unchanged, _) => Ok(Synced::Unchanged),
         }
     }
 
@@ -112,8 +114,9 @@ fn explain(e: &KubeError, what: &str, olm_v1: bool) -> String {
     }
 }
 
-/// Sets `desired` in the object's `spec.conditions`; true when it changed.
-pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<bool, String> {
+/// Sets `desired` in the object's `spec.conditions`; when that changed
+/// them, what changed ([`changes`]).
+pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<Option<String>, String> {
     let spec = object
         .as_object_mut()
         .ok_or("the OperatorCondition is not a JSON object")?
@@ -125,13 +128,39 @@ pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str)
         Some(v) => serde_json::from_value(v.clone())
             .map_err(|e| format!("the OperatorCondition's spec.conditions are not conditions: {e}"))?,
     };
+    let said = changes(&list, desired);
     // OLM stamps observedGeneration when it copies spec.conditions into
     // status; writing one here would only be our own write's stale number.
     if !conditions::set_all(&mut list, desired, None, now) {
-        return Ok(false);
+        return Ok(None);
     }
     spec.insert("conditions".into(), serde_json::to_value(list).expect("conditions serialise"));
-    Ok(true)
+    Ok(Some(said))
+}
+
+/// What writing `desired` over `before` changes, for the log line: each
+/// condition that changes, with its status and what was different
+/// (`Upgradeable=False (was True)`, `Upgradeable=False, new message:
+/// "..."`), so a line that repeats says why.
+fn changes(before: &[Condition], desired: &[Desired]) -> String {
+    let text = |s: &str| crate::util::text::sanitize(s, 256);
+    let said: Vec<String> = desired
+        .iter()
+        .filter_map(|d| {
+            let now = format!("{}={}", d.kind, d.status.as_str());
+            let Some(was) = before.iter().find(|c| c.kind == d.kind) else { return Some(format!("{now} (new)")) };
+            Some(if was.status != d.status {
+                format!("{now} (was {})", was.status.as_str())
+            } else if was.reason != d.reason {
+                format!("{now}, reason {} (was {})", text(&d.reason), text(&was.reason))
+            } else if was.message != d.message {
+                format!("{now}, new message: {:?}", text(&d.message))
+            } else {
+                return None;
+            })
+        })
+        .collect();
+    said.join("; ")
 }
 
 #[cfg(test)]
@@ -171,20 +200,39 @@ mod tests {
             "metadata": {"name": "op.v1", "namespace": "ops", "resourceVersion": "42"},
             "spec": {"deployments": ["op"], "conditions": [theirs.clone()], "overrides": overrides.clone()},
         });
-        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], NOW), Ok(true));
+        let said = set_conditions(&mut object, &[upgradeable(Status::False)], NOW);
+        assert_eq!(said, Ok(Some("Upgradeable=False (new)".into())));
         assert_eq!(object["spec"]["conditions"][0], theirs);
         assert_eq!(object["spec"]["conditions"][1]["type"], "Upgradeable");
         assert_eq!(object["spec"]["conditions"][1]["lastTransitionTime"], NOW);
         assert_eq!(object["spec"]["overrides"], overrides);
         assert_eq!(object["metadata"]["resourceVersion"], "42", "the write carries what was read");
         // The same again: nothing to send.
-        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], "2026-11-22T11:00:00Z"), Ok(false));
+        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], "2026-11-22T11:00:00Z"), Ok(None));
+    }
+
+    /// A write that changes only the message says so: the same line three
+    /// times ("updated: Upgradeable=False") told nothing.
+    #[test]
+    fn each_update_says_what_changed() {
+        let mut object = json!({"spec": {}});
+        let blocked = |message: &str| Desired::new("Upgradeable", Status::False, "Migrating", message);
+        let mut write = |d: Desired| set_conditions(&mut object, &[d], NOW).unwrap();
+        assert_eq!(write(upgradeable(Status::True)).as_deref(), Some("Upgradeable=True (new)"));
+        assert_eq!(write(blocked("1 Foo is migrating")).as_deref(), Some("Upgradeable=False (was True)"));
+        assert_eq!(
+            write(blocked("2 Foos are migrating")).as_deref(),
+            Some("Upgradeable=False, new message: \"2 Foos are migrating\"")
+        );
+        let other_reason = Desired::new("Upgradeable", Status::False, "Blocked", "2 Foos are migrating");
+        assert_eq!(write(other_reason).as_deref(), Some("Upgradeable=False, reason Blocked (was Migrating)"));
+        assert_eq!(write(Desired::new("Upgradeable", Status::False, "Blocked", "2 Foos are migrating")), None);
     }
 
     #[test]
     fn an_object_without_spec_gets_one() {
         let mut object = json!({"metadata": {"name": "op.v1"}});
-        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::True)], NOW), Ok(true));
+        assert!(set_conditions(&mut object, &[upgradeable(Status::True)], NOW).unwrap().is_some());
         assert_eq!(object["spec"]["conditions"].as_array().unwrap().len(), 1);
     }
 

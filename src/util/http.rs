@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 use ureq::config::ConfigBuilder;
+use ureq::http::HeaderValue;
 use ureq::typestate::AgentScope;
 
 /// How long each phase of a call may take.
@@ -23,6 +24,21 @@ impl Timeouts {
 
 /// What every request of opstatus says it comes from.
 pub(crate) const USER_AGENT: &str = concat!("opstatus/", env!("CARGO_PKG_VERSION"));
+
+/// The `Authorization` value `Bearer TOKEN`, checked when the token is read
+/// and marked sensitive (it prints as `Sensitive`); `None` when the token
+/// holds a byte a header value must not carry: a line break (which would
+/// end the line and start another), any other control character, anything
+/// not ASCII.
+pub(crate) fn bearer(token: &str) -> Option<HeaderValue> {
+    let sendable = |b: &u8| *b == b'\t' || (b' '..=b'~').contains(b);
+    if !token.as_bytes().iter().all(sendable) {
+        return None;
+    }
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
 
 /// Requests are ~1.5 KB and bodies stream through; ureq's 128 KiB buffers
 /// cost RSS (2.2 → 1.8 MiB steady) and buy nothing here. Also the cap on a
@@ -71,4 +87,20 @@ pub(crate) fn agent_config(t: Timeouts) -> ConfigBuilder<AgentScope> {
 /// [`FRESH_FOR`]: crate::util::transport::FRESH_FOR
 pub(crate) fn kept_alive(config: ConfigBuilder<AgentScope>, idle: Duration) -> ConfigBuilder<AgentScope> {
     config.max_idle_age(idle).max_idle_connections(1).max_idle_connections_per_host(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_that_would_break_the_head_makes_no_header_and_none_prints() {
+        for bad in ["a\r\nX-Injected: 1", "a\nb", "a\rb", "nul\0", "caf\u{e9}", "del\u{7f}"] {
+            assert_eq!(bearer(bad), None, "{bad:?}");
+        }
+        let header = bearer("secret-token\twith tab").unwrap();
+        assert_eq!(header.as_bytes(), b"Bearer secret-token\twith tab");
+        assert!(header.is_sensitive());
+        assert!(!format!("{header:?}").contains("secret-token"), "{header:?}");
+    }
 }

@@ -5,6 +5,13 @@
 //! travel as string values of the status write's body. serde_json, built
 //! for size here, took longer over a few short fields than over the rest
 //! of a heartbeat's body.
+//!
+//! What reaches a body is escaped by construction: every string and key
+//! goes through [`Place::string`], and JSON meant to stand inside a JSON
+//! string is an [`EscapedJson`], which only an [`Object`] written at
+//! [`AsString`] makes: there is no way to build one from raw bytes.
+
+use std::marker::PhantomData;
 
 /// Where the JSON written stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,12 +46,95 @@ impl Place {
         written.expect("a string serialises into a Vec");
     }
 
-    /// An object's `"key":`, the key plain ASCII.
-    pub(crate) fn key(self, out: &mut Vec<u8>, key: &str) {
-        out.extend_from_slice(self.quote());
-        out.extend_from_slice(key.as_bytes());
-        out.extend_from_slice(self.quote());
+    /// An object's `"key":`, the key escaped as any string.
+    fn key(self, out: &mut Vec<u8>, key: &str) {
+        self.string(out, key);
         out.push(b':');
+    }
+}
+
+/// JSON text escaped to stand inside a JSON string (each `"` and `\` of the
+/// text escaped): what an [`Object`] written [`AsString`] ends as. Its
+/// bytes are private, so nothing else can pass for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EscapedJson(Vec<u8>);
+
+impl EscapedJson {
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Where an [`Object`] stands, and what it ends as there.
+pub(crate) trait Placed {
+    const PLACE: Place;
+    type Written;
+    fn written(out: Vec<u8>) -> Self::Written;
+}
+
+/// A JSON text of its own, ending as a `String`: what the tests hold the
+/// writers to serde_json's output with.
+#[cfg(test)]
+pub(crate) enum AsText {}
+
+#[cfg(test)]
+impl Placed for AsText {
+    const PLACE: Place = Place::Text;
+    type Written = String;
+    fn written(out: Vec<u8>) -> String {
+        String::from_utf8(out).expect("JSON written from strings is UTF-8")
+    }
+}
+
+/// Inside a JSON string, ending as an [`EscapedJson`].
+pub(crate) enum AsString {}
+
+impl Placed for AsString {
+    const PLACE: Place = Place::InString;
+    type Written = EscapedJson;
+    fn written(out: Vec<u8>) -> EscapedJson {
+        EscapedJson(out)
+    }
+}
+
+/// A JSON object written field by field at `P`: keys and string values
+/// escaped for it, numbers in decimal, the commas and braces its own.
+pub(crate) struct Object<P: Placed> {
+    out: Vec<u8>,
+    place: PhantomData<P>,
+}
+
+impl<P: Placed> Object<P> {
+    /// An empty object, room made for `capacity` bytes.
+    pub(crate) fn with_capacity(capacity: usize) -> Object<P> {
+        let mut out = Vec::with_capacity(capacity);
+        out.push(b'{');
+        Object { out, place: PhantomData }
+    }
+
+    fn field(&mut self, key: &str) {
+        if self.out.len() > 1 {
+            self.out.push(b',');
+        }
+        P::PLACE.key(&mut self.out, key);
+    }
+
+    /// `"key":"value"`.
+    pub(crate) fn string(&mut self, key: &str, value: &str) {
+        self.field(key);
+        P::PLACE.string(&mut self.out, value);
+    }
+
+    /// `"key":n`.
+    pub(crate) fn number(&mut self, key: &str, n: u64) {
+        self.field(key);
+        decimal(&mut self.out, n);
+    }
+
+    /// The object, closed.
+    pub(crate) fn end(mut self) -> P::Written {
+        self.out.push(b'}');
+        P::written(self.out)
     }
 }
 
@@ -129,6 +219,30 @@ mod tests {
         }
         assert_eq!(text(|out| Place::InString.key(out, "renewTime")), r#"\"renewTime\":"#);
         assert_eq!(text(|out| Place::Text.key(out, "renewTime")), r#""renewTime":"#);
+    }
+
+    #[test]
+    fn an_object_s_keys_and_values_are_escaped_as_serde_json_escapes_them() {
+        let mut expected = serde_json::Map::new();
+        expected.insert(ODD.into(), ODD.into());
+        expected.insert("n".into(), 7.into());
+        fn write<P: Placed>(mut object: Object<P>) -> P::Written {
+            object.string(ODD, ODD);
+            object.number("n", 7);
+            object.end()
+        }
+        let json: String = write(Object::<AsText>::with_capacity(0));
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&json).unwrap(), serde_json::Value::Object(expected));
+        assert_eq!(
+            json,
+            format!("{{{}:{},\"n\":7}}", serde_json::to_string(ODD).unwrap(), serde_json::to_string(ODD).unwrap())
+        );
+        let inside: EscapedJson = write(Object::<AsString>::with_capacity(0));
+        assert_eq!(inside.as_bytes(), escaped(&json));
+        // Inside a string, it reads back as the JSON text it stands for.
+        let quoted = [&b"\""[..], inside.as_bytes(), b"\""].concat();
+        assert_eq!(serde_json::from_slice::<String>(&quoted).unwrap(), json);
+        assert_eq!(Object::<AsString>::with_capacity(0).end().as_bytes(), b"{}");
     }
 
     #[test]

@@ -30,8 +30,17 @@ pub(crate) fn redacted(url: &str) -> String {
 /// Refuses a URL that carries a user name or password, has no host, or a
 /// port that is not a number from 1 to 65535 (the HTTP client would
 /// quietly use the scheme's default port, and a token or API key would go
-/// where the user did not say). The message shows the URL redacted.
+/// where the user did not say), or holds white space or a control
+/// character (a CR or LF would split the request line; no server answers
+/// a path with a space: such a URL can never work). The message shows the
+/// URL redacted.
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{:?} holds white space or a control character: write a space as %20 (a CR or LF has no place in a URL)",
+            redacted(url)
+        ));
+    }
     let Some((_, auth)) = authority(url) else { return Ok(()) };
     if auth.contains('@') {
         return Err(format!(
@@ -103,10 +112,26 @@ mod tests {
             ("https://[fd00::1", "without its closing ']'"),
             ("https://[fd00::1]x:1", "has port \"x:1\""),
             ("https://[fd00::1]:x", "has port \"x\""),
-            ("https://ho st:443", "has host \"ho st\""),
+            ("https://ho!st:443", "has host \"ho!st\""),
         ] {
             let e = check_url(url).unwrap_err();
             assert!(e.contains(said), "{url}: {e}");
+        }
+    }
+
+    /// A URL that can never be requested is refused where it enters.
+    #[test]
+    fn white_space_and_control_characters_are_refused() {
+        for url in [
+            "http://127.0.0.1:8081/healthz\r\nX-Injected: 1",
+            "http://127.0.0.1:8081/health z",
+            "http://127.0.0.1:8081/healthz\n",
+            "http://127.0.0.1:8081/\thealthz",
+            "https://u:secret@host/a b",
+        ] {
+            let e = check_url(url).unwrap_err();
+            assert!(e.contains("holds white space or a control character"), "{url:?}: {e}");
+            assert!(!e.contains("secret"), "{e}");
         }
     }
 

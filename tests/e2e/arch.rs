@@ -4,13 +4,17 @@
 //! environment, name-restricted RBAC from manifests/base): the first write,
 //! heartbeats of one request each, the probe endpoint, `opstatus probe` on
 //! the ready file, and SIGTERM publishing the final status. And the x86_64
-//! binary's steady RSS at the default interval, against its budget.
+//! binary's steady RSS at the default interval, against its budget. And
+//! the static build's check of its link order list (`build/text-order.ld`)
+//! on each binary's link map.
 
 use crate::support;
 
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 use support::arch::{ARM64, ARMV7, Arch, X86_64};
-use support::control_plane::shared;
+use support::control_plane::{ROOT, shared};
 use support::http::{endpoint_from_log, get};
 use support::{TempDir, wait_for};
 
@@ -146,4 +150,83 @@ fn e2e_arch_arm64_under_qemu_as_in_a_pod() {
 #[test]
 fn e2e_arch_armv7_under_qemu_as_in_a_pod() {
     as_in_a_pod(&ARMV7);
+}
+
+/// `bench/text_order.py --check MAP [LIST]` as `scripts/static-build.sh`
+/// runs it: (passed, what it said).
+fn text_order_check(map: &Path, list: Option<&Path>) -> (bool, String) {
+    let mut check = Command::new("python3");
+    check.current_dir(ROOT).arg("bench/text_order.py").arg("--check").arg(map);
+    if let Some(list) = list {
+        check.arg("--out").arg(list);
+    }
+    let out = check.output().expect("python3 runs");
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(matches!(out.status.code(), Some(0 | 1)), "the check crashed: {said}");
+    (out.status.success(), said)
+}
+
+/// The link map build.rs has the linker write beside `arch`'s binary
+/// (after the binary is checked fresh: the map is of the same link).
+fn link_map(arch: &Arch) -> PathBuf {
+    let map = arch.bin().with_file_name("opstatus.map");
+    assert!(map.is_file(), "no link map at {}: build.rs writes it where the list applies", map.display());
+    map
+}
+
+/// The shipped list names enough of each linked function to pass, and the
+/// check counts what it names (so it passes for the list, not for any).
+fn assert_text_order_holds(arch: &Arch) {
+    let (passed, said) = text_order_check(&link_map(arch), None);
+    assert!(passed, "{}: {said}", arch.label);
+    assert!(said.contains("entries") && !said.contains(" 0 of "), "{}: {said}", arch.label);
+    println!("e2e arch {}: {}", arch.label, said.trim());
+}
+
+#[test]
+fn e2e_arch_x86_64_text_order_check_fails_on_a_stale_list_or_an_unplaced_one() {
+    let map = link_map(&X86_64);
+    assert_text_order_holds(&X86_64);
+    let dir = support::TempDir::new("text-order");
+
+    // A list of names no function has, as a list goes stale: fails, and
+    // says how to write it again.
+    let made_up = dir.path().join("made-up.ld");
+    let entries: String = (0..200)
+        .map(|i| format!("    *(.text._ZN8opstatus9not_a_fn{i}17h* .text.unlikely._ZN8opstatus9not_a_fn{i}17h*)\n"))
+        .collect();
+    std::fs::write(&made_up, format!("SECTIONS\n{{\n  .text.steady :\n  {{\n{entries}  }}\n}}\n")).unwrap();
+    let (passed, said) = text_order_check(&map, Some(&made_up));
+    assert!(!passed, "a list of made-up names passed: {said}");
+    assert!(said.contains("0 of 200") && said.contains("python3 bench/text_order.py"), "{said}");
+
+    // The shipped list with a fifth of its entries renamed: under the
+    // threshold, fails.
+    let shipped = std::fs::read_to_string(Path::new(ROOT).join("build/text-order.ld")).unwrap();
+    let mut n = 0;
+    let part_stale: String = shipped
+        .lines()
+        .map(|line| {
+            let entry = line.trim_start().starts_with("*(");
+            n += usize::from(entry);
+            if entry && n % 5 == 0 {
+                line.replace("*(.text.", "*(.text.gone_").replace(" .text.", " .text.gone_")
+            } else {
+                line.to_string()
+            }
+        })
+        .map(|line| line + "\n")
+        .collect();
+    let stale = dir.path().join("stale.ld");
+    std::fs::write(&stale, part_stale).unwrap();
+    let (passed, said) = text_order_check(&map, Some(&stale));
+    assert!(!passed, "a list a fifth stale passed: {said}");
+
+    // A link that did not apply the list (gold, mold): no `.text.steady`.
+    let unplaced = dir.path().join("unplaced.map");
+    std::fs::write(&unplaced, std::fs::read_to_string(&map).unwrap().replace(".text.steady", ".text.elsewhere"))
+        .unwrap();
+    let (passed, said) = text_order_check(&unplaced, None);
+    assert!(!passed, "a link without .text.steady passed: {said}");
+    assert!(said.contains("GNU ld or lld"), "{said}");
 }

@@ -1,6 +1,8 @@
 //! End to end, real kube-apiserver: stop the operator's watched health URL
 //! → `degraded` in the ConfigMap within a second of the next check; restore
-//! it → `healthy`. And the final status at SIGTERM.
+//! it → `healthy`. And the final status at SIGTERM. Late answers: a failure
+//! then a hang stays `degraded`, an operator late on every other check is
+//! shown (the rule: `Lateness` in `src/signals/watch.rs`).
 
 use crate::support;
 use crate::support::run_args::Run;
@@ -8,7 +10,8 @@ use crate::support::run_args::Run;
 use std::time::{Duration, Instant};
 use support::control_plane::{release_bin, shared};
 use support::http::FakeOperator;
-use support::wait_for;
+use support::operator_endpoint::{Habits, OperatorEndpoint};
+use support::{opstatus_bin, wait_for};
 
 #[test]
 fn e2e_watched_url_failure_and_recovery_reach_the_configmap() {
@@ -47,4 +50,49 @@ fn e2e_watched_url_failure_and_recovery_reach_the_configmap() {
     let (h, e) = health().unwrap();
     assert_eq!((h.as_str(), e.as_str()), (Some("unhealthy"), Some("Shutting down")));
     println!("e2e watch: degraded and healthy each published within {bound:?} of the change");
+}
+
+/// opstatus checking `endpoint` every second until it has read `requests`
+/// of them (so the checks before the last have ended): the health of each
+/// status it published, in order, and the ConfigMap's health then.
+fn published_while(endpoint: &OperatorEndpoint, requests: usize) -> (Vec<String>, String) {
+    let cp = shared();
+    let pod = cp.deploy("watch-late");
+    let agent = Run::every("60s")
+        .checks("1s")
+        .flag("--watch-url", endpoint.url())
+        .switch("--events=false")
+        .start(&opstatus_bin(), &cp.pod_env(&pod));
+    wait_for(Duration::from_secs(60), Duration::from_millis(50), || (endpoint.seen().len() >= requests).then_some(()))
+        .unwrap_or_else(|| panic!("{requests} checks not seen in 60 s:\n{}", agent.stderr()));
+    let log = agent.stderr();
+    let published = log
+        .lines()
+        .filter(|l| l.contains("Status updated:"))
+        .filter_map(|l| Some(l.split("health=").nth(1)?.split(',').next()?.to_string()))
+        .collect();
+    let doc =
+        cp.status_document(&pod.namespace, "kube9-operator-status").unwrap_or_else(|| panic!("no status:\n{log}"));
+    (published, doc["health"].as_str().unwrap_or_default().to_string())
+}
+
+#[test]
+fn e2e_a_failure_then_a_hang_stays_degraded() {
+    // Answered, HTTP 500, then silent.
+    let endpoint =
+        OperatorEndpoint::start(Habits { failing: &[1], unanswered: &[2, 3, 4, 5, 6, 7], ..Habits::default() });
+    let (published, now) = published_while(&endpoint, 6);
+    assert_eq!(published.first().map(String::as_str), Some("healthy"), "{published:?}");
+    let degraded = published.iter().position(|h| h == "degraded").unwrap_or_else(|| panic!("{published:?}"));
+    assert!(published[degraded..].iter().all(|h| h == "degraded"), "healthy during the hang: {published:?}");
+    assert_eq!(now, "degraded");
+}
+
+#[test]
+fn e2e_an_operator_late_on_every_other_check_is_degraded() {
+    let endpoint = OperatorEndpoint::start(Habits { unanswered: &[1, 3, 5, 7, 9, 11], ..Habits::default() });
+    // Three late in six checks by the sixth; the ninth has begun.
+    let (published, now) = published_while(&endpoint, 9);
+    assert_eq!(published, ["healthy", "degraded"], "shown from the third late answer on, one status");
+    assert_eq!(now, "degraded");
 }

@@ -53,9 +53,10 @@ fn a_failing_health_url_degrades_at_once_and_recovery_clears_it() {
 fn a_critical_watch_makes_the_status_unhealthy() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    let operator = FakeOperator::start();
-    let url = operator.url();
-    drop(operator); // Nothing listens there any more: connection refused.
+    // A port closed before opstatus starts: connection refused. (A stopped
+    // FakeOperator's thread may still take a first connection and reset it.)
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/healthz");
     let _agent = Run::default_interval()
         .checks("1s")
         .flag("--watch-url", &url)

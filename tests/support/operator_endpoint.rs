@@ -2,8 +2,8 @@
 //! connections alive, with the habits of real servers that the health
 //! checks must live with: an idle close after a few seconds (gunicorn's
 //! keep-alive is 2 s), a close that crosses the next request, a slow
-//! answer or none. It records what it saw. Listens on 127.0.0.1, stops
-//! when dropped.
+//! answer or none, an error status. It records what it saw. Listens on
+//! 127.0.0.1, stops when dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -25,6 +25,8 @@ pub struct Habits {
     /// The requests (counted from 0 over all connections) never answered,
     /// whatever `answer_after` says: an endpoint late now and then.
     pub unanswered: &'static [usize],
+    /// The requests answered `HTTP 500` (when answered at all).
+    pub failing: &'static [usize],
 }
 
 impl Default for Habits {
@@ -34,6 +36,7 @@ impl Default for Habits {
             answer_after: Some(Duration::ZERO),
             close_under_reuse: false,
             unanswered: &[],
+            failing: &[],
         }
     }
 }
@@ -65,13 +68,17 @@ impl OperatorEndpoint {
         let (record, stopped) = (seen.clone(), stop.clone());
         std::thread::spawn(move || {
             let count = AtomicUsize::new(0);
+            // Requests are numbered as they are read: an unanswered one is
+            // recorded only once the client gives up, maybe after the next.
+            let requests = Arc::new(AtomicUsize::new(0));
             for stream in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
                 let (connection, record) = (count.fetch_add(1, Ordering::SeqCst), record.clone());
-                std::thread::spawn(move || serve(stream, connection, habits, &record));
+                let requests = requests.clone();
+                std::thread::spawn(move || serve(stream, connection, habits, &requests, &record));
             }
         });
         OperatorEndpoint { addr, seen, stop }
@@ -93,7 +100,7 @@ impl Drop for OperatorEndpoint {
     }
 }
 
-fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<Seen>>) {
+fn serve(stream: TcpStream, connection: usize, habits: Habits, requests: &AtomicUsize, seen: &Mutex<Vec<Seen>>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut writer = stream;
     for nth_on_connection in 0..1000 {
@@ -110,7 +117,7 @@ fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<
             }
         }
         let at = Instant::now();
-        let nth_request = seen.lock().unwrap().len();
+        let nth_request = requests.fetch_add(1, Ordering::SeqCst);
         let record = |given_up_after| {
             seen.lock().unwrap().push(Seen { at, connection, nth_on_connection, given_up_after });
         };
@@ -129,7 +136,9 @@ fn serve(stream: TcpStream, connection: usize, habits: Habits, seen: &Mutex<Vec<
         };
         record(None);
         std::thread::sleep(after);
-        if writer.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").is_err() {
+        let status = if habits.failing.contains(&nth_request) { "500 Internal Server Error" } else { "200 OK" };
+        let answer = format!("HTTP/1.1 {status}\r\nContent-Length: 2\r\n\r\nok");
+        if writer.write_all(answer.as_bytes()).is_err() {
             return;
         }
     }
