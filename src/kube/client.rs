@@ -1,5 +1,6 @@
 //! [`Client`]: requests to one API server over verified TLS.
 
+use super::MAX_BODY;
 use super::credentials::{Auth, Credentials, pem_certificates};
 use super::error::{KubeError, from_response};
 use super::failures::{body_error, connection_lost, transport_error};
@@ -39,10 +40,6 @@ fn host_header(server: &str) -> Result<HeaderValue, ConfigError> {
     };
     HeaderValue::from_str(&value).map_err(|_| bad())
 }
-
-/// The largest response body read. A ConfigMap holds at most 1 MiB of data;
-/// anything much larger is not an answer we asked for.
-pub(crate) const MAX_BODY: u64 = 4 * 1024 * 1024;
 
 /// The first buffer for an answer of unknown length (chunked): a status
 /// write's answer and a page of a list fit in it or grow it a few times.

@@ -30,12 +30,16 @@ mod worker;
 pub(crate) mod yaml;
 
 pub use client::Client;
-pub(crate) use client::{MAX_BODY, call_bound};
+pub(crate) use client::call_bound;
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
 pub(crate) use object_ref::ObjectRef;
-pub(crate) use watch_stream::{Closer, PartBound, WatchStream};
+pub(crate) use watch_stream::{Closer, ListKey, PartBound, WatchStream};
 pub(crate) use worker::{Stop, Worker};
+
+/// The largest response body read. A ConfigMap holds at most 1 MiB of data;
+/// anything much larger is not an answer we asked for.
+pub(crate) const MAX_BODY: u64 = 4 * 1024 * 1024;
 
 /// The stack of a thread of its own that runs a [`Client`] (a watch, the
 /// Events sender): ureq, rustls and serde_json on small frames (no

@@ -35,7 +35,7 @@ pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 /// Whether a watch open since `watching_since` works by `now`: open for
 /// [`HEALTHY_WATCH`] (a quiet object's watch delivers nothing), so the
 /// problem of an earlier one is past.
-pub(crate) fn watch_works(watching_since: Option<std::time::Instant>, now: std::time::Instant) -> bool {
+fn watch_works(watching_since: Option<std::time::Instant>, now: std::time::Instant) -> bool {
     watching_since.is_some_and(|t| now.saturating_duration_since(t) >= HEALTHY_WATCH)
 }
 
@@ -157,18 +157,49 @@ impl Machine {
     }
 }
 
+/// What a watch's thread keeps for the agent's checks beside what it
+/// watches: why it may be out of date, and since when its current watch is
+/// open (once for [`HEALTHY_WATCH`], the problem is past: a quiet
+/// object's watch delivers nothing).
+#[derive(Debug, Default)]
+pub(crate) struct WatchHealth {
+    /// Why what is watched may be out of date; `None` while all is well.
+    pub problem: Option<String>,
+    pub watching_since: Option<Instant>,
+}
+
+impl WatchHealth {
+    /// The problem to report `now`.
+    pub(crate) fn problem_at(&self, now: Instant) -> Option<&String> {
+        self.problem.as_ref().filter(|_| !watch_works(self.watching_since, now))
+    }
+}
+
 /// What one list-then-watch needs from its owner: the list, the watch,
-/// where a problem goes, and whether to stop.
+/// where its [`WatchHealth`] is kept, who is told of a problem, and
+/// whether to stop.
 pub(crate) trait Reflect {
     /// Whether the owner asked the thread to stop.
     fn stopped(&self) -> bool;
     /// Lists what is watched; on success sets `version` to watch from.
     fn list(&mut self, version: &mut String) -> Ended;
     /// Watches from `version`, moving it with every event, until the watch
-    /// ends; `machine.delivered()` once an event arrives.
+    /// ends; sets `watching_since` once it is established, and calls
+    /// `machine.delivered()` and [`report`]s no problem once an event
+    /// arrives.
     fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended;
-    /// The problem to report now (`None`: none), as [`Plan::problem`] says.
-    fn report(&self, problem: Option<String>);
+    /// Runs `f` on the owner's [`WatchHealth`], under the owner's lock.
+    fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R;
+    /// A problem was reported (`None`: none), `before` the one it replaced:
+    /// the owner wakes the agent's loop when they differ.
+    fn reported(&self, before: &Option<String>, problem: &Option<String>);
+}
+
+/// Reports `problem` (`None`: none) as `owner`'s, as [`Plan::problem`]
+/// says.
+pub(crate) fn report(owner: &impl Reflect, problem: Option<String>) {
+    let before = owner.health(|h| std::mem::replace(&mut h.problem, problem.clone()));
+    owner.reported(&before, &problem);
 }
 
 /// Lists, then watches from there, as the [`Machine`] says: the next watch
@@ -181,14 +212,18 @@ pub(crate) fn drive(owner: &mut impl Reflect, jitter: &mut Jitter) {
     while !owner.stopped() {
         let ended = match step {
             Step::List => owner.list(&mut version),
-            Step::Watch => owner.watch(&mut version, &mut machine),
+            Step::Watch => {
+                let ended = owner.watch(&mut version, &mut machine);
+                owner.health(|h| h.watching_since = None);
+                ended
+            }
         };
         if owner.stopped() {
             return;
         }
         let plan = machine.after(ended, jitter.next_u64());
         if let Some(problem) = plan.problem {
-            owner.report(problem);
+            report(owner, problem);
         }
         let until = Instant::now() + plan.delay;
         while !owner.stopped() && Instant::now() < until {
@@ -210,6 +245,16 @@ mod tests {
 
     fn failed(relist: bool) -> Ended {
         Ended::WatchFailed { error: "Cannot watch foos: refused".into(), relist, retry_after: None }
+    }
+
+    #[test]
+    fn a_watch_open_long_enough_hides_its_old_problem() {
+        let t0 = Instant::now();
+        let mut health = WatchHealth { problem: Some("Cannot watch foos: refused".into()), watching_since: None };
+        assert!(health.problem_at(t0).is_some());
+        health.watching_since = Some(t0);
+        assert!(health.problem_at(t0 + HEALTHY_WATCH - Duration::from_millis(1)).is_some());
+        assert_eq!(health.problem_at(t0 + HEALTHY_WATCH), None);
     }
 
     #[test]

@@ -5,9 +5,21 @@
 //! whole list item by item, each item bounded ([`WatchStream::read_parts`]);
 //! and the [`Closer`] that ends a watch from another thread at once.
 
-use super::client::MAX_BODY;
-use super::{Client, KubeError};
+use super::{Client, KubeError, MAX_BODY};
+use serde::Deserialize;
 use std::io::Read;
+
+/// The keys of a list answer a seed of [`WatchStream::read_parts`] looks
+/// at: `metadata` (the version, the next page's token) and `items`; any
+/// other (`kind`, `apiVersion`) is skipped.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+pub(crate) enum ListKey {
+    Metadata,
+    Items,
+    #[serde(other)]
+    Other,
+}
 
 /// The read buffer of a watch stream: most events are well under it.
 const WATCH_BUFFER: usize = 16 * 1024;

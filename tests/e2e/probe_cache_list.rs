@@ -11,7 +11,8 @@ use crate::support;
 use serde_json::json;
 use std::time::{Duration, Instant, SystemTime};
 use support::control_plane::{release_bin, shared};
-use support::resources::{FOOS, find};
+use support::probes::{deploy_probed, probed_args, probed_env, probed_upgradeable};
+use support::resources::FOOS;
 use support::{RunningAgent, wait_for};
 
 const NAME: &str = "demo-operator.v7.0.0";
@@ -20,13 +21,9 @@ const COUNT: usize = 3000;
 #[test]
 fn e2e_the_first_list_is_one_answer_from_the_watch_cache_of_any_size() {
     let cp = shared();
-    cp.install_crd("foos.example.com");
-    cp.install_crd("operatorconditions.operators.coreos.com");
-    let pod = cp.deploy("probe-cache-list");
+    let pod = deploy_probed(cp, "probe-cache-list", "foos.example.com", NAME);
     let ns = pod.namespace.as_str();
     cp.apply_manifests("manifests/olm", ns, &[]);
-    cp.grant_operator_condition_as_olm(ns, NAME);
-    cp.create_operator_condition(ns, NAME, &[]);
     let created = Instant::now();
     cp.create_foos_with_spec(ns, COUNT, 8, &json!({"description": "d".repeat(2048)}));
     let blocker = "foo-01234";
@@ -40,28 +37,11 @@ fn e2e_the_first_list_is_one_answer_from_the_watch_cache_of_any_size() {
         answer["items"].as_array().unwrap().iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     let in_order = names.windows(2).filter(|w| w[0] < w[1]).count();
 
-    let mut env = cp.pod_env(&pod);
-    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
     let probe = "example.com/v1/foos:Upgradeable=!Migrating";
-    let args = [
-        "run",
-        "--interval",
-        "60s",
-        "--check-interval",
-        "1s",
-        "--probe",
-        probe,
-        "--probe-namespace",
-        ns,
-        "--listen",
-        "127.0.0.1:0",
-    ];
+    let args = probed_args("60s", probe, ns, &["--listen", "127.0.0.1:0"]);
     let started_at = SystemTime::now();
-    let mut agent = RunningAgent::start(&release_bin(), &args, &env);
-    let blocked = wait_for(Duration::from_secs(60), Duration::from_millis(100), || {
-        let oc = cp.operator_condition(ns, NAME);
-        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "False").cloned()
-    });
+    let mut agent = RunningAgent::start(&release_bin(), &args, &probed_env(cp.port(), &pod, NAME));
+    let blocked = probed_upgradeable(cp, ns, NAME, "False", Duration::from_secs(60));
     let status = || cp.status_document(ns, "kube9-operator-status");
     let blocked = blocked.unwrap_or_else(|| panic!("never blocked: {:?}\n{}", status(), agent.stderr()));
     assert_eq!(blocked["message"], format!("Upgrade blocked by 1 resource: Foo {ns}/{blocker}: Migrating"));

@@ -15,10 +15,12 @@ use crate::support;
 use serde_json::{Value, json};
 use std::time::Duration;
 use support::control_plane::{ControlPlane, Deployed, release_bin, shared};
-use support::resources::{condition, find};
+use support::probes::{deploy_probed, probed_args, probed_env, probed_upgradeable};
+use support::resources::condition;
 use support::{RunningAgent, wait_for};
 
 const NAME: &str = "demo-operator.v5.0.0";
+const PROBE: &str = "example.com/v1/bars:Upgradeable=!Migrating";
 
 fn create_bar(cp: &ControlPlane, ns: &str, name: &str, status: Value) {
     let object =
@@ -36,16 +38,12 @@ fn set_status(cp: &ControlPlane, ns: &str, name: &str, status: Value) {
 /// watch on Bars for its ServiceAccount, and an OperatorCondition it may
 /// update as OLM grants.
 fn deploy_with_bars(cp: &ControlPlane, label: &str) -> Deployed {
-    cp.install_crd("bars.example.com");
-    cp.install_crd("operatorconditions.operators.coreos.com");
-    let pod = cp.deploy(label);
+    let pod = deploy_probed(cp, label, "bars.example.com", NAME);
     let ns = pod.namespace.as_str();
     let sa = pod.user.rsplit(':').next().unwrap();
     cp.kubectl_ok(&["-n", ns, "create", "role", "bar-reader", "--verb=list,watch", "--resource=bars.example.com"]);
     let subject = format!("--serviceaccount={ns}:{sa}");
     cp.kubectl_ok(&["-n", ns, "create", "rolebinding", "bar-reader", "--role=bar-reader", &subject]);
-    cp.grant_operator_condition_as_olm(ns, NAME);
-    cp.create_operator_condition(ns, NAME, &[]);
     pod
 }
 
@@ -62,16 +60,10 @@ fn e2e_an_unreadable_resource_is_named_and_the_others_still_count() {
     create_bar(cp, ns, "boolean", json!({"conditions": [{"type": "Migrating", "status": true}]}));
     create_bar(cp, ns, "not-a-list", json!({"conditions": {"Migrating": "False"}}));
 
-    let mut env = cp.pod_env(&pod);
-    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
-    let probe = "example.com/v1/bars:Upgradeable=!Migrating";
-    let args = ["run", "--interval", "60s", "--check-interval", "1s", "--probe", probe, "--probe-namespace", ns];
-    let mut agent = RunningAgent::start(&release_bin(), &args, &env);
-    let upgradeable = |status: &str| {
-        let oc = cp.operator_condition(ns, NAME);
-        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == status).cloned()
-    };
-    let blocked = wait_for(Duration::from_secs(20), Duration::from_millis(100), || upgradeable("False"));
+    let args = probed_args("60s", PROBE, ns, &[]);
+    let mut agent = RunningAgent::start(&release_bin(), &args, &probed_env(cp.port(), &pod, NAME));
+    let upgradeable = |status: &str| probed_upgradeable(cp, ns, NAME, status, Duration::ZERO);
+    let blocked = probed_upgradeable(cp, ns, NAME, "False", Duration::from_secs(20));
     let blocked = blocked.unwrap_or_else(|| {
         panic!(
             "the blocker was never published: {:?}\n{}",
@@ -125,28 +117,9 @@ fn e2e_a_status_that_is_not_an_object_is_named_and_the_others_are_counted() {
     let stored = cp.kubectl_ok(&["-n", ns, "get", "bars.example.com", "odd", "-o", "jsonpath={.status}"]);
     assert_eq!(stored, "true", "the API server keeps a status that is not an object");
 
-    let mut env = cp.pod_env(&pod);
-    env.push(("OPERATOR_CONDITION_NAME".into(), NAME.into()));
-    let probe = "example.com/v1/bars:Upgradeable=!Migrating";
-    let args = [
-        "run",
-        "--interval",
-        "60s",
-        "--check-interval",
-        "1s",
-        "--probe",
-        probe,
-        "--probe-namespace",
-        ns,
-        "--listen",
-        "127.0.0.1:0",
-    ];
-    let agent = RunningAgent::start(&release_bin(), &args, &env);
-    let upgradeable = || {
-        let oc = cp.operator_condition(ns, NAME);
-        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "True").cloned()
-    };
-    let up = wait_for(Duration::from_secs(20), Duration::from_millis(100), upgradeable);
+    let args = probed_args("60s", PROBE, ns, &["--listen", "127.0.0.1:0"]);
+    let agent = RunningAgent::start(&release_bin(), &args, &probed_env(cp.port(), &pod, NAME));
+    let up = probed_upgradeable(cp, ns, NAME, "True", Duration::from_secs(20));
     let up = up.unwrap_or_else(|| {
         panic!("never Upgradeable=True: {:?}\n{}", cp.status_document(ns, "kube9-operator-status"), agent.stderr())
     });

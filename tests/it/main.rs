@@ -39,6 +39,7 @@ mod operator_watch;
 mod placement_warning;
 mod pro_tier;
 mod probe_endpoint;
+mod probe_list_cut;
 mod probe_list_resume;
 mod probe_list_stream;
 mod probe_watch;

@@ -9,45 +9,21 @@ use crate::support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::fake_apiserver::FakeApiServer;
 use support::http::{endpoint_from_log, get};
+use support::probes::{OC, fake_args, fake_env, fake_with_foos, foo};
 use support::resources::{condition, find};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::{RunningAgent, opstatus_bin, wait_for};
 
 const TOKEN: &str = "sa-token-for-conflict-tests";
-const OC: &str = "/apis/operators.coreos.com/v2/namespaces/ops/operatorconditions/op.v1";
 
 #[test]
 fn conflicting_writes_are_retried_on_a_fresh_read_and_bounded() {
-    let server = FakeApiServer::start(TOKEN);
-    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    server.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
-    server.put_custom(
-        "/apis/example.com/v1/namespaces/ops/foos/a",
-        json!({"metadata": {"name": "a", "namespace": "ops"}, "status": {"conditions": [condition("Migrating", "True")]}}),
-    );
     let operators_own = condition("OperatorReady", "True");
-    server.put_custom(
-        OC,
-        json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-               "metadata": {"name": "op.v1", "namespace": "ops"}, "spec": {"conditions": [operators_own]}}),
-    );
+    let (server, sa) = fake_with_foos(TOKEN, [foo("a", "True")], json!([operators_own]));
     // Three conflicts: every attempt of the first check loses the race.
     server.conflict_after_gets(OC, 3);
-    let mut env = pod_env(server.port(), &sa);
-    env.push(("OPERATOR_CONDITION_NAME".into(), "op.v1".into()));
-    let args = [
-        "run",
-        "--interval",
-        "60s",
-        "--check-interval",
-        "1s",
-        "--listen",
-        "127.0.0.1:0",
-        "--probe-from-crd-annotations",
-        "foos.example.com",
-    ];
-    let agent = RunningAgent::start(&opstatus_bin(), &[&args[..], &["--probe-namespace", "ops"]].concat(), &env);
+    let args = fake_args("60s", "1s", &["--listen", "127.0.0.1:0"]);
+    let agent = RunningAgent::start(&opstatus_bin(), &args, &fake_env(server.port(), &sa));
 
     let written = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
         server.custom(OC).filter(|oc| find(&oc["spec"]["conditions"], "Upgradeable").is_some())

@@ -11,13 +11,11 @@ use crate::support;
 
 use serde_json::json;
 use std::time::Duration;
-use support::fake_apiserver::{FakeApiServer, Fault};
-use support::resources::{condition, find};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::fake_apiserver::Fault;
+use support::probes::{FOOS, fake_args, fake_env, fake_upgradeable, fake_with_foos, foo};
+use support::{RunningAgent, opstatus_bin};
 
 const TOKEN: &str = "sa-token-for-probe-list-resume";
-const FOOS: &str = "/apis/example.com/v1/namespaces/ops/foos";
-const OC: &str = "/apis/operators.coreos.com/v2/namespaces/ops/operatorconditions/op.v1";
 const COUNT: usize = 2000;
 
 #[test]
@@ -31,43 +29,14 @@ fn a_list_cut_in_the_middle_of_a_resource_goes_on_from_its_page() {
 }
 
 fn goes_on_from_its_page(fault: Fault) {
-    let api = FakeApiServer::start(TOKEN);
+    let foos = (0..COUNT).map(|i| foo(&format!("f{i:04}"), "False"));
+    let (api, sa) = fake_with_foos(TOKEN, foos, json!([]));
     api.without_watch_cache();
-    let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
-    api.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
-    for i in 0..COUNT {
-        let name = format!("f{i:04}");
-        let object = json!({"metadata": {"name": name, "namespace": "ops"},
-                         "status": {"conditions": [condition("Migrating", "False")]}});
-        api.put_custom(&format!("{FOOS}/{name}"), object);
-    }
-    api.put_custom(
-        OC,
-        json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-               "metadata": {"name": "op.v1", "namespace": "ops"}, "spec": {"conditions": []}}),
-    );
     // The third page (the fake's continue token is the index) fails once.
     api.fail_query_once("continue=1000", fault);
-    let mut env = pod_env(api.port(), &sa);
-    env.push(("OPERATOR_CONDITION_NAME".into(), "op.v1".into()));
-    let args = [
-        "run",
-        "--interval",
-        "60s",
-        "--check-interval",
-        "1s",
-        "--probe-from-crd-annotations",
-        "foos.example.com",
-        "--probe-namespace",
-        "ops",
-        "--events=false",
-    ];
-    let agent = RunningAgent::start(&opstatus_bin(), &args, &env);
-    let up = wait_for(Duration::from_secs(30), Duration::from_millis(20), || {
-        let oc = api.custom(OC)?;
-        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "True").cloned()
-    });
-    let up = up.unwrap_or_else(|| panic!("never Upgradeable=True\n{}", agent.stderr()));
+    let args = fake_args("60s", "1s", &["--events=false"]);
+    let agent = RunningAgent::start(&opstatus_bin(), &args, &fake_env(api.port(), &sa));
+    let up = fake_upgradeable(&api, &agent, "True", Duration::from_secs(30));
     assert_eq!(up["message"], format!("No resource blocks an upgrade ({COUNT} checked)"));
 
     let pages: Vec<String> = api

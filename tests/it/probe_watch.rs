@@ -7,19 +7,14 @@
 
 use crate::support;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
 use support::fake_apiserver::FakeApiServer;
-use support::resources::{condition, find};
-use support::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
+use support::probes::{FOOS, OC, fake_args, fake_env, fake_upgradeable, fake_with_foos, foo};
+use support::resources::find;
+use support::{RunningAgent, opstatus_bin, wait_for};
 
 const TOKEN: &str = "sa-token-for-probe-watch";
-const FOOS: &str = "/apis/example.com/v1/namespaces/ops/foos";
-const OC: &str = "/apis/operators.coreos.com/v2/namespaces/ops/operatorconditions/op.v1";
-
-fn foo(name: &str, migrating: &str) -> Value {
-    json!({"metadata": {"name": name, "namespace": "ops"}, "status": {"conditions": [condition("Migrating", migrating)]}})
-}
 
 /// (lists, watches) of the Foos so far.
 fn requests(api: &FakeApiServer) -> (usize, usize) {
@@ -43,39 +38,12 @@ fn flip(api: &FakeApiServer, agent: &RunningAgent, migrating: &str) -> Duration 
 
 #[test]
 fn flips_are_seen_at_once_through_cuts_and_compaction() {
-    let api = FakeApiServer::start(TOKEN);
-    let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
-    api.put_foo_crd(json!({"olm.operatorframework.io/condition.Upgradeable": "!Migrating"}));
-    for name in ["a", "b", "c"] {
-        api.put_custom(&format!("{FOOS}/{name}"), foo(name, "False"));
-    }
-    api.put_custom(
-        OC,
-        json!({"apiVersion": "operators.coreos.com/v2", "kind": "OperatorCondition",
-               "metadata": {"name": "op.v1", "namespace": "ops"}, "spec": {"conditions": []}}),
-    );
-    let mut env = pod_env(api.port(), &sa);
-    env.push(("OPERATOR_CONDITION_NAME".into(), "op.v1".into()));
-    let args = [
-        "run",
-        "--interval",
-        "60s",
-        "--check-interval",
-        "30s",
-        "--probe-from-crd-annotations",
-        "foos.example.com",
-        "--probe-namespace",
-        "ops",
-        // The fake API server keeps no Events (tests/e2e_events.rs covers
-        // them on the real one); this test asserts nothing failed.
-        "--events=false",
-    ];
-    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &env);
-    let up = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
-        let oc = api.custom(OC)?;
-        find(&oc["spec"]["conditions"], "Upgradeable").filter(|c| c["status"] == "True").cloned()
-    });
-    let up = up.unwrap_or_else(|| panic!("never Upgradeable=True\n{}", agent.stderr()));
+    let (api, sa) = fake_with_foos(TOKEN, ["a", "b", "c"].map(|name| foo(name, "False")), json!([]));
+    // The fake API server keeps no Events (tests/e2e_events.rs covers them
+    // on the real one); this test asserts nothing failed.
+    let args = fake_args("60s", "30s", &["--events=false"]);
+    let mut agent = RunningAgent::start(&opstatus_bin(), &args, &fake_env(api.port(), &sa));
+    let up = fake_upgradeable(&api, &agent, "True", Duration::from_secs(10));
     assert_eq!(up["message"], "No resource blocks an upgrade (3 checked)");
     let watching = wait_for(Duration::from_secs(5), Duration::from_millis(20), || {
         let (lists, watches) = requests(&api);

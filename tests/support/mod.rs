@@ -19,6 +19,7 @@ pub mod monitoring;
 pub mod node;
 pub mod operator_endpoint;
 pub mod pki;
+pub mod probes;
 pub mod replicas;
 pub mod requests;
 pub mod resources;

@@ -22,7 +22,7 @@ pub(crate) mod judge;
 pub(crate) mod pod;
 
 use super::{Observation, Signal};
-use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS};
+use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::Jitter;
@@ -38,11 +38,8 @@ const GRANT: &str = "see manifests/components/opstatus-watch-container";
 #[derive(Default)]
 struct Shared {
     pod: Option<judge::Pod>,
-    /// Why the Pod cannot be read now.
-    problem: Option<String>,
-    /// Since when the current watch is open: once it has been open for
-    /// [`reflector::HEALTHY_WATCH`], an older problem is past.
-    watching_since: Option<Instant>,
+    /// Why the Pod cannot be read now, and since when its watch is open.
+    health: WatchHealth,
 }
 
 /// The signal: the Pod it watches and the container it judges.
@@ -100,11 +97,11 @@ impl Signal for ContainerWatch {
                 let Some(watcher) = &self.watcher else { return };
                 let shared = watcher.shared.lock().unwrap_or_else(|p| p.into_inner());
                 // Until the first read answered, nothing is said.
-                if shared.pod.is_none() && shared.problem.is_none() && !watcher.read_once.load(Ordering::SeqCst) {
+                if shared.pod.is_none() && shared.health.problem.is_none() && !watcher.read_once.load(Ordering::SeqCst)
+                {
                     return;
                 }
-                let working = reflector::watch_works(shared.watching_since, Instant::now());
-                self.judge(shared.pod.as_ref(), shared.problem.as_deref().filter(|_| !working))
+                self.judge(shared.pod.as_ref(), shared.health.problem_at(Instant::now()).map(String::as_str))
             }
         };
         into.problems.extend(why.map(|why| Problem::degraded(Rule::Container, why)));
@@ -204,7 +201,7 @@ impl Run {
                 return Ended::WatchFailed { error: e.granted_by(GRANT).to_string(), relist: false, retry_after };
             }
         };
-        self.lock().watching_since = Some(started);
+        self.lock().health.watching_since = Some(started);
         let mut delivered = false;
         loop {
             let closed = |delivered| Ended::Closed { lasted: started.elapsed(), delivered };
@@ -255,7 +252,7 @@ impl Run {
             if !delivered {
                 delivered = true;
                 machine.delivered();
-                self.report(None);
+                reflector::report(self, None);
             }
         }
     }
@@ -289,19 +286,18 @@ impl Reflect for Run {
     }
 
     fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        let ended = self.watch_from(version, machine);
-        self.lock().watching_since = None;
-        ended
+        self.watch_from(version, machine)
     }
 
-    /// Why the Pod cannot be followed (`None`: it can).
-    fn report(&self, problem: Option<String>) {
-        let mut shared = self.lock();
-        let changed = shared.problem != problem;
-        shared.problem = problem;
-        drop(shared);
+    fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R {
+        f(&mut self.lock().health)
+    }
+
+    /// A read of the Pod answered (or failed to): the signal has something
+    /// to say.
+    fn reported(&self, before: &Option<String>, problem: &Option<String>) {
         self.read_once.store(true, Ordering::SeqCst);
-        if changed {
+        if before != problem {
             self.nudge.nudge();
         }
     }

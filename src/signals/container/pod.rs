@@ -11,6 +11,7 @@
 //! the same pass: its `code` and `message`.
 
 use super::judge::{ContainerStatus, Pod};
+use crate::kube::ListKey;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
@@ -136,15 +137,6 @@ enum ObjectKey {
 enum EventKey {
     Type,
     Object,
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum ListKey {
-    Metadata,
-    Items,
     #[serde(other)]
     Other,
 }

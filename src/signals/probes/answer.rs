@@ -5,10 +5,10 @@
 //! ([`parse_item`]), then dropped, so the answer is never held whole.
 
 use super::MAX_RESOURCES;
-use super::list::Pager;
+use super::collection::Collection;
+use super::pager::Pager;
 use super::store::{Parsed, Store, parse_item};
-use super::watcher::Collection;
-use crate::kube::PartBound;
+use crate::kube::{ListKey, PartBound};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::fmt;
@@ -37,15 +37,6 @@ impl<'de> DeserializeSeed<'de> for AnswerSeed<'_, '_> {
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<PageMeta, D::Error> {
         de.deserialize_map(self)
     }
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum ListKey {
-    Metadata,
-    Items,
-    #[serde(other)]
-    Other,
 }
 
 impl<'de> Visitor<'de> for AnswerSeed<'_, '_> {
@@ -143,7 +134,7 @@ impl Items<'_, '_> {
 mod tests {
     use super::*;
     use crate::signals::probes::grammar::parse_probe;
-    use crate::signals::probes::list::Budget;
+    use crate::signals::probes::pager::Budget;
     use std::time::Duration;
 
     fn collection() -> Collection {

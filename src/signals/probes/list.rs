@@ -23,131 +23,12 @@
 //! only their `continue` token: the server refuses a version beside it.
 
 use super::answer::{AnswerSeed, Items, PageMeta};
+use super::collection::Collection;
+use super::pager::{Budget, Pager};
 use super::store::Store;
-use super::watcher::Collection;
-use super::{LIST_ANSWER, MAX_PAGES, MAX_RESOURCES, PAGE_SIZE, not_served, percent_encode};
+use super::{PAGE_SIZE, not_served, percent_encode};
 use crate::kube::{Client, KubeError, MAX_BODY, PartBound, WatchStream};
 use std::time::{Duration, Instant};
-
-/// How many followed continue tokens a list remembers, to stop at one that
-/// comes back.
-const SEEN_TOKENS: usize = 64;
-
-/// The time a list may take: `length` at most, or (`grows`) `length`
-/// since the last resource not listed before, so a long list that keeps
-/// making progress is never cut short, and one that stopped making
-/// progress (pages without new resources, as a server whose pages never
-/// end sends) is.
-#[derive(Clone, Copy)]
-pub(super) struct Budget {
-    pub length: Duration,
-    pub until: Instant,
-    pub grows: bool,
-}
-
-impl Budget {
-    /// `length` from `now`, fixed (one check's list in `opstatus once`).
-    pub(super) fn fixed(length: Duration, now: Instant) -> Budget {
-        Budget { length, until: now.checked_add(length).unwrap_or(now), grows: false }
-    }
-
-    /// `length` from `now` and from each resource not listed before (a
-    /// watch thread's list, which holds no one up).
-    pub(super) fn growing(length: Duration, now: Instant) -> Budget {
-        Budget { grows: true, ..Budget::fixed(length, now) }
-    }
-}
-
-/// The bounds on one collection's list: resources, pages, the [`Budget`],
-/// and the last [`SEEN_TOKENS`] tokens followed (as hashes: a token can be
-/// long; a short scan, and no hash table linked in; a longer cycle of
-/// tokens runs into the budget). Pure: the clock is an argument.
-pub(super) struct Pager {
-    pages: usize,
-    budget: Budget,
-    seen: Vec<u64>,
-    /// Resources listed when the budget last grew.
-    progressed_at: usize,
-}
-
-impl Pager {
-    pub(super) fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, seen: Vec::new(), progressed_at: 0 }
-    }
-
-    /// Whether to fetch the page `token` points at, `listed` resources in;
-    /// why not, when not.
-    pub(super) fn follow(&mut self, token: &str, listed: usize, now: Instant) -> Result<(), String> {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-        self.pages += 1;
-        if listed >= MAX_RESOURCES || self.pages >= MAX_PAGES {
-            return Err(format!(
-                "the API server still had more after {listed} resources in {} pages (at most {MAX_RESOURCES} are \
-                 probed per type and namespace): stopped listing",
-                self.pages
-            ));
-        }
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
-        if self.seen.contains(&hash) {
-            return Err(format!(
-                "the API server returned a continue token it had already given, after {} pages: stopped listing",
-                self.pages
-            ));
-        }
-        if self.seen.len() == SEEN_TOKENS {
-            self.seen.remove(0);
-        }
-        self.seen.push(hash);
-        self.progress(listed, now)
-    }
-
-    /// A resource was read, `listed` in all: a growing budget grows when
-    /// that one is new; a fixed one is checked.
-    pub(super) fn progress(&mut self, listed: usize, now: Instant) -> Result<(), String> {
-        if self.budget.grows && listed > self.progressed_at {
-            self.progressed_at = listed;
-            self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
-        }
-        self.within(now, listed)
-    }
-
-    /// Whether the budget allows another request, `listed` resources in.
-    pub(super) fn within(&self, now: Instant, listed: usize) -> Result<(), String> {
-        if now < self.budget.until {
-            return Ok(());
-        }
-        let (length, pages) = (self.budget.length, self.pages);
-        // Whole seconds, or milliseconds (an `--interval` under a second).
-        let seconds = match length.subsec_millis() {
-            0 => format!("{}s", length.as_secs()),
-            _ => format!("{}ms", length.as_millis()),
-        };
-        Err(if self.budget.grows {
-            format!(
-                "listing made no progress for {seconds} ({pages} pages, {listed} resources): stopped; the next try \
-                 starts over"
-            )
-        } else {
-            format!("listing took longer than {seconds} ({pages} pages): stopped; the next check tries again")
-        })
-    }
-
-    /// How long the next answer may take to begin, and again to arrive:
-    /// what is left of a fixed budget; on a watch thread, where each
-    /// resource extends the budget, [`LIST_ANSWER`], so an answer that
-    /// stalled is given up.
-    pub(super) fn answer_within(&self, now: Instant) -> Duration {
-        if self.budget.grows {
-            return LIST_ANSWER;
-        }
-        self.budget.until.saturating_duration_since(now).max(Duration::from_millis(1))
-    }
-
-    /// Resumes after a failed request, the budget counted from `now`.
-    fn resume(&mut self, now: Instant) {
-        self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
-    }
-}
 
 /// Where a list reads from: the `resourceVersion` its first request asks
 /// for.
@@ -236,7 +117,7 @@ impl Listing {
 
     /// Pages read so far.
     pub(crate) fn pages(&self) -> usize {
-        self.pager.pages
+        self.pager.pages()
     }
 
     /// Whether the next page is the first.
@@ -245,10 +126,18 @@ impl Listing {
     }
 
     fn start_over(&mut self) {
-        self.store = Store::default();
         self.next.clear();
-        self.pager = Pager::new(Budget { until: Instant::now(), ..self.budget });
-        self.pager.resume(Instant::now());
+        self.first_page(Instant::now());
+    }
+
+    /// Before the first page is asked (again): the store and the pager's
+    /// progress go together, so a try cut during its first page leaves its
+    /// retry a whole budget from `now` and each resource it reads counts as
+    /// progress again (not only those past where the cut try got).
+    fn first_page(&mut self, now: Instant) {
+        self.store = Store::default();
+        self.pager = Pager::new(Budget { until: now, ..self.budget });
+        self.pager.resume(now);
     }
 
     /// Where a list starts reading from, `seen` the version last seen
@@ -305,7 +194,7 @@ impl Listing {
         self.pager.resume(Instant::now());
         loop {
             if self.next.is_empty() {
-                self.store = Store::default();
+                self.first_page(Instant::now());
                 self.from = self.read_from(seen);
             }
             let path = self.path(collection);
@@ -334,7 +223,7 @@ impl Listing {
             self.store.resource_version = meta.resource_version;
             progress(self.store.len());
             if meta.next.is_empty() {
-                self.paged = self.pager.pages > 0;
+                self.paged = self.pager.pages() > 0;
                 self.version_gone = false;
                 let mut store = std::mem::take(&mut self.store);
                 store.shrink_to_fit();
@@ -391,62 +280,24 @@ impl Listing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::signals::probes::LIST_BUDGET;
 
     #[test]
-    fn paging_stops_at_the_resource_bound() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), n * PAGE_SIZE, now).is_ok()).count();
-        assert_eq!(followed, MAX_RESOURCES / PAGE_SIZE - 1, "the first page and 199 followed tokens");
-        let e = pager.follow("one-more", MAX_RESOURCES, now).unwrap_err();
-        assert!(e.starts_with("the API server still had more after 100000 resources in 201 pages"), "{e}");
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), 0, now).is_ok()).count();
-        assert_eq!(followed, MAX_PAGES - 1, "empty pages: at most MAX_PAGES");
-    }
-
-    #[test]
-    fn paging_stops_on_a_token_seen_before() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        for token in ["a", "b", "c"] {
-            assert_eq!(pager.follow(token, 0, now), Ok(()));
+    fn a_first_answer_read_again_after_a_cut_counts_as_progress_again() {
+        let (t0, s) = (Instant::now(), Duration::from_secs);
+        let mut listing = Listing::new(Budget::growing(s(10), t0));
+        // The first try reads 40,000 resources of its one answer, 1,000 a
+        // second, and is cut.
+        for listed in (1_000..=40_000).step_by(1_000) {
+            assert_eq!(listing.pager.progress(listed, t0 + s(listed as u64 / 1_000)), Ok(()), "{listed}");
         }
-        let e = pager.follow("b", 0, now).unwrap_err();
-        assert!(e.contains("a continue token it had already given, after 4 pages"), "{e}");
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        assert_eq!(pager.follow("b", 0, now), Ok(()), "a list started over may see its tokens again");
-    }
-
-    #[test]
-    fn paging_stops_at_the_deadline() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        assert_eq!(pager.follow("a", 0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
-        let e = pager.follow("b", 0, now + LIST_BUDGET).unwrap_err();
-        assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
-    }
-
-    #[test]
-    fn a_growing_budget_lasts_while_pages_bring_new_resources() {
-        let (now, s) = (Instant::now(), Duration::from_secs);
-        let mut pager = Pager::new(Budget::growing(s(10), now));
-        // 200 pages of 250, 3 s apart: 600 s in all, never cut short.
-        for page in 1..200 {
-            assert_eq!(pager.follow(&format!("t{page}"), page * 250, now + s(3 * page as u64)), Ok(()), "{page}");
+        // Its retry asks for the first page again and reads the whole
+        // answer at the same pace: never 10 s without a resource.
+        let retry = t0 + s(60);
+        listing.first_page(retry);
+        assert_eq!((listing.listed(), listing.pages()), (0, 0));
+        for listed in (1_000..=50_000).step_by(1_000) {
+            let read = listing.pager.progress(listed, retry + s(listed as u64 / 1_000));
+            assert_eq!(read, Ok(()), "the retry stopped at {listed} of 50000");
         }
-        // Pages that bring nothing new (a server that pages without end
-        // over the same resources): stopped once 10 s passed without one.
-        let last = now + s(3 * 199);
-        assert_eq!(pager.follow("same-1", 199 * 250, last + s(9)), Ok(()));
-        let e = pager.follow("same-2", 199 * 250, last + s(10)).unwrap_err();
-        assert_eq!(
-            e,
-            "listing made no progress for 10s (201 pages, 49750 resources): stopped; the next try starts over"
-        );
-        let mut fixed = Pager::new(Budget::fixed(s(10), now));
-        assert_eq!(fixed.follow("a", 250, now + s(9)), Ok(()));
-        assert!(fixed.follow("b", 500, now + s(10)).unwrap_err().starts_with("listing took longer than 10s (2 pages)"));
     }
 }

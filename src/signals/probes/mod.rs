@@ -7,10 +7,13 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
+//! - [`collection`]: one probed type in one scope, and how it is judged.
 //! - [`list`]: a collection's list into a fresh store, from the watch
-//!   cache or the latest; `answer`: one answer read as it arrives.
+//!   cache or the latest; `answer`: one answer read as it arrives;
+//!   `pager`: the list's bounds (pure).
 //! - [`store`]: per collection, each resource's name and what its
-//!   expressions decided, and how a watch event changes that (pure).
+//!   expressions decided, and how a watch event changes that (pure);
+//!   `table`: the sorted table it keeps them in, with their marks.
 //! - [`watcher`]: list-then-watch of one collection on a thread of its own
 //!   (the state machine is pure), nudging the agent when a verdict changed.
 //! - [`Prober`] (here): a [`Signal`]; resolves the probed types (discovery,
@@ -26,7 +29,7 @@
 //! said about it but how far that list got (`/status`'s `listing`): a
 //! first list that makes progress is no problem, however long it takes.
 //!
-//! A list is bounded ([`list::Pager`]): each resource in an answer by the
+//! A list is bounded ([`pager::Pager`]): each resource in an answer by the
 //! client's 4 MiB, not the answer (read as it arrives, it may be 100 MB);
 //! a server that keeps answering with a `continue` token (a buggy
 //! aggregated API) must not list forever, so a collection gets at most
@@ -40,8 +43,10 @@
 //! goes on from there ([`list::Listing`]).
 
 mod answer;
+pub(crate) mod collection;
 pub(crate) mod grammar;
 pub(crate) mod list;
+mod pager;
 pub(crate) mod store;
 mod table;
 pub(crate) mod tally;
@@ -53,13 +58,14 @@ use crate::kube::{Client, KubeError};
 use crate::status::{Problem, Rule};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Nudge;
+use collection::Collection;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
 use list::list_into;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::Tally;
-use watcher::{Collection, Watcher};
+use watcher::Watcher;
 
 /// Where the permissions to read the CRDs and list the resources are
 /// granted, for each way opstatus runs (the 403's message names the
@@ -265,7 +271,7 @@ impl Prober {
                 self.keep_watching(client, collections, &nudge, &mut problems);
                 for w in &self.watchers {
                     let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
-                    problems.extend(shared.problem_at(now).cloned());
+                    problems.extend(shared.health.problem_at(now).cloned());
                     match &shared.store {
                         Some(store) => {
                             partial |= !store.holds_all();
@@ -386,7 +392,7 @@ impl Signal for Prober {
     /// source until it succeeded (sources a CRD declares counted one per
     /// CRD). With watches that is all: the lists and watches run on their
     /// own threads. Without (`once`), one page per collection plus the
-    /// time a list may take ([`list::Pager`]).
+    /// time a list may take ([`pager::Pager`]).
     fn worst_case(&self) -> Duration {
         let sources = self.flags.len() + self.crd_names.len();
         let calls = self.crd_names.len() + sources;

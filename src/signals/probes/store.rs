@@ -7,21 +7,11 @@
 
 use super::MAX_RESOURCES;
 use super::grammar::ProbeSpec;
-use super::table::Table;
+use super::table::{Marks, Table};
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
 use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
-
-/// What the expressions say about one resource: the terms that decided
-/// it, when it blocks an upgrade or needs attention; or why it could not
-/// be read (a field of an unexpected type: it is neither, and is reported).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Marks {
-    pub blocking: Option<Box<str>>,
-    pub important: Option<Box<str>>,
-    pub unreadable: Option<Box<str>>,
-}
 
 /// One collection's resources, sorted by `namespace/name` (a list
 /// appends them as they come and sorts them once, at its end), and the

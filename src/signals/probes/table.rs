@@ -7,8 +7,17 @@
 //! are one shared copy each. At 50,000 resources that is ~2 MB, where a
 //! boxed key and three boxed strings each would be ~5 MB.
 
-use super::store::Marks;
 use std::sync::Arc;
+
+/// What the expressions say about one resource: the terms that decided
+/// it, when it blocks an upgrade or needs attention; or why it could not
+/// be read (a field of an unexpected type: it is neither, and is reported).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Marks {
+    pub blocking: Option<Box<str>>,
+    pub important: Option<Box<str>>,
+    pub unreadable: Option<Box<str>>,
+}
 
 /// Where one resource's key lies in [`Table::names`], and its marks (none:
 /// the default marks).

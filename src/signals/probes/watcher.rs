@@ -3,7 +3,7 @@
 //!
 //! The state machine is client-go's reflector, small ([`Machine`], pure,
 //! shared with every watch of opstatus): a list (bounded by the
-//! [`Pager`](super::list::Pager); the first from the API server's watch
+//! [`Pager`](super::pager::Pager); the first from the API server's watch
 //! cache, a later one not older than the version last seen) fills a fresh
 //! [`Store`] and gives the `resourceVersion` to watch from; the watch
 //! (`allowWatchBookmarks`, `timeoutSeconds` of [`WATCH_SECONDS`] plus up to
@@ -22,10 +22,12 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
-use super::list::{Budget, Listing};
+use super::collection::Collection;
+use super::list::Listing;
+use super::pager::Budget;
 use super::store::{Applied, Store};
-use super::{GRANT, grammar::ProbeSpec, percent_encode};
-use crate::kube::reflector::{self, Ended, HEALTHY_WATCH, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS};
+use super::{GRANT, percent_encode};
+use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
 use crate::kube::{Client, KubeError, Stop, Worker};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
@@ -36,29 +38,6 @@ use std::time::{Duration, Instant};
 /// watches of many instances do not end together.
 const WATCH_JITTER_SECONDS: u64 = 60;
 
-/// One collection: where it is listed and watched, and how its resources
-/// are judged.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Collection {
-    /// `/apis/GROUP/VERSION[/namespaces/NS]/RESOURCE`.
-    pub path: String,
-    /// `foos.example.com`: for messages.
-    pub name: String,
-    /// ` in namespace "ops"`, ` in all namespaces` or nothing: for the
-    /// action an RBAC rule must allow.
-    pub scope: String,
-    pub spec: ProbeSpec,
-    pub kind: String,
-}
-
-impl Collection {
-    /// The problem of what its store holds (too many resources, some that
-    /// could not be read).
-    pub(crate) fn store_problem(&self, store: &Store) -> Option<String> {
-        store.problem(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
-    }
-}
-
 /// What the thread publishes for the agent's checks.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
@@ -66,19 +45,9 @@ pub(crate) struct Shared {
     pub store: Option<Store>,
     /// While the first list runs: the resources it listed so far.
     pub listing: Option<usize>,
-    /// Why the collection may be out of date; `None` while all is well.
-    pub problem: Option<String>,
-    /// Since when the current watch is open: once for [`HEALTHY_WATCH`],
-    /// the problem is stale (a quiet collection's watch delivers nothing).
-    pub watching_since: Option<Instant>,
-}
-
-impl Shared {
-    /// The problem to report `now`.
-    pub(crate) fn problem_at(&self, now: Instant) -> Option<&String> {
-        let working = self.watching_since.is_some_and(|t| now.saturating_duration_since(t) >= HEALTHY_WATCH);
-        self.problem.as_ref().filter(|_| !working)
-    }
+    /// Why the collection may be out of date, and since when its watch
+    /// is open.
+    pub health: WatchHealth,
 }
 
 /// The agent's handle on one collection's thread. Dropping it stops the
@@ -151,7 +120,7 @@ impl Run {
         // Established: once it delivers an event (or stays open for
         // HEALTHY_WATCH), the collection is current again; a watch that
         // ends before that clears nothing.
-        self.lock().watching_since = Some(started);
+        self.lock().health.watching_since = Some(started);
         let mut line = Vec::new();
         let mut delivered = false;
         loop {
@@ -183,7 +152,7 @@ impl Run {
             if matches!(applied, Applied::Quiet | Applied::Changed) && !delivered {
                 delivered = true;
                 machine.delivered();
-                self.report(None);
+                reflector::report(self, None);
             }
             match applied {
                 Applied::Quiet => {}
@@ -270,39 +239,21 @@ impl Reflect for Run {
     }
 
     fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        let ended = self.watch_from(version, machine);
-        self.lock().watching_since = None;
-        ended
+        self.watch_from(version, machine)
     }
 
-    fn report(&self, problem: Option<String>) {
-        let mut shared = self.lock();
-        if shared.problem != problem {
-            match &problem {
-                Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
-                None if shared.problem.is_some() => {
-                    log::debug!("Probe of {}: listing and watching work again", self.collection.name)
-                }
-                None => {}
-            }
-            shared.problem = problem;
-            drop(shared);
-            self.nudge.nudge();
+    fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R {
+        f(&mut self.lock().health)
+    }
+
+    fn reported(&self, before: &Option<String>, problem: &Option<String>) {
+        if before == problem {
+            return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_watch_open_long_enough_hides_its_old_problem() {
-        let t0 = Instant::now();
-        let mut shared = Shared { problem: Some("Cannot watch foos: refused".into()), ..Shared::default() };
-        assert!(shared.problem_at(t0).is_some());
-        shared.watching_since = Some(t0);
-        assert!(shared.problem_at(t0 + HEALTHY_WATCH - Duration::from_millis(1)).is_some());
-        assert_eq!(shared.problem_at(t0 + HEALTHY_WATCH), None);
+        match problem {
+            Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
+            None => log::debug!("Probe of {}: listing and watching work again", self.collection.name),
+        }
+        self.nudge.nudge();
     }
 }
