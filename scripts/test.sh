@@ -204,6 +204,13 @@ lane_nodes() {
   # Not beside the v1.20 build: a busy node reports late, and its
   # probes' deadlines are of a second.
   wait_for_kube node || return 1
+  # On a machine shared with other checkouts, OPSTATUS_NODE_LOCK=FILE
+  # keeps to one node at a time across them (flock on FILE).
+  if [ -n "${OPSTATUS_NODE_LOCK:-}" ]; then
+    phase "waiting for the node lock $OPSTATUS_NODE_LOCK"
+    exec {node_lock_fd}>>"$OPSTATUS_NODE_LOCK"
+    flock "$node_lock_fd"
+  fi
   if [ -n "$current" ]; then
     run_e2e "real-node tests on $current_version" bin-dir "${node_modules[@]/%/::}" || status=1
   fi
