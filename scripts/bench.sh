@@ -37,11 +37,23 @@
 #
 #   scripts/bench.sh --probe-scale [--scales 1000,10000] [--window 120]
 #                    [--flips 6] [--no-peers]
+#
+# The timings mode (bench/timings.py, about a minute): the first status
+# write after the start, the heartbeat gaps at 1 s and a probe's answer
+# time, per run; the latencies the tests leave to this benchmark, as they
+# judge time by order and count:
+#
+#   scripts/bench.sh --timings [--runs 3] [--heartbeats 20] [--probes 200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
 
 scripts/control-plane.sh build >/dev/null
+if [ "${1:-}" = --timings ]; then
+  shift
+  bin=$(scripts/static-build.sh x86_64-unknown-linux-musl)
+  exec python3 bench/timings.py --opstatus "$bin" "$@"
+fi
 # All three static binaries (x86_64, arm64, armv7, in that order): the
 # benchmark runs the x86_64 one and prints the sizes of all three, and the
 # arm64 one's RSS under qemu-user.

@@ -205,6 +205,13 @@ make_pki() {
     printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' > apiserver.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
       -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+    # The API server's client certificate towards kubelet (logs, exec):
+    # kubelet takes no anonymous request (scripts/node.sh) and asks the API
+    # server whether this user may (system:masters may).
+    openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+      -keyout kubelet-client.key -out kubelet-client.csr 2>/dev/null
+    openssl x509 -req -in kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 \
+      -out kubelet-client.crt 2>/dev/null
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     od -An -N16 -tx1 /dev/urandom | tr -d ' \n' > admin.token
@@ -252,6 +259,8 @@ start_apiserver() {
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$port" \
     --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
     --client-ca-file="$dir/ca.crt" --token-auth-file="$dir/tokens.csv" \
+    --kubelet-client-certificate="$dir/kubelet-client.crt" --kubelet-client-key="$dir/kubelet-client.key" \
+    --kubelet-certificate-authority="$dir/ca.crt" \
     --service-account-key-file="$dir/sa.pub" --service-account-signing-key-file="$dir/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc \
     --api-audiences=https://kubernetes.default.svc \

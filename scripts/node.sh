@@ -30,7 +30,8 @@
 #
 # DIR/env (KEY=VALUE lines) tells tests and scripts: KUBECONFIG,
 # APISERVER_PORT, REGISTRY (127.0.0.1:PORT, plain http), CONTAINERD_SOCK,
-# KUBELET_LOG, AUDIT_LOG, NODE_VERSION.
+# KUBELET_LOG, KUBELET_PORT (its HTTPS API), WEBHOOK_PORT (the admission
+# webhook below), AUDIT_LOG, NODE_VERSION.
 #
 # What makes it fit this machine (Debian 12 VM, root, cgroup v1, no
 # CAP_SYS_RESOURCE, no network but Debian's archive), and why: shared/node/README.md.
@@ -39,6 +40,11 @@
 #   lookup is off (AWS_EC2_METADATA_DISABLED), it adds no iptables chains
 #   (makeIPTablesUtilChains: false), and kubelet and containerd run under
 #   strace so that `connects` can show where they connected.
+# - kubelet takes no anonymous request (any local user could otherwise
+#   exec into the node's containers): clients authenticate with the control
+#   plane's CA or a token, and the API server authorises them (Webhook
+#   mode); the API server reaches it with its client certificate
+#   (control-plane.sh) and verifies its serving certificate.
 # - There is no pod network: the CNI config is loopback-only (it makes the
 #   runtime report NetworkReady). A mutating admission webhook
 #   (scripts/lib/node-webhook.py) puts every Pod on the host's network the
@@ -222,6 +228,7 @@ start_webhook() {
     printf 'subjectAltName=IP:127.0.0.1\n' > tls.ext
     openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile tls.ext -out tls.crt 2>/dev/null
   )
+  WEBHOOK_PORT=$port
   python3 "$REPO_ROOT/scripts/lib/node-webhook.py" --port "$port" --cert "$w/tls.crt" --key "$w/tls.key" \
     --apiserver-port "$APISERVER_PORT" >"$DIR/log/webhook.log" 2>&1 &
   record webhook $!
@@ -258,12 +265,23 @@ current_kubelet_config() {
   printf 'failCgroupV1: false\ncontainerRuntimeEndpoint: unix://%s\npodLogsDir: %s\n' "$SOCK" "$DIR/pod-logs"
 }
 
+# kubelet's serving certificate, for 127.0.0.1, from the control plane's CA.
+make_kubelet_serving_cert() {
+  local pki=$DIR/kubelet/pki
+  mkdir -p "$pki"
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$pki/serving.key" -out "$pki/serving.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$pki/serving.ext"
+  openssl x509 -req -in "$pki/serving.csr" -CA "$DIR/cp/ca.crt" -CAkey "$DIR/cp/ca.key" \
+    -CAcreateserial -CAserial "$pki/ca.srl" -days 2 -extfile "$pki/serving.ext" -out "$pki/serving.crt" 2>/dev/null
+}
+
 write_kubelet_config() {
   cat > "$DIR/kubelet-config.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: 127.0.0.1
-port: $(free_port)
+port: $KUBELET_PORT
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: $(free_port)
@@ -273,8 +291,18 @@ failSwapOn: false
 $(current_kubelet_config)
 # Else kubelet adds KUBE-FIREWALL and KUBE-MARK-* chains to the host's iptables.
 makeIPTablesUtilChains: false
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
+# No anonymous request: a client shows the control plane's client
+# certificate (the API server's for logs and exec) or a token, and the API
+# server says what it may do (SubjectAccessReview).
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $DIR/cp/ca.crt}
+authorization: {mode: Webhook}
+# Served with a certificate of the control plane's CA, which the API server
+# verifies (--kubelet-certificate-authority).
+tlsCertFile: $DIR/kubelet/pki/serving.crt
+tlsPrivateKeyFile: $DIR/kubelet/pki/serving.key
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
 imageGCHighThresholdPercent: 99
 imageGCLowThresholdPercent: 98
@@ -294,6 +322,8 @@ start_kubelet() {
   cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$CGROUP_ROOT/cpuset.cpus"
   cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$CGROUP_ROOT/cpuset.mems"
   mkdir -p "$DIR/kubelet"
+  KUBELET_PORT=$(free_port)
+  make_kubelet_serving_cert
   write_kubelet_config
   # --hostname-override=127.0.0.1: the node's name and address (an IP given
   # as the hostname is taken as its address), so that probes and the API
@@ -404,6 +434,8 @@ AUDIT_LOG=$AUDIT_LOG
 REGISTRY=$REGISTRY
 CONTAINERD_SOCK=$SOCK
 KUBELET_LOG=$DIR/log/kubelet.log
+KUBELET_PORT=$KUBELET_PORT
+WEBHOOK_PORT=$WEBHOOK_PORT
 NODE_VERSION=$node_version
 EOF
   log "node 127.0.0.1 Ready in $((SECONDS - started)) s: kubelet $node_version, API server $APISERVER_URL, registry $REGISTRY, state in $DIR"

@@ -18,11 +18,12 @@
 # What runs side by side once the tests are built (most of an end-to-end
 # test is waiting for heartbeats, API servers and kubelets; each run has its
 # own kube-apiserver and etcd on free loopback ports):
-#   here             unit and in-process tests, then the v1.20 end-to-end
-#                    tests but the real-node ones
+#   here             unit and in-process tests
+#   older            the v1.20 end-to-end tests but the real-node ones (once
+#                    its kube-apiserver is built)
 #   current          the end-to-end tests again on v1.36 (the modules below)
 #   soak             a short soak on v1.20
-#   nodes            (after the in-process tests) the real-node tests on
+#   nodes            (after all the others, alone) the real-node tests on
 #                    v1.36, then on v1.20: one node at a time (kubelet v1.20
 #                    shares /var/lib/kubelet/device-plugins and /var/log/pods
 #                    with any other kubelet here)
@@ -67,6 +68,7 @@ kube_build_status=$(mktemp) # its exit status, once it ended
   setsid bash -c 'echo "$$" >"$1"; exec nice -n 10 scripts/node.sh build' _ "$kube_build_pid_file" >"$kube_build_log" 2>&1
   echo "$?" >"$kube_build_status"
 ) &
+kube_build_runner=$!
 kube_build_deadline=$(($(date +%s) + ${OPSTATUS_KUBE_BUILD_TIMEOUT:-3000}))
 stop_kube_build() {
   local pid
@@ -108,12 +110,14 @@ wait_for_kube() {
   esac
 }
 
-phase "static binaries"
-scripts/static-build.sh >/dev/null
-
-phase "fmt, clippy, release build"
+# The checks that fail fastest first: a format or lint error fails the run
+# in its first minute, before the static builds.
+phase "fmt, clippy"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+
+phase "static binaries, release build"
+scripts/static-build.sh >/dev/null
 cargo build --locked --release
 # Three test binaries: the library's unit tests, `tests/it` (in-process)
 # and `tests/e2e` (real API server; one control plane per Kubernetes
@@ -172,7 +176,7 @@ else
   current_version=$(OPSTATUS_KUBE_VERSION=bin-dir scripts/control-plane.sh version | cut -d' ' -f1)
 fi
 
-phase "start the end-to-end run on v1.36 and the soak (in the background)"
+phase "start the end-to-end runs on v1.20 and v1.36 and the soak (in the background)"
 # Each run says which Kubernetes it wants; the soak's is v1.20.
 export OPSTATUS_KUBE_VERSION=
 lanes=() lane_pids=() lane_logs=()
@@ -191,11 +195,22 @@ for m in "${node_modules[@]}"; do skip_nodes+=(--skip "$m::"); done
 lane_current() {
   run_e2e "end-to-end tests on kube-apiserver $current_version" bin-dir "${current_modules[@]/%/::}" "${skip_nodes[@]}"
 }
+lane_older() {
+  wait_for_kube apiserver || return 1
+  run_e2e "end-to-end tests on v1.20 (but the real node's)" "" "${skip_nodes[@]}"
+}
 lane_nodes() {
   local status=0
   # Not beside the v1.20 build: a busy node reports late, and its
   # probes' deadlines are of a second.
   wait_for_kube node || return 1
+  # On a machine shared with other checkouts, OPSTATUS_NODE_LOCK=FILE
+  # keeps to one node at a time across them (flock on FILE).
+  if [ -n "${OPSTATUS_NODE_LOCK:-}" ]; then
+    phase "waiting for the node lock $OPSTATUS_NODE_LOCK"
+    exec {node_lock_fd}>>"$OPSTATUS_NODE_LOCK"
+    flock "$node_lock_fd"
+  fi
   if [ -n "$current" ]; then
     run_e2e "real-node tests on $current_version" bin-dir "${node_modules[@]/%/::}" || status=1
   fi
@@ -208,20 +223,17 @@ lane_soak() {
   wait_for_kube apiserver || return 1
   scripts/soak.sh --heartbeats 60 --fault-every 10
 }
+# Both end-to-end runs at once: they wait for heartbeats, API servers and
+# watches far more than they compute, and their tests judge time by order
+# and count (tests/support assert_cadence), not by a latency a busy machine
+# misses.
+start_lane older lane_older
 [ -z "$current" ] || start_lane current lane_current
 start_lane soak lane_soak
 
 phase "unit and in-process tests"
 # The in-process tests wait on sockets and clocks more than they compute.
 cargo test --locked --no-fail-fast --lib --bins --test it -- --test-threads="$e2e_threads" || failed=1
-
-phase "waiting for the v1.20 kube-apiserver"
-if wait_for_kube apiserver; then
-  phase "end-to-end tests on v1.20 (but the real node's)"
-  run_e2e "end-to-end tests on v1.20 (but the real node's)" "" "${skip_nodes[@]}" || failed=1
-else
-  failed=1
-fi
 
 # The real nodes last, alone: beside other end-to-end runs on two cores a
 # node reports late and kubelet's probes miss their one-second deadlines.
@@ -234,6 +246,9 @@ done
 phase "real-node tests"
 lane_nodes || failed=1
 
+# The build's status is written when it ends: wait for it (a build stopped
+# at its deadline ends too).
+wait "$kube_build_runner" || true
 if [ "$(cat "$kube_build_status")" != 0 ]; then
   echo "test.sh: the Kubernetes v1.20 build did not succeed; its log (last 300 lines):" >&2
   tail -n 300 "$kube_build_log" >&2

@@ -18,7 +18,13 @@ creation so that it runs there unchanged otherwise:
   replicas do not collide on this one node). The mapping is recorded in
   the annotation node.opstatus.test/ports ("8090=41234,8081=40111").
 
-Bounded: requests over 4 MiB are refused; one thread per request.
+Bounded, and never blocked by one client: the listening socket only
+accepts; each connection gets a thread of its own (at most MAX_CONNECTIONS
+at once, more are closed at once) that does the TLS handshake within
+HANDSHAKE_SECONDS and reads the request within IO_SECONDS. An idle TCP
+client (a port scan, a stuck peer) therefore holds one thread for a few
+seconds, never the accept loop: with `failurePolicy: Fail` a blocked
+webhook would fail every Pod create. Requests over 4 MiB are refused.
 """
 
 import argparse
@@ -34,6 +40,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ANNOTATION = "node.opstatus.test/ports"
 MAX_BODY = 4 * 1024 * 1024
+# The API server's own timeout for this webhook is 10 s (node.sh).
+MAX_CONNECTIONS = 64
+HANDSHAKE_SECONDS = 5
+IO_SECONDS = 10
 _given = set()
 _lock = threading.Lock()
 
@@ -120,6 +130,8 @@ def mutate(pod, apiserver_port):
 
 class Handler(BaseHTTPRequestHandler):
     apiserver_port = 0
+    # Each read and write on the connection (StreamRequestHandler.setup).
+    timeout = IO_SECONDS
 
     def log_message(self, fmt, *args):
         sys.stderr.write("webhook: " + (fmt % args) + "\n")
@@ -130,8 +142,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if self.path.split("?")[0] != "/mutate" or length > MAX_BODY:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if self.path.split("?")[0] != "/mutate" or not 0 <= length <= MAX_BODY:
             self.send_response(400)
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -155,6 +170,60 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
+class Server(ThreadingHTTPServer):
+    """Accepts plain TCP; the TLS handshake happens on the connection's own
+    thread, under a deadline, so the accept loop never waits on a client."""
+
+    def __init__(self, address, handler, context):
+        super().__init__(address, handler)
+        self.context = context
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            sys.stderr.write("webhook: %d connections open: closing one from %s\n"
+                             % (MAX_CONNECTIONS, client_address[0]))
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except Exception:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            tls = self.handshake(request)
+            if tls is not None:
+                super().process_request_thread(tls, client_address)
+        finally:
+            self.slots.release()
+
+    def handshake(self, request):
+        """The TLS connection, or None (closed) when the handshake failed or
+        took longer than HANDSHAKE_SECONDS in all (a timer shuts the socket
+        down, so a client that trickles bytes cannot stretch it)."""
+        request.settimeout(HANDSHAKE_SECONDS)
+        timer = threading.Timer(HANDSHAKE_SECONDS, _shut, (request,))
+        timer.daemon = True
+        timer.start()
+        try:
+            return self.context.wrap_socket(request, server_side=True)
+        except (OSError, ValueError) as e:
+            sys.stderr.write("webhook: handshake failed: %s\n" % e)
+            self.shutdown_request(request)
+            return None
+        finally:
+            timer.cancel()
+
+
+def _shut(sock):
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
@@ -163,10 +232,9 @@ def main():
     parser.add_argument("--apiserver-port", type=int, required=True)
     args = parser.parse_args()
     Handler.apiserver_port = args.apiserver_port
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(args.cert, args.key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
+    server = Server(("127.0.0.1", args.port), Handler, context)
     server.serve_forever()
 
 

@@ -64,7 +64,11 @@ fn a_thousand_held_connections_and_garbage_do_not_stop_the_heartbeat() {
     let elapsed = started.elapsed();
     drop(held);
     assert_eq!(code, 200);
-    assert!(took < Duration::from_millis(250), "probe took {took:?} after the flood");
+    // Not queued behind the flood: a probe that waited for the held
+    // connections would wait for their 2 s deadline. Half of it is a bound
+    // a busy machine meets for one loopback request (an idle one answers
+    // in about a millisecond).
+    assert!(took < Duration::from_secs(1), "probe took {took:?} after the flood");
     let expected = elapsed.as_secs();
     assert!(
         heartbeats as u64 + 1 >= expected,

@@ -5,7 +5,7 @@ use crate::support;
 use crate::support::run_args::Run;
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::fake_apiserver::FakeApiServer;
 use support::fake_kube9::{Answer, FakeKube9};
 use support::http::{endpoint_from_log, get};
@@ -154,8 +154,10 @@ fn rate_limiting_is_honoured() {
     assert_eq!(s["clusterId"], "cls_after_429");
     let r = setup.kube9.requests();
     let gap = r[1].at - r[0].at;
+    // Never before the 2 s asked for; and not after the failure backoff
+    // (5 min) it would take otherwise: a busy machine only makes it later.
     assert!(
-        gap >= Duration::from_millis(1950) && gap < Duration::from_millis(3500),
+        gap >= Duration::from_millis(1950) && gap < Duration::from_secs(60),
         "retried after {gap:?}, asked for 2 s"
     );
 }
@@ -169,20 +171,23 @@ fn a_hung_server_delays_heartbeats_by_at_most_the_bound_and_probes_still_answer(
         wait_for(Duration::from_secs(10), Duration::from_millis(20), || endpoint_from_log(&agent.stderr())).unwrap();
     wait_for(Duration::from_secs(10), Duration::from_millis(5), || (!setup.kube9.requests().is_empty()).then_some(()))
         .unwrap();
-    // While the registration call hangs, probes are answered at once.
-    let started = Instant::now();
-    let mut worst = Duration::ZERO;
-    while started.elapsed() < Duration::from_secs(2) {
-        let (code, _, took) = get(addr, "/healthz");
+    // While the registration call hangs (2 s, its response timeout),
+    // probes are answered: many of them, where an endpoint that waited for
+    // the call would answer one or two. A count, not a latency, so that a
+    // busy machine cannot fail it.
+    let registering = setup.kube9.requests()[0].at;
+    let mut answered = 0;
+    while registering.elapsed() < Duration::from_secs(2) && answered < 20 {
+        let (code, _, _) = get(addr, "/healthz");
         assert_eq!(code, 200);
-        worst = worst.max(took);
+        answered += 1;
     }
-    assert!(worst < Duration::from_millis(250), "a probe took {worst:?}");
-    std::thread::sleep(Duration::from_secs(3));
-    let writes = setup.api.requests();
-    let longest = writes.windows(2).map(|w| w[1].at - w[0].at).max().unwrap();
-    // The heartbeat (1 s) waits at most for the registration's 2 s response timeout.
-    assert!(longest < Duration::from_millis(3500), "a heartbeat waited {longest:?}");
+    assert!(answered >= 10, "{answered} probes answered while the registration call hung");
+    // Heartbeats go on: the call is given up after its 2 s, not after the
+    // server's 60 s hang (no heartbeat at all in the 5 s).
+    std::thread::sleep(Duration::from_secs(5).saturating_sub(registering.elapsed()));
+    let heartbeats = setup.api.requests().iter().filter(|r| r.method == "PATCH" && r.at > registering).count();
+    assert!(heartbeats >= 2, "{heartbeats} heartbeats in the 5 s after the registration call began (1 s interval)");
     let s = setup.status().unwrap();
     assert_eq!(s["error"], "Failed to connect to kube9-server: no answer within 2s");
 }

@@ -109,6 +109,11 @@ impl ControlPlane {
         std::fs::read_to_string(self.var("CA_CERT")).unwrap()
     }
 
+    /// The cluster admin's bearer token (system:masters).
+    pub fn admin_token(&self) -> &str {
+        self.var("ADMIN_TOKEN")
+    }
+
     pub fn ca_path(&self) -> &str {
         self.var("CA_CERT")
     }

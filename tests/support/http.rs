@@ -7,7 +7,7 @@ use super::{RunningAgent, ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The operator's `/healthz`, answering with a switchable status code. It
@@ -16,6 +16,7 @@ pub struct FakeOperator {
     pub addr: SocketAddr,
     code: Arc<AtomicU16>,
     stop: Arc<AtomicBool>,
+    answers: Arc<AtomicUsize>,
 }
 
 impl FakeOperator {
@@ -24,7 +25,8 @@ impl FakeOperator {
         let addr = listener.local_addr().unwrap();
         let code = Arc::new(AtomicU16::new(200));
         let stop = Arc::new(AtomicBool::new(false));
-        let (c, s) = (code.clone(), stop.clone());
+        let answers = Arc::new(AtomicUsize::new(0));
+        let (c, s, n) = (code.clone(), stop.clone(), answers.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if s.load(Ordering::SeqCst) {
@@ -32,6 +34,7 @@ impl FakeOperator {
                 }
                 let Ok(mut stream) = stream else { continue };
                 let code = c.load(Ordering::SeqCst);
+                let n = n.clone();
                 std::thread::spawn(move || {
                     let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
                     let mut reader = BufReader::new(stream.try_clone().unwrap());
@@ -45,10 +48,11 @@ impl FakeOperator {
                         "HTTP/1.1 {code} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                         body.len()
                     );
+                    n.fetch_add(1, Ordering::SeqCst);
                 });
             }
         });
-        FakeOperator { addr, code, stop }
+        FakeOperator { addr, code, stop, answers }
     }
 
     pub fn url(&self) -> String {
@@ -57,6 +61,11 @@ impl FakeOperator {
 
     pub fn set_code(&self, code: u16) {
         self.code.store(code, Ordering::SeqCst);
+    }
+
+    /// How many requests it has answered (the checks of it so far).
+    pub fn answers(&self) -> usize {
+        self.answers.load(Ordering::SeqCst)
     }
 }
 

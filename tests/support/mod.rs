@@ -232,3 +232,33 @@ pub fn problems_logged(log: &str) -> Vec<&str> {
         .filter(|l| !l.contains("is outside kube9-system and default") && !l.contains("No operator version given"))
         .collect()
 }
+
+/// Checks a heartbeat cadence as a server saw it, without racing the
+/// clock: `offsets[k]` is when write k arrived, counted from a moment
+/// taken before the agent started.
+///
+/// - No write comes early: write k arrives at least k intervals after the
+///   start, as a sleep never ends early and each heartbeat is an interval
+///   after the last one's start. A doubled heartbeat, or a write before
+///   the interval, fails this whatever the machine's load (a loaded
+///   machine only makes writes later).
+/// - None is skipped: the median gap is under one and a half intervals.
+///   A schedule that skips every other heartbeat (or waits two intervals)
+///   has a median of two; a busy machine delays some wake-ups, not most
+///   of them by half an interval.
+///
+/// How late the writes come on an idle machine is the benchmark's figure
+/// (`scripts/bench.sh --timings`), not a test's.
+pub fn assert_cadence(offsets: &[Duration], interval: Duration) {
+    assert!(offsets.len() >= 3, "too few writes to judge a cadence: {offsets:?}");
+    // The server's and the test's clocks round differently (the audit log
+    // has microseconds).
+    let rounding = Duration::from_millis(5);
+    for (k, at) in offsets.iter().enumerate() {
+        assert!(*at + rounding >= interval * k as u32, "write {k} came {at:?} after the start: early ({offsets:?})");
+    }
+    let mut gaps: Vec<Duration> = offsets.windows(2).map(|w| w[1].saturating_sub(w[0])).collect();
+    gaps.sort();
+    let median = gaps[gaps.len() / 2];
+    assert!(median < interval * 3 / 2, "median gap {median:?} for a {interval:?} heartbeat: skipped ({offsets:?})");
+}

@@ -117,6 +117,16 @@ impl Node {
         &self.env["REGISTRY"]
     }
 
+    /// The port of kubelet's HTTPS API on 127.0.0.1 (no anonymous access).
+    pub fn kubelet_port(&self) -> u16 {
+        self.env["KUBELET_PORT"].parse().expect("KUBELET_PORT")
+    }
+
+    /// The port of the node's admission webhook on 127.0.0.1 (HTTPS).
+    pub fn webhook_port(&self) -> u16 {
+        self.env["WEBHOOK_PORT"].parse().expect("WEBHOOK_PORT")
+    }
+
     /// kubelet's version, as `node.sh` started it.
     pub fn version(&self) -> &str {
         &self.env["NODE_VERSION"]
