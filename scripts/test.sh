@@ -45,6 +45,9 @@ scripts/cross-setup.sh packages
 # prometheus package has both).
 missing=()
 command -v buildah >/dev/null || missing+=(buildah)
+# The release check (scripts/release-check.sh) signs with gpg, copies with
+# skopeo and reads JSON with jq.
+for tool in skopeo gpg jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -156,7 +159,7 @@ run_e2e() {
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start probe_unreadable probe_first_list first_hour get client_certificate
-  kept_connection operator_starting probe_cache_list)
+  kept_connection operator_starting probe_cache_list olm_kube9)
 # Every real-node module runs on both nodes: v1.20's and the current one's
 # (kubelet, scheduler and controller-manager from the same directory),
 # where the native sidecar runs.
@@ -230,6 +233,10 @@ lane_soak() {
 start_lane older lane_older
 [ -z "$current" ] || start_lane current lane_current
 start_lane soak lane_soak
+# The release, twice from this checkout (the static binaries above reused):
+# reproducible, checksums, SBOMs, provenance, signature, each platform's
+# image run. The real-node lane runs its archive (node_release) after it.
+start_lane release scripts/release-check.sh
 
 phase "unit and in-process tests"
 # The in-process tests wait on sockets and clocks more than they compute.
