@@ -19,7 +19,20 @@ impl Agent {
     /// the operator's pods out of their Services (webhooks included), and
     /// it stays visible in the status, `/status`, `/metrics`, Events and
     /// the log. `--strict-readiness`: the whole verdict.
+    ///
+    /// While the operator has not answered since opstatus started (within
+    /// the start-up allowance, [`super::startup`]) readiness is what it is
+    /// before the first check, `Starting` (503): the operator's pod joins
+    /// its Services once its operator answers, as its own readiness probe
+    /// would have it, and nothing says `degraded` of an operator that is
+    /// only starting.
     pub(super) fn readiness(&self) -> Verdict {
+        if self.publisher.startup().waiting() {
+            let allowance = self.config.settings.startup_allowance.as_secs();
+            let why =
+                format!("Starting: waiting for the operator's first answer (a start-up allowance of {allowance}s)");
+            return Verdict { health: Health::Unhealthy, error: Some(why) };
+        }
         if self.config.settings.strict_readiness {
             return self.verdict();
         }

@@ -220,6 +220,7 @@ mod tests {
             final_status: true,
             strict_readiness: false,
             follow_leader_lease: None,
+            startup_allowance: Duration::from_secs(60),
         };
         let config = AgentConfig {
             target: StatusConfigMap { namespace: "ns".into(), name: "kube9-operator-status".into() },

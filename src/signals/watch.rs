@@ -35,6 +35,8 @@ pub(crate) struct Watches {
     /// The last check got no answer in time from a URL, the first time:
     /// not a failure yet, not an answer either.
     pending: bool,
+    /// The checks have passed once since opstatus started.
+    answered: bool,
     problem: Reported,
 }
 
@@ -89,7 +91,7 @@ impl Watches {
         // so ureq's own TCP and TLS stack is not linked at all.
         let agent = transport::agent(config, None);
         let late = vec![Lateness::default(); urls.len()];
-        Watches { urls, file, critical, agent, late, pending: false, problem: Reported::default() }
+        Watches { urls, file, critical, agent, late, pending: false, answered: false, problem: Reported::default() }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -149,7 +151,14 @@ impl Signal for Watches {
             return;
         }
         let problem = self.check(SystemTime::now());
-        self.problem.update(problem, log::Level::Warn, "The operator's health checks pass again");
+        // Before its first answer the operator is starting: not a warning,
+        // and its first pass is no recovery.
+        let (level, passing) = match self.answered {
+            true => (log::Level::Warn, "The operator's health checks pass again"),
+            false => (log::Level::Info, "The operator's health checks pass"),
+        };
+        self.problem.update(problem, level, passing);
+        self.answered |= self.problem.get().is_none() && !self.pending;
         into.watched = true;
         if let Some(why) = self.problem.get() {
             let health = if self.critical { Problem::unhealthy } else { Problem::degraded };

@@ -31,6 +31,7 @@ mod monitoring;
 mod one_write;
 mod operator_condition_conflict;
 mod operator_condition_ownership;
+mod operator_starting;
 mod operator_watch;
 mod placement_warning;
 mod pro_tier;

@@ -55,12 +55,13 @@ fn a_critical_watch_makes_the_status_unhealthy() {
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let operator = FakeOperator::start();
     let url = operator.url();
-    drop(operator); // Nothing listens there any more: connection refused.
     let _agent = Run::default_interval()
         .checks("1s")
         .flag("--watch-url", &url)
         .switch("--watch-critical")
         .start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    wait_health(&server, "healthy");
+    drop(operator); // Nothing listens there any more: connection refused.
     let (_, error) = wait_health(&server, "unhealthy");
     assert_eq!(error, format!("Operator health check {url} failed: connection refused"));
 }
