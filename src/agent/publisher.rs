@@ -78,6 +78,9 @@ pub(super) struct Publisher {
     check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
+    /// Another writer found writing a stale status, written over: nobody
+    /// asked yet ([`Publisher::take_overwrite_news`]).
+    overwrote: Option<(Writer, String)>,
     /// What this instance knows of its operator and its pod.
     own: OwnState,
     /// How long a stopping instance leaves a free lock to others
@@ -163,6 +166,7 @@ impl Publisher {
             patience: Patience::new(interval, check_interval),
             check_interval,
             yielded: None,
+            overwrote: None,
             own: OwnState::new(Instant::now()),
             operator_wait: lock::operator_wait(interval),
             allowance,
@@ -202,6 +206,17 @@ impl Publisher {
     /// writer.
     pub(super) fn take_yield_news(&mut self) -> Option<Writer> {
         self.yielded.take()
+    }
+
+    /// Once per episode, after this instance began writing over another
+    /// writer whose status is stale to readers: who, and why.
+    pub(super) fn take_overwrite_news(&mut self) -> Option<(Writer, String)> {
+        self.overwrote.take()
+    }
+
+    /// The other writer this instance writes over, while that lasts.
+    pub(super) fn overwriting(&self) -> Option<&Writer> {
+        self.yielding.overwriting(SystemTime::now(), &self.patience)
     }
 
     pub(super) fn identity(&self) -> &str {
@@ -289,6 +304,17 @@ impl Publisher {
                 self.yielded = Some(writer);
                 false
             }
+            // Said by the instance that writes over it, once per episode.
+            Turn::Overwrite(writer, why) if self.role != Role::StandingBy => {
+                log::warn!(
+                    "Another writer keeps writing a stale status: field manager {writer} owns its status key, but {why}. \
+                     opstatus writes its own status over it on every heartbeat, as readers would otherwise see a \
+                     stale status: stop {writer} writing the status key to end this"
+                );
+                self.overwrote = Some((writer, why));
+                true
+            }
+            Turn::Overwrite(..) => true,
             Turn::Resume(writer, last_write) => {
                 let quiet_for = last_write.and_then(|at| wall.duration_since(at).ok()).unwrap_or_default();
                 log::info!(

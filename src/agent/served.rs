@@ -83,6 +83,7 @@ impl Agent {
             unseen: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.unseen.clone()),
             listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
+            overwriting: self.publisher.overwriting().map(ToString::to_string),
         }
     }
 
@@ -106,6 +107,7 @@ impl Agent {
         view.unseen.clone_from(probes.map_or(&Vec::new(), |p| &p.unseen));
         view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
         view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
+        view.overwriting = self.publisher.overwriting().map(ToString::to_string);
     }
 }
 

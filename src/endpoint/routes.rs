@@ -169,6 +169,7 @@ mod tests {
                 unseen: Vec::new(),
                 listing: Vec::new(),
                 yielded_to: None,
+                overwriting: None,
             }),
             metrics: Metrics::default(),
             pod_stopping: false,

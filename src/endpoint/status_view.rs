@@ -3,7 +3,8 @@
 //! why its last write failed (readers of the ConfigMap cannot see that: it
 //! is the write that failed), the condition names no probed resource
 //! carries, the probed collections still being listed for the first time
-//! and the other writer the ConfigMap is left to. The agent leaves
+//! the other writer the ConfigMap is left to, and the one whose stale
+//! status it writes over. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
@@ -19,6 +20,8 @@ pub(crate) struct StatusView {
     /// The probed collections whose first list is under way, how far.
     pub listing: Vec<String>,
     pub yielded_to: Option<String>,
+    /// Another writer of a stale status that this instance writes over.
+    pub overwriting: Option<String>,
 }
 
 impl StatusView {
@@ -38,6 +41,10 @@ impl StatusView {
         }
         if let Some(writer) = &self.yielded_to {
             json.push_str(",\"yieldedTo\":");
+            json.push_str(&text(writer));
+        }
+        if let Some(writer) = &self.overwriting {
+            json.push_str(",\"overwriting\":");
             json.push_str(&text(writer));
         }
         if !self.unseen.is_empty() {
@@ -67,13 +74,14 @@ mod tests {
             unseen: Vec::new(),
             listing: Vec::new(),
             yielded_to: None,
+            overwriting: None,
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "listing"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -83,6 +91,7 @@ mod tests {
             unseen: vec!["No Foo carries X".into()],
             listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
+            overwriting: Some("helm (Update)".into()),
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -91,6 +100,7 @@ mod tests {
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
+        assert_eq!(all["overwriting"], "helm (Update)");
         assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
     }
 }
