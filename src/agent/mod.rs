@@ -38,7 +38,7 @@ use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::Client;
 use crate::ready_file;
-use crate::signals::{Observation, Signal};
+use crate::signals::{Observation, OperatorAnswer, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
@@ -320,9 +320,8 @@ impl Agent {
         }
         // A starting instance publishes nothing until its operator answers
         // or the allowance is spent, then says it never answered ([`startup`]).
-        if observation.watched && !eager {
-            let answered = observation.operator_down.is_none() && !observation.operator_pending;
-            self.publisher.note_operator(answered, now);
+        if let Some(answer) = observation.operator.as_ref().filter(|_| !eager) {
+            self.publisher.note_operator(*answer == OperatorAnswer::Answered, now);
             if self.publisher.startup() == startup::Startup::Spent {
                 startup::never_answered(&mut observation.problems, self.config.settings.startup_allowance);
             }

@@ -292,7 +292,8 @@ mod tests {
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
         assert_eq!(m["opstatus_publisher"], 0.0);
         assert_eq!((m["opstatus_status_yielded"], m["opstatus_foreign_writer_yields_total"]), (0.0, 0.0));
-        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 2 + 1 + 13 + 1);
+        assert_eq!(m["opstatus_foreign_writer_overwrites_total"], 0.0);
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 3 + 1 + 13 + 1);
     }
 
     #[test]

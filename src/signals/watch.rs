@@ -8,7 +8,7 @@
 //! same on the check before ([`Lateness`]); a refusal, a reset or an error
 //! status fails at once. [`file_problem`] is the pure part of the file rule.
 
-use super::{Observation, Signal};
+use super::{Observation, OperatorAnswer, Signal};
 use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
@@ -159,13 +159,15 @@ impl Signal for Watches {
         };
         self.problem.update(problem, level, passing);
         self.answered |= self.problem.get().is_none() && !self.pending;
-        into.watched = true;
-        if let Some(why) = self.problem.get() {
-            let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
-            into.problems.push(health(Rule::Operator, why));
-            into.operator_down = Some(why.to_string());
-        }
-        into.operator_pending = self.pending;
+        into.operator = Some(match self.problem.get() {
+            Some(why) => {
+                let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
+                into.problems.push(health(Rule::Operator, why));
+                OperatorAnswer::Down(why.to_string())
+            }
+            None if self.pending => OperatorAnswer::Pending,
+            None => OperatorAnswer::Answered,
+        });
     }
 
     /// Each URL is one GET, each phase bounded by `URL_TIMEOUT`, after at
