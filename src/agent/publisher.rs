@@ -11,7 +11,8 @@
 //! While another writer keeps the status key, no instance writes anything:
 //! every read of the ConfigMap (a holder's after a refused write, a
 //! standby's, the first look of one just started) applies the same rule
-//! to what the object says ([`crate::writers`]).
+//! to what the object says ([`crate::writers`]). Before all that, one whose
+//! operator has not answered yet writes nothing ([`super::startup`]).
 
 use super::leader::Leader;
 use super::lease::read_leader;
@@ -78,8 +79,8 @@ pub(super) struct Publisher {
     check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
-    /// Another writer found writing a stale status, written over: nobody
-    /// asked yet ([`Publisher::take_overwrite_news`]).
+    /// Another writer of a stale status written over (said by the instance
+    /// that writes): nobody asked yet ([`Publisher::take_overwrite_news`]).
     overwrote: Option<(Writer, String)>,
     /// What this instance knows of its operator and its pod.
     own: OwnState,
@@ -304,7 +305,6 @@ impl Publisher {
                 self.yielded = Some(writer);
                 false
             }
-            // Said by the instance that writes over it, once per episode.
             Turn::Overwrite(writer, why) if self.role != Role::StandingBy => {
                 log::warn!(
                     "Another writer keeps writing a stale status: field manager {writer} owns its status key, but {why}. \
