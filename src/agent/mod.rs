@@ -25,10 +25,12 @@
 //! hands the status over.
 
 mod leader;
+mod lease;
 mod liveness;
 mod publisher;
 mod schedule;
 mod served;
+mod startup;
 mod write;
 mod write_log;
 
@@ -36,7 +38,7 @@ use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::Client;
 use crate::ready_file;
-use crate::signals::{Observation, Signal};
+use crate::signals::{Observation, OperatorAnswer, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
@@ -47,6 +49,7 @@ use crate::util::shutdown::Shutdown;
 use crate::util::time::format_rfc3339;
 use publisher::Publisher;
 use schedule::{Schedule, check_cadence};
+pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -82,6 +85,9 @@ pub struct AgentSettings {
     /// The operator's leader-election Lease whose leader's sidecar
     /// publishes; off when `None`.
     pub follow_leader_lease: Option<String>,
+    /// How long a starting instance publishes nothing while its watched
+    /// operator has not answered ([`startup`]).
+    pub startup_allowance: Duration,
 }
 
 /// What of the status can change while the agent runs: the verdict and
@@ -188,6 +194,7 @@ impl Agent {
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
             config.settings.check_interval,
+            config.settings.startup_allowance,
         );
         publisher.pod.clone_from(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
@@ -317,11 +324,13 @@ impl Agent {
                 signal.stand_by();
             }
         }
-        // Whether the operator has answered yet: a starting instance leaves
-        // a free lock to one whose operator does (`lock::decide`).
-        if observation.watched && !eager {
-            let answered = observation.operator_down.is_none() && !observation.operator_pending;
-            self.publisher.note_operator(answered, now);
+        // A starting instance publishes nothing until its operator answers
+        // or the allowance is spent, then says it never answered ([`startup`]).
+        if let Some(answer) = observation.operator.as_ref().filter(|_| !eager) {
+            self.publisher.note_operator(*answer == OperatorAnswer::Answered, now);
+            if self.publisher.startup() == startup::Startup::Spent {
+                startup::never_answered(&mut observation.problems, self.config.settings.startup_allowance);
+            }
         }
         self.observation = observation;
         self.follow_interval();

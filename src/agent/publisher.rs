@@ -11,9 +11,12 @@
 //! While another writer keeps the status key, no instance writes anything:
 //! every read of the ConfigMap (a holder's after a refused write, a
 //! standby's, the first look of one just started) applies the same rule
-//! to what the object says ([`crate::writers`]).
+//! to what the object says ([`crate::writers`]). Before all that, one whose
+//! operator has not answered yet writes nothing ([`super::startup`]).
 
-use super::leader::{DEFAULT_LEASE_DURATION, Held, Leader, LeaseRead};
+use super::leader::Leader;
+use super::lease::read_leader;
+use super::startup::Startup;
 use crate::kube::{Client, KubeError};
 use crate::lock::{self, Decision, Observer, OwnState, Record, Seen};
 use crate::sinks::configmap::{Current, StatusConfigMap};
@@ -21,14 +24,10 @@ use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
 use crate::util::time::format_rfc3339;
 use crate::writers::{Patience, Turn, Writer, Yielding};
-use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often a stopping holder looks whether a standby took over.
 const HANDOVER_POLL: Duration = Duration::from_secs(1);
-
-/// Where the permission to read the operator's Lease is granted.
-const LEASE_GRANT: &str = "see manifests/examples/sidecar/role-leader-lease.yaml";
 
 /// Where this instance stands. It holds the lock only once a write of its
 /// claim succeeded: two instances deciding at once may both claim, but the
@@ -82,11 +81,18 @@ pub(super) struct Publisher {
     check_interval: Duration,
     /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
     yielded: Option<Writer>,
+    /// Another writer of a stale status written over (said by the instance
+    /// that writes): nobody asked yet ([`Publisher::take_overwrite_news`]).
+    overwrote: Option<(Writer, String)>,
     /// What this instance knows of its operator and its pod.
     own: OwnState,
-    /// How long a free lock is left to others while the operator has not
-    /// answered ([`lock::operator_wait`]).
+    /// How long a stopping instance leaves a free lock to others
+    /// ([`lock::operator_wait`]).
     operator_wait: Duration,
+    /// How long a starting instance publishes nothing while its operator
+    /// has not answered, and where it stands with that ([`Startup`]).
+    allowance: Duration,
+    startup: Startup,
 }
 
 impl Publisher {
@@ -105,9 +111,30 @@ impl Publisher {
     /// answered ([`OwnOperator`]); a standby that was waiting for that
     /// decides again at once, not a check later.
     pub(super) fn note_operator(&mut self, passed: bool, now: Instant) {
-        if self.own.checked(passed) && self.role == Role::StandingBy && self.current.is_some() {
+        let first = self.own.checked(passed);
+        let before = self.startup;
+        self.startup = Startup::at(self.own.unanswered_for(now), self.allowance);
+        let allowance = self.allowance.as_secs();
+        match (before, self.startup) {
+            (Startup::Answered, Startup::Waiting { .. }) => log::info!(
+                "Waiting for the operator's first answer before publishing anything (a start-up allowance of \
+                 {allowance}s)"
+            ),
+            (Startup::Waiting { .. }, Startup::Answered) => log::info!("The operator answers: publishing may begin"),
+            (Startup::Waiting { .. }, Startup::Spent) => {
+                log::warn!("The operator has not answered in the {allowance}s since opstatus started: publishing that")
+            }
+            _ => {}
+        }
+        if first && self.role == Role::StandingBy && self.current.is_some() {
             self.decide(now);
         }
+    }
+
+    /// Where this instance stands with its operator's first answer: while
+    /// it waits, it publishes nothing.
+    pub(super) fn startup(&self) -> Startup {
+        self.startup
     }
 
     /// kubelet's preStop hook came: this instance takes no free lock for
@@ -116,7 +143,13 @@ impl Publisher {
         self.own.stopping(now);
     }
 
-    pub(super) fn new(me: String, follow: Option<String>, interval: Duration, check_interval: Duration) -> Publisher {
+    pub(super) fn new(
+        me: String,
+        follow: Option<String>,
+        interval: Duration,
+        check_interval: Duration,
+        allowance: Duration,
+    ) -> Publisher {
         Publisher {
             pod: me.clone(),
             me,
@@ -137,8 +170,11 @@ impl Publisher {
             patience: Patience::new(interval, check_interval),
             check_interval,
             yielded: None,
+            overwrote: None,
             own: OwnState::new(Instant::now()),
             operator_wait: lock::operator_wait(interval),
+            allowance,
+            startup: Startup::Answered,
         }
     }
 
@@ -159,9 +195,10 @@ impl Publisher {
 
     /// Whether this instance should try to write: it publishes, or it has
     /// not been able to read the lock yet (the write reads it first, and
-    /// its failures are the status write's, with their backoff).
+    /// its failures are the status write's, with their backoff); never
+    /// while it waits for its operator's first answer.
     pub(super) fn may_write(&self) -> bool {
-        self.role != Role::StandingBy && self.yielding.to().is_none()
+        self.role != Role::StandingBy && self.yielding.to().is_none() && !self.startup.waiting()
     }
 
     /// The other writer the ConfigMap is left to, if any.
@@ -173,6 +210,17 @@ impl Publisher {
     /// writer.
     pub(super) fn take_yield_news(&mut self) -> Option<Writer> {
         self.yielded.take()
+    }
+
+    /// Once per episode, after this instance began writing over another
+    /// writer whose status is stale to readers: who, and why.
+    pub(super) fn take_overwrite_news(&mut self) -> Option<(Writer, String)> {
+        self.overwrote.take()
+    }
+
+    /// The other writer this instance writes over, while that lasts.
+    pub(super) fn overwriting(&self) -> Option<&Writer> {
+        self.yielding.overwriting(SystemTime::now(), &self.patience)
     }
 
     pub(super) fn identity(&self) -> &str {
@@ -260,6 +308,16 @@ impl Publisher {
                 self.yielded = Some(writer);
                 false
             }
+            Turn::Overwrite(writer, why) if self.role != Role::StandingBy => {
+                log::warn!(
+                    "Another writer keeps writing a stale status: field manager {writer} owns its status key, but {why}. \
+                     opstatus writes its own status over it on every heartbeat, as readers would otherwise see a \
+                     stale status: stop {writer} writing the status key to end this"
+                );
+                self.overwrote = Some((writer, why));
+                true
+            }
+            Turn::Overwrite(..) => true,
             Turn::Resume(writer, last_write) => {
                 let quiet_for = last_write.and_then(|at| wall.duration_since(at).ok()).unwrap_or_default();
                 log::info!(
@@ -438,54 +496,4 @@ impl Publisher {
 /// A ConfigMap that does not exist (any more): writing creates it.
 fn missing() -> Current {
     Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new(), foreign: None }
-}
-
-/// The pod the operator's leader runs in, from its Lease's
-/// `spec.holderIdentity`; or that nobody leads, or that it cannot be told.
-fn read_leader(client: &mut Client, namespace: &str, name: &str) -> LeaseRead {
-    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
-    let action = format!("get leases {name:?} in namespace {namespace:?}");
-    let lease = match client.get_path(&path, &action) {
-        Ok(Some(body)) => body,
-        Ok(None) => {
-            let why = format!("Lease {namespace}/{name} does not exist: the operator has not elected a leader (yet)");
-            return LeaseRead::NoLeader(why);
-        }
-        Err(e) => {
-            return LeaseRead::Failed(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT)));
-        }
-    };
-    // The Lease is the operator's (anyone with its RBAC may write it): its
-    // holder reaches logs and messages sanitised and bounded, and a parse
-    // error never quotes it.
-    let lease: Value = match serde_json::from_slice(&lease) {
-        Ok(lease) => lease,
-        Err(e) => {
-            let kind = crate::lock::error_kind(&e);
-            return LeaseRead::Failed(format!("Lease {namespace}/{name} is {kind} (column {})", e.column()));
-        }
-    };
-    let text = |pointer: &str, limit: usize| {
-        let found = lease.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-        found.map(|s| crate::util::text::sanitize(s, limit))
-    };
-    // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
-    match text("/spec/holderIdentity", crate::lock::MAX_IDENTITY + 64) {
-        Some(holder) => LeaseRead::Held(Held {
-            lease: format!("{namespace}/{name}"),
-            holder,
-            // RFC 3339 with microseconds is 27 characters.
-            renew_time: text("/spec/renewTime", 64),
-            // Bounded as the lock's own leases are: no Lease keeps the
-            // publishers silent for longer than readers' patience.
-            duration: lease
-                .pointer("/spec/leaseDurationSeconds")
-                .and_then(Value::as_u64)
-                .map_or(DEFAULT_LEASE_DURATION, Duration::from_secs)
-                .clamp(crate::lock::LEASE_RANGE.0, crate::lock::LEASE_RANGE.1),
-        }),
-        _ => {
-            LeaseRead::NoLeader(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now"))
-        }
-    }
 }

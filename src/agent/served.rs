@@ -19,7 +19,20 @@ impl Agent {
     /// the operator's pods out of their Services (webhooks included), and
     /// it stays visible in the status, `/status`, `/metrics`, Events and
     /// the log. `--strict-readiness`: the whole verdict.
+    ///
+    /// While the operator has not answered since opstatus started (within
+    /// the start-up allowance, [`super::startup`]) readiness is what it is
+    /// before the first check, `Starting` (503): the operator's pod joins
+    /// its Services once its operator answers, as its own readiness probe
+    /// would have it, and nothing says `degraded` of an operator that is
+    /// only starting.
     pub(super) fn readiness(&self) -> Verdict {
+        if self.publisher.startup().waiting() {
+            let allowance = self.config.settings.startup_allowance.as_secs();
+            let why =
+                format!("Starting: waiting for the operator's first answer (a start-up allowance of {allowance}s)");
+            return Verdict { health: Health::Unhealthy, error: Some(why) };
+        }
         if self.config.settings.strict_readiness {
             return self.verdict();
         }
@@ -71,6 +84,7 @@ impl Agent {
             listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
             credentials: self.config.credentials.clone(),
+            overwriting: self.publisher.overwriting().map(ToString::to_string),
         }
     }
 
@@ -94,6 +108,7 @@ impl Agent {
         view.unseen.clone_from(probes.map_or(&Vec::new(), |p| &p.unseen));
         view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
         view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
+        view.overwriting = self.publisher.overwriting().map(ToString::to_string);
     }
 }
 

@@ -194,6 +194,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--startup-allowance",
+        env: "OPSTATUS_STARTUP_ALLOWANCE",
+        default: Default::Value("60s"),
+        help: "How long a starting opstatus publishes nothing while the watched operator has not answered yet \
+               (0s to 4m); then it publishes the operator as degraded.",
+        kind: Kind::Value(|s, v| {
+            s.agent.startup_allowance = v.duration(Duration::ZERO..=crate::agent::MAX_STARTUP_ALLOWANCE)?;
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--watch-container",
         env: "OPSTATUS_WATCH_CONTAINER",
         default: Default::Prose("none"),

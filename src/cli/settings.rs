@@ -115,6 +115,7 @@ pub(crate) fn defaults() -> Settings {
             final_status: true,
             strict_readiness: false,
             follow_leader_lease: None,
+            startup_allowance: crate::agent::DEFAULT_STARTUP_ALLOWANCE,
         },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,

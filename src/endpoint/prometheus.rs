@@ -41,6 +41,9 @@ pub(crate) struct Metrics {
     pub yielded: bool,
     /// How often it began to.
     pub foreign_writer_yields: u64,
+    /// Episodes of another writer writing a stale status that this
+    /// instance wrote over.
+    pub foreign_writer_overwrites: u64,
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
@@ -141,6 +144,13 @@ impl Metrics {
             "Times another writer took the status key over and this instance yielded the ConfigMap to it.",
         );
         let _ = writeln!(w, "opstatus_foreign_writer_yields_total {}", self.foreign_writer_yields);
+        header(
+            w,
+            "opstatus_foreign_writer_overwrites_total",
+            "counter",
+            "Times another writer was found writing a status stale to readers and this instance wrote over it.",
+        );
+        let _ = writeln!(w, "opstatus_foreign_writer_overwrites_total {}", self.foreign_writer_overwrites);
         header(w, "opstatus_build_info", "gauge", "opstatus's version.");
         let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
         header(
@@ -282,7 +292,8 @@ mod tests {
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
         assert_eq!(m["opstatus_publisher"], 0.0);
         assert_eq!((m["opstatus_status_yielded"], m["opstatus_foreign_writer_yields_total"]), (0.0, 0.0));
-        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 2 + 1 + 13 + 1);
+        assert_eq!(m["opstatus_foreign_writer_overwrites_total"], 0.0);
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 3 + 1 + 13 + 1);
     }
 
     #[test]

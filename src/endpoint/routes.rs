@@ -170,6 +170,7 @@ mod tests {
                 listing: Vec::new(),
                 yielded_to: None,
                 credentials: String::new(),
+                overwriting: None,
             }),
             metrics: Metrics::default(),
             pod_stopping: false,

@@ -3,8 +3,9 @@
 //! why its last write failed (readers of the ConfigMap cannot see that: it
 //! is the write that failed), the condition names no probed resource
 //! carries, the probed collections still being listed for the first time,
-//! the other writer the ConfigMap is left to, and the Kubernetes
-//! credentials this instance acts with. The agent leaves
+//! the other writer the ConfigMap is left to, the one whose stale status
+//! it writes over, and the Kubernetes credentials this instance acts
+//! with. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
@@ -24,6 +25,8 @@ pub(crate) struct StatusView {
     /// user, or the service account): what RBAC allows them is what
     /// opstatus can do.
     pub credentials: String,
+    /// Another writer of a stale status that this instance writes over.
+    pub overwriting: Option<String>,
 }
 
 impl StatusView {
@@ -47,6 +50,10 @@ impl StatusView {
         }
         json.push_str(",\"credentials\":");
         json.push_str(&text(&self.credentials));
+        if let Some(writer) = &self.overwriting {
+            json.push_str(",\"overwriting\":");
+            json.push_str(&text(writer));
+        }
         if !self.unseen.is_empty() {
             json.push_str(",\"unseenConditions\":");
             json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
@@ -75,13 +82,14 @@ mod tests {
             listing: Vec::new(),
             yielded_to: None,
             credentials: "service account ops/opstatus".into(),
+            overwriting: None,
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "listing"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -91,6 +99,7 @@ mod tests {
             unseen: vec!["No Foo carries X".into()],
             listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
+            overwriting: Some("helm (Update)".into()),
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -100,6 +109,7 @@ mod tests {
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
+        assert_eq!(all["overwriting"], "helm (Update)");
         assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
     }
 }

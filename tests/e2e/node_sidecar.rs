@@ -112,6 +112,11 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
     let ready_after = started.elapsed();
     let doc = cp.status_document(&ns, CM).expect("published before the Pod was Ready");
     assert_eq!((doc["health"].as_str(), doc["version"].as_str()), (Some("healthy"), Some("2.0.1")), "{doc}");
+    // A fresh install says nothing false while its operator starts: no
+    // status other than healthy, so no health change to record.
+    let changes: Vec<serde_json::Value> =
+        support::events::opstatus_events(cp, &ns).into_iter().filter(|e| e["reason"] == "HealthChanged").collect();
+    assert!(changes.is_empty(), "a fresh install published another health first: {changes:?}");
 
     // kubelet probed opstatus (readiness every 10 s, liveness every 30 s)
     // and the operator; opstatus watched the operator's health endpoint.

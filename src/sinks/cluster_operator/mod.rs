@@ -167,8 +167,8 @@ impl Sink for ClusterOperatorSink {
             Some(p) => p.upgradeable.as_ref().map(Some).ok_or(()),
         };
         let signals = Signals {
-            operator_down: observation.operator_down.as_deref(),
-            watched: observation.watched,
+            operator_down: observation.operator_down(),
+            watched: observation.operator.is_some(),
             verdict: tick.verdict,
             degraded,
             upgradeable,
