@@ -89,7 +89,7 @@ jq -e --arg rev "$revision" --arg tree "$tree" --arg lock "$(sha256sum Cargo.loc
   and .predicate.buildDefinition.externalParameters.source.revision == $rev
   and any(.predicate.buildDefinition.resolvedDependencies[]; .digest.gitCommit == $rev and .digest.gitTree == $tree)
   and any(.predicate.buildDefinition.resolvedDependencies[]; .name == "Cargo.lock" and .digest.sha256 == $lock)
-  and any(.predicate.buildDefinition.resolvedDependencies[]; .name | startswith("rustc ("))' "$statement" >/dev/null ||
+  and any(.predicate.buildDefinition.resolvedDependencies[]; (.name // "") | startswith("rustc ("))' "$statement" >/dev/null ||
   fail "$statement does not name commit $revision, tree $tree, Cargo.lock and the toolchains"
 while read -r digest name; do
   jq -e --arg n "$name" --arg d "$digest" 'any(.subject[]; .name == $n and .digest.sha256 == $d)' "$statement" >/dev/null ||

@@ -123,13 +123,11 @@ pub(crate) fn starting(settings: &AgentSettings) -> Shared {
 #[derive(Clone, Debug)]
 pub(crate) struct AgentConfig {
     pub target: StatusConfigMap,
-    /// Where the operator runs: the document's `namespace` (the status may
-    /// be written elsewhere, e.g. into kube9-system where readers look).
+    /// Where the operator runs: the document's `namespace` (the status may be written elsewhere, e.g. kube9-system).
     pub operator_namespace: String,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
-    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else
-    /// the identity): the operator's leader Lease names pods.
+    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else the identity): the leader Lease names pods.
     pub pod: String,
     /// Where the Kubernetes credentials came from, for `/status`.
     pub credentials: String,
@@ -233,10 +231,8 @@ impl Agent {
         }
     }
 
-    /// The heartbeat interval has one owner, [`Agent::interval`]: after each
-    /// check (which may have learnt a new one from kube9-server) the lease
-    /// the publisher announces, the retry backoff's cap and the liveness
-    /// window follow it.
+    /// The heartbeat interval has one owner, [`Agent::interval`]: after each check (which may have
+    /// learnt a new one from kube9-server) the publisher's lease, the backoff's cap and the liveness window follow it.
     fn follow_interval(&mut self) {
         let interval = self.interval();
         self.publisher.follow_interval(interval);
