@@ -25,6 +25,7 @@ mod manifests;
 mod monitoring;
 mod node_loopback;
 mod node_native_sidecar;
+mod node_olm_kube9;
 mod node_operator_starting;
 mod node_pod;
 mod node_quick_start;
