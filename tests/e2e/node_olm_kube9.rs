@@ -14,7 +14,7 @@
 //! comments say for such clusters.
 //!
 //! Like the node's quick start, it writes `kube9-operator-status` in
-//! kube9-system.
+//! kube9-system: it holds the shared-status lock and leaves no writer there.
 
 use crate::support;
 
@@ -22,7 +22,7 @@ use serde_json::json;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::TempDir;
-use support::control_plane::{ControlPlane, ROOT};
+use support::control_plane::{ControlPlane, ROOT, shared_status_namespaces};
 use support::node::{Node, container_status, shared};
 use support::resources::find;
 use support::wait_for;
@@ -104,6 +104,7 @@ fn widget_migrating(cp: &ControlPlane, migrating: &str) {
 #[test]
 fn e2e_node_the_olm_kube9_example_runs_as_a_pod_with_its_status_in_kube9_system() {
     let node = shared();
+    let _kube9_system = shared_status_namespaces();
     let cp = node.cp();
     let started = Instant::now();
     cp.kubectl_ok(&["apply", "-f", &format!("{ROOT}/tests/fixtures/my-operator/widgets.example.com.yaml")]);
@@ -155,6 +156,7 @@ fn e2e_node_the_olm_kube9_example_runs_as_a_pod_with_its_status_in_kube9_system(
     assert!(cp.configmap(NS, "kube9-operator-status").is_none(), "a status in {NS} too");
     let log = logs();
     assert!(!log.contains("is outside kube9-system and default"), "{log}");
+    crate::node_quick_start::leave_the_status_to_nobody(cp, NS, "my-operator");
     println!(
         "e2e node olm-kube9 (kubelet {}): Ready in {:.1} s, status in kube9-system naming {NS}; Upgradeable True, \
          then False, {:.1} s in all",
