@@ -71,7 +71,7 @@ impl ControlPlane {
                     for i in (first..count).step_by(threads) {
                         let object = json!({"apiVersion": "example.com/v1", "kind": "Foo",
                             "metadata": {"name": format!("foo-{i:05}"), "namespace": ns}, "spec": spec});
-                        admin.create(collection, object.to_string().as_bytes(), "create foos").unwrap();
+                        create_once(&mut admin, collection, &object);
                     }
                 });
             }
@@ -121,5 +121,21 @@ impl ControlPlane {
     pub fn cluster_operator(&self, name: &str) -> Option<Value> {
         let out = self.kubectl(&["get", "clusteroperators.config.openshift.io", name, "-o", "json"], None);
         out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+    }
+}
+
+/// Creates `object` in `collection`, trying again (at most 5 times) when
+/// no answer came in time: a busy machine's API server may have created
+/// it anyway, which its 409 on the next try says.
+fn create_once(admin: &mut opstatus::testing::Client, collection: &str, object: &Value) {
+    for attempt in 1..=5 {
+        match admin.create(collection, object.to_string().as_bytes(), "create foos") {
+            Ok(_) => return,
+            Err(e) if attempt > 1 && e.to_string().contains("AlreadyExists") => return,
+            Err(e) if attempt < 5 && e.to_string().contains("timed out") => {
+                std::thread::sleep(std::time::Duration::from_secs(1))
+            }
+            Err(e) => panic!("create {}: {e}", object["metadata"]["name"]),
+        }
     }
 }
