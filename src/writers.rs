@@ -250,8 +250,9 @@ pub(crate) enum Turn {
     /// Another writer writes the status: leave it alone until the time
     /// given (news to this instance).
     Yield(Writer, SystemTime),
-    /// Still the other writer's, until the time given.
-    StillTheirs(SystemTime),
+    /// Still the other writer's (perhaps another manager now), until the
+    /// time given.
+    StillTheirs(Writer, SystemTime),
     /// The other writer has been quiet long enough (since its last write,
     /// when known), or its status would soon be stale: take it back.
     Resume(Writer, Option<SystemTime>),
@@ -280,7 +281,9 @@ impl Yielding {
         f
     }
 
-    /// The other writer, while the ConfigMap is left to it.
+    /// The other writer, while the ConfigMap is left to it (the
+    /// publisher's state says it at run time: `Turn` tells each change).
+    #[cfg(test)]
     pub(crate) fn to(&self) -> Option<&Writer> {
         self.to.as_ref().map(|(w, _)| w)
     }
@@ -358,7 +361,7 @@ impl Yielding {
             }
             (Some(_), Some((f, until))) => {
                 self.to = Some((f.writer.clone(), until));
-                Turn::StillTheirs(until)
+                Turn::StillTheirs(f.writer.clone(), until)
             }
             // Someone else took the status key back (another opstatus
             // instance): nothing to say.

@@ -38,7 +38,7 @@ use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::{Shared, Snapshot};
 use crate::kube::Client;
 use crate::ready_file;
-use crate::signals::{Observation, OperatorAnswer, Signal};
+use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
@@ -194,7 +194,7 @@ impl Agent {
             config.settings.check_interval,
             config.settings.startup_allowance,
         );
-        publisher.pod.clone_from(&config.pod);
+        publisher.set_pod(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
         let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {
@@ -323,7 +323,7 @@ impl Agent {
         // A starting instance publishes nothing until its operator answers
         // or the allowance is spent, then says it never answered ([`startup`]).
         if let Some(answer) = observation.operator.as_ref().filter(|_| !eager) {
-            self.publisher.note_operator(*answer == OperatorAnswer::Answered, now);
+            self.publisher.note_operator(answer, now);
             if self.publisher.startup() == startup::Startup::Spent {
                 startup::never_answered(&mut observation.problems, self.config.settings.startup_allowance);
             }
