@@ -50,12 +50,12 @@ fn e2e_node_the_native_sidecar_starts_before_the_operator_and_stops_after_it() {
     // readiness answered `Starting` (503) while the operator had not
     // answered yet, as the readiness contract has it.
     std::thread::sleep(Duration::from_secs(2));
-    let starting = "\"Readiness probe failed: HTTP probe failed with statuscode: 503\"";
+    let starting = "Readiness probe failed: HTTP probe failed with statuscode: 503";
     let unhealthy: Vec<String> = node
         .events(&ns)
         .iter()
         .filter(|e| e["reason"] == "Unhealthy" && e["involvedObject"]["fieldPath"] == "spec.initContainers{opstatus}")
-        .filter(|e| e["message"].to_string() != starting)
+        .filter(|e| e["message"] != starting)
         .map(|e| format!("{}x {}", e["count"], e["message"]))
         .collect();
     assert!(unhealthy.is_empty(), "kubelet's probes of opstatus failed at start: {unhealthy:?}");
