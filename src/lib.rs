@@ -44,6 +44,7 @@ pub mod cli;
 mod conditions;
 mod endpoint;
 mod expr;
+mod inertia;
 mod kube;
 mod lock;
 mod pro;
