@@ -172,7 +172,8 @@ fn agent_for(
                  (add --probe or --probe-from-crd-annotations)"
             );
         }
-        let sink = OperatorConditionSink::new(operator_namespace.clone(), name.clone(), settings.upgradeable_inertia);
+        let sink =
+            OperatorConditionSink::new(operator_namespace.clone(), name.clone(), settings.agent.upgradeable_inertia);
         sinks.add(Box::new(sink));
     }
     if let Some(co) = &settings.cluster_operator {
@@ -270,7 +271,7 @@ fn cluster_operator(
     related.extend(co.related_objects.iter().cloned());
     let mut targets = vec![Version::new(OPERATOR, &settings.agent.operator_version)];
     targets.extend(co.operand_versions.iter().cloned());
-    let (degraded, upgradeable) = (co.degraded_inertia, settings.upgradeable_inertia);
+    let (degraded, upgradeable) = (co.degraded_inertia, settings.agent.upgradeable_inertia);
     ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, degraded, upgradeable)
 }
 

@@ -91,6 +91,8 @@ pub struct AgentSettings {
     pub startup_allowance: Duration,
     /// How long a change of the published health must hold ([`published`]).
     pub health_inertia: crate::inertia::Windows,
+    /// How long a change of `Upgradeable` must hold, wherever it is published.
+    pub upgradeable_inertia: crate::inertia::Windows,
 }
 
 /// What the endpoint serves before the agent's first tick: "Starting"
@@ -169,6 +171,8 @@ pub(crate) struct Agent {
     heartbeat_lines: bool,
     /// The health under `--health-inertia`; `None`: off.
     health: Option<published::HeldHealth>,
+    /// `Upgradeable` as the sinks publish it, for its Events.
+    upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
 }
 
 impl Agent {
@@ -213,6 +217,7 @@ impl Agent {
             last_written: None,
             publisher,
             health: Some(config.settings.health_inertia).filter(|w| w.is_on()).map(published::HeldHealth::new),
+            upgradeable: crate::sinks::upgradeable::HeldUpgradeable::new(config.settings.upgradeable_inertia),
             config,
             sinks_synced: false,
             pod_stopping: false,
@@ -294,8 +299,9 @@ impl Agent {
         self.hold_health(now);
         self.follow_interval();
         if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
-            let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
-            events.observe_upgradeable(upgradeable, now, SystemTime::now());
+            let (wall, probes) = (SystemTime::now(), self.observation.probes.as_ref());
+            let held = probes.and_then(|p| p.upgradeable.as_ref()).map(|u| self.upgradeable.publish(u, now, wall));
+            events.observe_upgradeable(held.as_deref(), now, wall);
         }
         self.sync_sinks(now);
     }

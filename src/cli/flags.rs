@@ -430,7 +430,7 @@ pub(crate) const FLAGS: &[Flag] = &[
                published (WORSE[,BETTER]: BETTER, how long the blocking resources must be clear before \
                Upgradeable=True; 0 to 1h each; the message then says since when).",
         kind: Kind::Value(|s, v| {
-            s.upgradeable_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            s.agent.upgradeable_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
             Ok(())
         }),
     },
@@ -574,6 +574,6 @@ mod tests {
         let s = parse_args(&["--degraded-inertia", "1m,5s", "--cluster-operator", "demo"], &[]);
         assert_eq!(s.cluster_operator.unwrap().degraded_inertia, windows(60, 5));
         let s = parse_args(&[], &[("OPSTATUS_UPGRADEABLE_INERTIA", "0,5m")]);
-        assert_eq!((s.upgradeable_inertia, s.agent.health_inertia), (windows(0, 300), Windows::default()));
+        assert_eq!((s.agent.upgradeable_inertia, s.agent.health_inertia), (windows(0, 300), Windows::default()));
     }
 }

@@ -53,8 +53,6 @@ pub struct Settings {
     pub probes: ProbeSettings,
     /// OpenShift's ClusterOperator; off when `None`.
     pub cluster_operator: Option<ClusterOperatorSettings>,
-    /// `Upgradeable`'s inertia wherever it is published.
-    pub upgradeable_inertia: Windows,
 }
 
 /// The operator's own health: watched URLs and heartbeat file.
@@ -120,6 +118,7 @@ pub(crate) fn defaults() -> Settings {
             follow_leader_lease: None,
             startup_allowance: crate::agent::DEFAULT_STARTUP_ALLOWANCE,
             health_inertia: Windows::default(),
+            upgradeable_inertia: Windows::default(),
         },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,
@@ -144,7 +143,6 @@ pub(crate) fn defaults() -> Settings {
         operator_condition: None,
         probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
         cluster_operator: None,
-        upgradeable_inertia: Windows::default(),
     }
 }
 

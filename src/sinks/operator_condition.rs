@@ -85,7 +85,8 @@ impl Sink for OperatorConditionSink {
     /// The probes' `Upgradeable` and `Important`, when they can be said.
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
         let Some(outcome) = &tick.observation.probes else { return Ok(Synced::Skipped) };
-        let upgradeable = outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall));
+        let upgradeable =
+            outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall).into_owned());
         let desired: Vec<Desired> = upgradeable.into_iter().chain(outcome.important.clone()).collect();
         if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
             return Ok(Synced::Skipped);

@@ -8,6 +8,7 @@
 
 use crate::conditions::{Desired, Status};
 use crate::inertia::{HeldValue, Pending, Windows, since_note};
+use std::borrow::Cow;
 use std::time::{Instant, SystemTime};
 
 /// One output's `Upgradeable`, held.
@@ -23,16 +24,16 @@ impl HeldUpgradeable {
     }
 
     /// What to publish of the probes' `desired` at `now` (`wall` the same
-    /// instant on the wall clock).
-    pub(crate) fn publish(&mut self, desired: &Desired, now: Instant, wall: SystemTime) -> Desired {
-        let Some(held) = &mut self.held else { return desired.clone() };
+    /// instant on the wall clock): `desired` itself, borrowed, when off.
+    pub(crate) fn publish<'a>(&mut self, desired: &'a Desired, now: Instant, wall: SystemTime) -> Cow<'a, Desired> {
+        let Some(held) = &mut self.held else { return Cow::Borrowed(desired) };
         let blocked = desired.status != Status::True;
         held.observe(desired, blocked, now, wall);
         let (mut published, since) = held.held(desired.clone(), blocked);
         if let Some(since) = since {
             published.message.push_str(&since_note(since));
         }
-        published
+        Cow::Owned(published)
     }
 
     /// The change held back: `true` a block, `false` a clearance.
@@ -59,7 +60,8 @@ mod tests {
     fn without_inertia_the_condition_goes_out_word_for_word() {
         let mut held = HeldUpgradeable::new(Windows::default());
         let blocked = condition(Status::False, "Upgrade blocked by 1 resource: Foo a/b: Migrating");
-        assert_eq!(held.publish(&blocked, Instant::now(), SystemTime::now()), blocked);
+        let published = held.publish(&blocked, Instant::now(), SystemTime::now());
+        assert!(matches!(published, Cow::Borrowed(b) if *b == blocked), "{published:?}");
         assert_eq!(held.pending(), None);
     }
 
@@ -72,13 +74,13 @@ mod tests {
         let blocked = condition(Status::False, "Upgrade blocked by 1 resource: Foo a/b: Migrating");
         let clear = condition(Status::True, "No resource blocks an upgrade (1 checked)");
         let (now, wall) = at(0);
-        let first = held.publish(&blocked, now, wall);
+        let first = held.publish(&blocked, now, wall).into_owned();
         assert_eq!(
             first.message, "Upgrade blocked by 1 resource: Foo a/b: Migrating (since 2026-11-28T07:01:02Z)",
             "the first state at once, saying since when"
         );
         let (now, wall) = at(10);
-        assert_eq!(held.publish(&clear, now, wall), first, "clear for 0 s of 60: still blocked, as published");
+        assert_eq!(*held.publish(&clear, now, wall), first, "clear for 0 s of 60: still blocked, as published");
         let pending = held.pending().expect("a pending clearance");
         assert_eq!((pending.state, pending.due), (false, wall0 + Duration::from_secs(70)));
         let (now, wall) = at(70);

@@ -1,5 +1,5 @@
-//! End to end, real kube-apiserver: inertia ([`opstatus`'s
-//! `src/inertia.rs`]), judged by the audit log.
+//! End to end, real kube-apiserver: inertia (`src/inertia.rs`), judged by
+//! the audit log.
 //!
 //! - `--health-inertia`: a failure of the operator's health shorter than
 //!   the window never reaches the API server (no write but the first);
@@ -8,7 +8,7 @@
 //! - `--upgradeable-inertia 0,W`: a block goes out at once; the blocking
 //!   resource clear for less than the window sends nothing; clear for
 //!   longer, `Upgradeable=True` goes out in one update, never before the
-//!   window has passed.
+//!   window has passed; the Events say only the flips published.
 //!
 //! Meanwhile `/status` shows the change held back and when it would be
 //! published. Each short change is ended only once `/status` shows it held
@@ -22,6 +22,7 @@ use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 use support::control_plane::{AuditEvent, ControlPlane, Deployed, release_bin, shared};
+use support::events::{create_pod, opstatus_events, summaries};
 use support::http::{FakeOperator, endpoint_from_log, get};
 use support::resources::find;
 use support::{RunningAgent, wait_for};
@@ -188,15 +189,18 @@ fn e2e_upgradeable_inertia_true_only_once_clear_for_the_window() {
     cp.grant_operator_condition_as_olm(ns, OC);
     cp.create_operator_condition(ns, OC, &[]);
     cp.create_foo(ns, "alpha", &[("Migrating", "True")]);
+    let uid = create_pod(cp, ns, "demo-operator-0");
     let mut env = cp.pod_env(&pod);
     env.push(("OPERATOR_CONDITION_NAME".into(), OC.into()));
+    // The Events are about this pod: they follow what was published.
+    env.push(("POD_NAME".into(), "demo-operator-0".into()));
+    env.push(("POD_UID".into(), uid));
     let mut agent = Run::every("60s")
         .checks("1s")
         .listen()
         .flag("--probe", "example.com/v1/foos:Upgradeable=!Migrating")
         .flag("--probe-namespace", ns)
         .flag("--upgradeable-inertia", format!("0,{}s", WINDOW.as_secs()))
-        .switch("--events=false")
         .start(&release_bin(), &env);
     let addr = endpoint(&agent);
     let upgradeable = || find(&cp.operator_condition(ns, OC)["spec"]["conditions"], "Upgradeable").cloned();
@@ -244,6 +248,17 @@ fn e2e_upgradeable_inertia_true_only_once_clear_for_the_window() {
     // A block again: at once (no window towards worse).
     cp.set_foo_conditions(ns, "alpha", &[("Migrating", "True")]);
     wait_upgradeable("False");
+    // Its Events say the two flips published, not the clear spell held back.
+    let flips = || {
+        let events = opstatus_events(cp, ns);
+        let said = summaries(&events).into_iter().filter(|(_, reason, _)| reason == "UpgradeableChanged");
+        said.map(|(_, _, message)| message).collect::<Vec<_>>()
+    };
+    let said = wait_for(Duration::from_secs(20), Duration::from_millis(100), || Some(flips()).filter(|f| f.len() >= 2))
+        .unwrap_or_else(|| panic!("fewer than two Upgradeable events: {:?}", flips()));
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].starts_with("Upgradeable changed from False to True: No resource blocks"), "{said:?}");
+    assert!(said[1].starts_with("Upgradeable changed from True to False: Upgrade blocked"), "{said:?}");
     assert_eq!(agent.exited(), None);
     println!("e2e Upgradeable inertia: a {short:.1?} clear spell sent nothing; True {held:.1?} after the clearance");
 }

@@ -183,7 +183,7 @@ impl Sink for ClusterOperatorSink {
             verdict: tick.verdict,
             degraded,
             upgradeable: match &upgradeable {
-                Ok(held) => Ok(held.as_ref()),
+                Ok(held) => Ok(held.as_deref()),
                 Err(()) => Err(()),
             },
         };
