@@ -172,7 +172,9 @@ fn agent_for(
                  (add --probe or --probe-from-crd-annotations)"
             );
         }
-        sinks.add(Box::new(OperatorConditionSink::new(operator_namespace.clone(), name.clone())));
+        let sink =
+            OperatorConditionSink::new(operator_namespace.clone(), name.clone(), settings.agent.upgradeable_inertia);
+        sinks.add(Box::new(sink));
     }
     if let Some(co) = &settings.cluster_operator {
         if probing {
@@ -269,7 +271,8 @@ fn cluster_operator(
     related.extend(co.related_objects.iter().cloned());
     let mut targets = vec![Version::new(OPERATOR, &settings.agent.operator_version)];
     targets.extend(co.operand_versions.iter().cloned());
-    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
+    let (degraded, upgradeable) = (co.degraded_inertia, settings.agent.upgradeable_inertia);
+    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, degraded, upgradeable)
 }
 
 /// What drives `Upgradeable`, for must-gather (`oc adm inspect` collects a

@@ -27,6 +27,7 @@
 mod leader;
 mod lease;
 mod liveness;
+mod published;
 mod publisher;
 mod schedule;
 mod served;
@@ -42,11 +43,11 @@ use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
-use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, ProFields, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
-use crate::util::time::format_rfc3339;
+use published::Content;
 use publisher::Publisher;
 use schedule::{Schedule, check_cadence};
 pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
@@ -88,17 +89,10 @@ pub struct AgentSettings {
     /// How long a starting instance publishes nothing while its watched
     /// operator has not answered ([`startup`]).
     pub startup_allowance: Duration,
-}
-
-/// What of the status can change while the agent runs: the verdict and
-/// the pro tier's fields. The version and namespace are fixed at start and
-/// the timestamp moves on every write, so a change of this is a change of
-/// what the status says (health, reason, mode, tier, registration,
-/// clusterId).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Content {
-    pub verdict: Verdict,
-    pub pro: ProFields,
+    /// How long a change of the published health must hold ([`published`]).
+    pub health_inertia: crate::inertia::Windows,
+    /// How long a change of `Upgradeable` must hold, wherever it is published.
+    pub upgradeable_inertia: crate::inertia::Windows,
 }
 
 /// What the endpoint serves before the agent's first tick: "Starting"
@@ -175,6 +169,10 @@ pub(crate) struct Agent {
     /// Whether `RUST_LOG` asked for a line on every heartbeat
     /// ([`write_log::HEARTBEAT_TARGET`]); read once, not on every write.
     heartbeat_lines: bool,
+    /// The health under `--health-inertia`; `None`: off.
+    health: Option<published::HeldHealth>,
+    /// `Upgradeable` as the sinks publish it, for its Events.
+    upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
 }
 
 impl Agent {
@@ -218,6 +216,8 @@ impl Agent {
             published: None,
             last_written: None,
             publisher,
+            health: Some(config.settings.health_inertia).filter(|w| w.is_on()).map(published::HeldHealth::new),
+            upgradeable: crate::sinks::upgradeable::HeldUpgradeable::new(config.settings.upgradeable_inertia),
             config,
             sinks_synced: false,
             pod_stopping: false,
@@ -252,39 +252,6 @@ impl Agent {
     pub(crate) fn verdict(&self) -> Verdict {
         let problems = self.observation.problems.iter().chain(self.sinks.problems());
         evaluate_health(self.write_error.iter().chain(problems))
-    }
-
-    /// The health to publish: the status write's own failure is left out,
-    /// because if this write succeeds, writing works.
-    fn publishable(&self) -> Verdict {
-        evaluate_health(self.observation.problems.iter().chain(self.sinks.problems()))
-    }
-
-    /// The document of `content`, stamped `now`: the version and namespace
-    /// fixed at start, the rest from the content.
-    fn document(&self, content: &Content, now: SystemTime) -> StatusDocument {
-        let Content { verdict, pro } = content;
-        StatusDocument {
-            mode: pro.mode,
-            tier: pro.tier,
-            version: self.config.settings.operator_version.clone(),
-            health: verdict.health,
-            last_update: format_rfc3339(now),
-            registered: pro.registered,
-            error: verdict.error.clone(),
-            namespace: self.config.operator_namespace.clone(),
-            cluster_id: pro.cluster_id.clone(),
-        }
-    }
-
-    /// The status as it would be written now, its fixed parts and its
-    /// timestamp aside: what a change is measured against.
-    fn content(&self) -> Content {
-        self.content_with(self.publishable())
-    }
-
-    fn content_with(&self, verdict: Verdict) -> Content {
-        Content { verdict, pro: self.observation.pro.clone() }
     }
 
     /// One check: who publishes; every signal looks again (one
@@ -329,10 +296,12 @@ impl Agent {
             }
         }
         self.observation = observation;
+        self.hold_health(now);
         self.follow_interval();
         if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
-            let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
-            events.observe_upgradeable(upgradeable, now, SystemTime::now());
+            let (wall, probes) = (SystemTime::now(), self.observation.probes.as_ref());
+            let held = probes.and_then(|p| p.upgradeable.as_ref()).map(|u| self.upgradeable.publish(u, now, wall));
+            events.observe_upgradeable(held.as_deref(), now, wall);
         }
         self.sync_sinks(now);
     }

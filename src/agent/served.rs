@@ -85,6 +85,7 @@ impl Agent {
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
             credentials: self.config.credentials.clone(),
             overwriting: self.publisher.overwriting().map(ToString::to_string),
+            pending: self.pending(),
         }
     }
 
@@ -109,6 +110,7 @@ impl Agent {
         view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
         view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
         view.overwriting = self.publisher.overwriting().map(ToString::to_string);
+        view.pending = self.pending();
     }
 }
 

@@ -234,6 +234,8 @@ mod tests {
             strict_readiness: false,
             follow_leader_lease: None,
             startup_allowance: Duration::from_secs(60),
+            health_inertia: crate::inertia::Windows::default(),
+            upgradeable_inertia: crate::inertia::Windows::default(),
         };
         let config = AgentConfig {
             target: StatusConfigMap { namespace: "ns".into(), name: "kube9-operator-status".into() },

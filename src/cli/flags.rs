@@ -6,7 +6,8 @@
 use super::ConfigError;
 pub(crate) use super::flag::{Default, Flag, Kind};
 use super::settings::{DEFAULT_SERVICE_ACCOUNT_DIR, cluster_operator};
-use super::values::{parse_interval, parse_listen};
+use super::values::{parse_duration, parse_interval, parse_listen};
+use crate::inertia::Windows;
 use crate::kube::names::{check_dns_label, check_dns_subdomain};
 use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
 use std::time::Duration;
@@ -403,10 +404,33 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--degraded-inertia",
         env: "OPSTATUS_DEGRADED_INERTIA",
         default: Default::Value("2m"),
-        help: "ClusterOperator: how long bad health must last before Degraded turns True.",
+        help: "ClusterOperator: how long bad health must last before Degraded turns True \
+               (WORSE[,BETTER]: BETTER, how long good health must last before it turns False again; 0 to 1h each).",
         kind: Kind::Value(|s, v| {
-            let d = v.duration(Duration::ZERO..=Duration::from_secs(3600))?;
-            cluster_operator(s).degraded_inertia = d;
+            cluster_operator(s).degraded_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--health-inertia",
+        env: "OPSTATUS_HEALTH_INERTIA",
+        default: Default::Value("0s"),
+        help: "Status ConfigMap: how long worse health must last before it is published (WORSE[,BETTER]: \
+               BETTER, how long better health must last; 0 to 1h each; the error then says since when).",
+        kind: Kind::Value(|s, v| {
+            s.agent.health_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--upgradeable-inertia",
+        env: "OPSTATUS_UPGRADEABLE_INERTIA",
+        default: Default::Value("0s"),
+        help: "OperatorCondition and ClusterOperator: how long a block must last before Upgradeable=False is \
+               published (WORSE[,BETTER]: BETTER, how long the blocking resources must be clear before \
+               Upgradeable=True; 0 to 1h each; the message then says since when).",
+        kind: Kind::Value(|s, v| {
+            s.agent.upgradeable_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
             Ok(())
         }),
     },
@@ -537,5 +561,19 @@ mod tests {
                 name => assert!(FLAGS.iter().any(|f| f.name == name), "docs/configuration.md documents unknown {name}"),
             }
         }
+    }
+
+    /// Each inertia flag fills its own output's windows, `WORSE[,BETTER]`.
+    #[test]
+    fn inertia_flags_fill_their_outputs_windows() {
+        let windows =
+            |worse, better| Windows { worse: Duration::from_secs(worse), better: Duration::from_secs(better) };
+        let s = parse_args(&["--health-inertia", "30s,10s", "--cluster-operator", "demo"], &[]);
+        assert_eq!(s.agent.health_inertia, windows(30, 10));
+        assert_eq!(s.cluster_operator.unwrap().degraded_inertia, windows(120, 0), "its default kept");
+        let s = parse_args(&["--degraded-inertia", "1m,5s", "--cluster-operator", "demo"], &[]);
+        assert_eq!(s.cluster_operator.unwrap().degraded_inertia, windows(60, 5));
+        let s = parse_args(&[], &[("OPSTATUS_UPGRADEABLE_INERTIA", "0,5m")]);
+        assert_eq!((s.agent.upgradeable_inertia, s.agent.health_inertia), (windows(0, 300), Windows::default()));
     }
 }

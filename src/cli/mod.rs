@@ -376,10 +376,11 @@ mod tests {
         assert_eq!(co.operand_versions, [Version::new("engine", "2.0.0")]);
         assert_eq!(co.version_file.as_deref(), Some(std::path::Path::new("/run/v")));
         assert_eq!(co.related_objects, [RelatedObject::new("", "configmaps", "ops", "settings")]);
-        assert_eq!(co.degraded_inertia, Duration::ZERO);
+        assert_eq!(co.degraded_inertia, crate::inertia::Windows::default());
         let inertia =
             |cmdline| parse_with(cmdline, &[]).unwrap().settings.cluster_operator.map(|co| co.degraded_inertia);
-        assert_eq!(inertia("--cluster-operator demo"), Some(Duration::from_secs(120)));
+        let worse = |d| crate::inertia::Windows { worse: d, better: Duration::ZERO };
+        assert_eq!(inertia("--cluster-operator demo"), Some(worse(Duration::from_secs(120))));
         // Alone, --degraded-inertia is validated and has nothing to act on.
         assert_eq!(inertia("--degraded-inertia 5m"), None);
         // The operator's watched namespaces are the default scope; empty means all.

@@ -3,6 +3,7 @@
 
 use super::{Command, ConfigError};
 use crate::agent::AgentSettings;
+use crate::inertia::Windows;
 use crate::pro::client::ApiKeySource;
 use crate::signals::probes::grammar::ProbeSpec;
 use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
@@ -98,7 +99,7 @@ pub struct ClusterOperatorSettings {
     pub operand_versions: Vec<Version>,
     pub version_file: Option<PathBuf>,
     pub related_objects: Vec<RelatedObject>,
-    pub degraded_inertia: Duration,
+    pub degraded_inertia: Windows,
 }
 
 pub(crate) fn defaults() -> Settings {
@@ -116,6 +117,8 @@ pub(crate) fn defaults() -> Settings {
             strict_readiness: false,
             follow_leader_lease: None,
             startup_allowance: crate::agent::DEFAULT_STARTUP_ALLOWANCE,
+            health_inertia: Windows::default(),
+            upgradeable_inertia: Windows::default(),
         },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,
@@ -154,7 +157,7 @@ pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings
         operand_versions: Vec::new(),
         version_file: None,
         related_objects: Vec::new(),
-        degraded_inertia: crate::sinks::cluster_operator::DEFAULT_INERTIA,
+        degraded_inertia: Windows { worse: crate::sinks::cluster_operator::DEFAULT_INERTIA, better: Duration::ZERO },
     })
 }
 

@@ -4,12 +4,15 @@
 //! is the write that failed), the condition names no probed resource
 //! carries, the probed collections still being listed for the first time,
 //! the other writer the ConfigMap is left to, the one whose stale status
-//! it writes over, and the Kubernetes credentials this instance acts
-//! with. The agent leaves
+//! it writes over, the Kubernetes credentials this instance acts
+//! with, and the changes held back under inertia with when each would be
+//! published ([`crate::inertia`]). The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
+use crate::inertia::PendingChange;
 use crate::status::StatusDocument;
+use crate::util::time::format_rfc3339;
 
 #[derive(Clone, Debug)]
 pub(crate) struct StatusView {
@@ -27,6 +30,8 @@ pub(crate) struct StatusView {
     pub credentials: String,
     /// Another writer of a stale status that this instance writes over.
     pub overwriting: Option<String>,
+    /// The changes held back under inertia.
+    pub pending: Vec<PendingChange>,
 }
 
 impl StatusView {
@@ -62,6 +67,21 @@ impl StatusView {
             json.push_str(",\"listing\":");
             json.push_str(&serde_json::to_string(&self.listing).expect("strings serialise"));
         }
+        if !self.pending.is_empty() {
+            json.push_str(",\"pending\":[");
+            for (i, p) in self.pending.iter().enumerate() {
+                json.push_str(if i == 0 { "{\"output\":" } else { ",{\"output\":" });
+                json.push_str(&text(&p.output));
+                json.push_str(",\"state\":");
+                json.push_str(&text(&p.state));
+                json.push_str(",\"since\":");
+                json.push_str(&text(&format_rfc3339(p.since)));
+                json.push_str(",\"publishAt\":");
+                json.push_str(&text(&format_rfc3339(p.due)));
+                json.push('}');
+            }
+            json.push(']');
+        }
         json + "}"
     }
 }
@@ -83,13 +103,14 @@ mod tests {
             yielded_to: None,
             credentials: "service account ops/opstatus".into(),
             overwriting: None,
+            pending: Vec::new(),
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -100,6 +121,12 @@ mod tests {
             listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
             overwriting: Some("helm (Update)".into()),
+            pending: vec![PendingChange {
+                output: "ConfigMap ops/kube9-operator-status".into(),
+                state: "health=degraded".into(),
+                since: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_262),
+                due: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_292),
+            }],
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -111,5 +138,10 @@ mod tests {
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
         assert_eq!(all["overwriting"], "helm (Update)");
         assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
+        assert_eq!(
+            all["pending"],
+            serde_json::json!([{"output": "ConfigMap ops/kube9-operator-status", "state": "health=degraded",
+                                "since": "2026-11-28T07:01:02Z", "publishAt": "2026-11-28T07:01:32Z"}])
+        );
     }
 }

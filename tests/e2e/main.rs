@@ -19,6 +19,7 @@ mod foreign_writer;
 mod get;
 mod get_extension;
 mod heartbeat;
+mod inertia;
 mod kept_connection;
 mod leader_pod;
 mod manifests;
