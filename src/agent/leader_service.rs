@@ -40,7 +40,7 @@ impl LeaderService {
     ) -> Option<Problem> {
         self.leader.observe(read_leader(client, &self.namespace, &self.lease), now);
         let leading = leading(&self.leader, now, grace);
-        self.endpoints.sync(client, leading);
+        self.endpoints.sync(client, leading, now);
         let view = view(leading, &self.pod, &self.leader, grace);
         shared.lock().unwrap_or_else(|p| p.into_inner()).leader = Some(view);
         self.endpoints.problem()

@@ -29,9 +29,11 @@
 
 use crate::kube::{Client, KubeError, ObjectRef};
 use crate::status::{Problem, Rule};
+use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use serde_json::{Value, json};
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 const API: &str = "/apis/discovery.k8s.io/v1";
 
@@ -40,6 +42,11 @@ const MANAGER: &str = "opstatus";
 
 /// Where the permission is granted.
 const GRANT: &str = "see manifests/components/leader-service";
+
+/// A failed request is tried again after 1 s, doubling up to a minute (an
+/// API server that does not serve the API at all is asked once a minute,
+/// not on every check).
+const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
 
 /// The most ports one slice names (the API allows 100; a leader's Service
 /// needs a few).
@@ -134,11 +141,27 @@ pub(crate) struct LeaderEndpoints {
     /// written; `None` until read, and after a refused write.
     known: Option<(Says, String)>,
     failure: Reported,
+    backoff: Backoff,
+    jitter: Jitter,
+    /// After a failure: not before then.
+    retry_at: Option<Instant>,
 }
 
 impl LeaderEndpoints {
     pub(crate) fn new(namespace: String, service: String, ports: Vec<ServicePort>, pod: String, ip: IpAddr) -> Self {
-        LeaderEndpoints { namespace, service, ports, pod, ip, known: None, failure: Reported::default() }
+        let (backoff, jitter) = (Backoff::new(RETRY.0, RETRY.1), Jitter::from_os());
+        LeaderEndpoints {
+            namespace,
+            service,
+            ports,
+            pod,
+            ip,
+            known: None,
+            failure: Reported::default(),
+            backoff,
+            jitter,
+            retry_at: None,
+        }
     }
 
     fn object(&self) -> ObjectRef<'_> {
@@ -147,14 +170,33 @@ impl LeaderEndpoints {
 
     /// Brings the slice to what it should say given `leading`: at most one
     /// read (only when what it says is not known and matters) and one write,
-    /// none when nothing changed.
-    pub(crate) fn sync(&mut self, client: &mut Client, leading: Leading<'_>) {
-        let result = self.try_sync(client, leading);
-        let failure = result.err().map(|e| self.explain(e));
+    /// none when nothing changed; after a failure, none until the backoff
+    /// has passed.
+    pub(crate) fn sync(&mut self, client: &mut Client, leading: Leading<'_>, now: Instant) {
+        if self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let failure = match self.try_sync(client, leading) {
+            Ok(()) => {
+                self.backoff.reset();
+                self.retry_at = None;
+                None
+            }
+            Err(e) => {
+                let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
+                self.retry_at = Some(now + delay);
+                Some(self.explain(e))
+            }
+        };
         self.failure.update(failure, log::Level::Warn, "The leader's EndpointSlice can be written again");
     }
 
     fn try_sync(&mut self, client: &mut Client, leading: Leading<'_>) -> Result<(), KubeError> {
+        // Another pod leads: the slice is its sidecar's to rewrite, so what
+        // this one knows of it is stale; read again if it matters again.
+        if matches!(leading, Leading::Pod(pod) if pod != self.pod) {
+            self.known = None;
+        }
         let known = self.known.as_ref().map(|(says, _)| *says);
         if known.is_none() && leading == Leading::Nobody {
             self.read(client)?;
@@ -236,7 +278,8 @@ impl LeaderEndpoints {
     /// A failure in words an admin can act on.
     fn explain(&self, e: KubeError) -> String {
         let slice = format!("EndpointSlice {}/{}", self.namespace, self.service);
-        if e.code() == Some(404) && !e.is_missing_object() {
+        // An apply creates a missing slice: a 404 is the API not served.
+        if e.code() == Some(404) {
             return format!(
                 "Cannot write {slice} of the leader's Service: this API server does not serve discovery.k8s.io/v1 \
                  EndpointSlices; --leader-service needs Kubernetes 1.21 or later"

@@ -21,6 +21,7 @@ mod get_extension;
 mod heartbeat;
 mod kept_connection;
 mod leader_pod;
+mod leader_service;
 mod manifests;
 mod monitoring;
 mod node_loopback;
