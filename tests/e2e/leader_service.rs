@@ -214,8 +214,12 @@ fn e2e_the_leaders_service_points_at_the_leaders_pod_follows_a_handover_and_empt
     assert_eq!((code, body.as_str()), (200, "leader: this pod (op-a) leads\n"));
     let (code, body, _) = get(addr_b, "/leader");
     assert_eq!((code, body.as_str()), (503, "not the leader: op-a leads\n"));
-    // Both pods stay Ready: /leader is no readiness.
-    assert_eq!((get(addr_a, "/readyz").0, get(addr_b, "/readyz").0), (200, 200));
+    // Both pods are Ready (once their first tick is served: the slice is
+    // written in the check before it): /leader is no readiness.
+    let ready = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        ((get(addr_a, "/readyz").0, get(addr_b, "/readyz").0) == (200, 200)).then_some(())
+    });
+    assert!(ready.is_some(), "{:?} {:?}", get(addr_a, "/readyz"), get(addr_b, "/readyz"));
 
     // While the Lease is only renewed, the slice costs nothing: no request
     // from either pod, however many checks go by.
