@@ -94,10 +94,22 @@ pub(crate) fn pod_ip(given: Option<&str>) -> Result<IpAddr, String> {
     const HOW: &str = "set it from the downward API: env POD_IP, valueFrom.fieldRef.fieldPath: status.podIP";
     match given {
         None => Err(format!("--leader-service points its Service at this pod's IP: POD_IP is not set ({HOW})")),
-        Some(ip) => ip.trim().parse().map_err(|_| {
-            let shown = crate::util::text::sanitize(ip, 64);
-            format!("--leader-service: POD_IP {shown:?} is not an IP address ({HOW})")
-        }),
+        Some(given) => {
+            let shown = crate::util::text::sanitize(given, 64);
+            let ip: IpAddr = given
+                .trim()
+                .parse()
+                .map_err(|_| format!("--leader-service: POD_IP {shown:?} is not an IP address ({HOW})"))?;
+            // The API server refuses them in an EndpointSlice (422), and no
+            // client elsewhere could reach them.
+            if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+                return Err(format!(
+                    "--leader-service: POD_IP {shown:?} is no address a client can reach the pod at (loopback, \
+                     unspecified or multicast: the API server refuses it in an EndpointSlice)"
+                ));
+            }
+            Ok(ip)
+        }
     }
 }
 
@@ -347,6 +359,10 @@ mod tests {
         let bad = pod_ip(Some("10.1.2")).unwrap_err();
         assert!(bad.starts_with(r#"--leader-service: POD_IP "10.1.2" is not an IP address"#), "{bad}");
         assert!(pod_ip(Some("")).is_err());
+        for unreachable in ["127.0.0.1", "::1", "0.0.0.0", "::", "224.0.0.1"] {
+            let refused = pod_ip(Some(unreachable)).unwrap_err();
+            assert!(refused.contains("the API server refuses it in an EndpointSlice"), "{refused}");
+        }
     }
 
     #[test]

@@ -271,7 +271,7 @@ fn e2e_the_leaders_service_needs_the_lease_and_the_pods_ip_or_it_does_not_start(
     let pod = cp.deploy("leader-service-usage");
     let base = ["once", "--leader-service", SERVICE, "--leader-service-port", "http:8080"];
     let env = replica_env(cp, &pod.sa, "op-a");
-    let cases: [(&[&str], Option<&str>, &str); 3] = [
+    let cases: [(&[&str], Option<&str>, &str); 4] = [
         (&[], Some(IP_A), "--leader-service points its Service at the operator's leader: give --follow-leader-lease"),
         (
             &["--follow-leader-lease", LEASE],
@@ -279,6 +279,7 @@ fn e2e_the_leaders_service_needs_the_lease_and_the_pods_ip_or_it_does_not_start(
             "--leader-service points its Service at this pod's IP: POD_IP is not set",
         ),
         (&["--follow-leader-lease", LEASE], Some("10.0.0"), "--leader-service: POD_IP \"10.0.0\" is not an IP address"),
+        (&["--follow-leader-lease", LEASE], Some("127.0.0.1"), "the API server refuses it in an EndpointSlice"),
     ];
     for (extra, ip, said) in cases {
         let mut env = env.clone();
