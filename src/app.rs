@@ -18,6 +18,7 @@ use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator::{InvolvedObject, Reporter};
+use crate::sinks::leader_endpoints::{self, LeaderEndpoints};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
 use crate::upgrade_hold;
@@ -191,13 +192,25 @@ fn agent_for(
     let identity = identity(settings, &pod);
     // The operator's leader Lease names pods: an --identity of its own
     // does not change which pod this instance runs in.
+    let pod_name = pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone());
+    let leader_endpoints = match &settings.leader_service {
+        Some(service) => Some(LeaderEndpoints::new(
+            target.namespace.clone(),
+            service.clone(),
+            settings.leader_service_ports.clone(),
+            pod_name.clone(),
+            leader_endpoints::pod_ip(pod.ip.as_deref()).map_err(Failure::Config)?,
+        )),
+        None => None,
+    };
     let config = AgentConfig {
         target,
         operator_namespace,
-        pod: pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone()),
+        pod: pod_name,
         identity,
         credentials: source,
         settings: settings.agent.clone(),
+        leader_endpoints,
     };
     // Once the configuration is known to be good: a bad one is one line.
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {

@@ -25,6 +25,7 @@
 //! hands the status over.
 
 mod leader;
+mod leader_service;
 mod lease;
 mod liveness;
 mod published;
@@ -35,24 +36,25 @@ mod startup;
 mod write;
 mod write_log;
 
-use crate::endpoint::prometheus::Metrics;
-use crate::endpoint::{Shared, Snapshot};
+use crate::endpoint::Shared;
 use crate::kube::Client;
 use crate::ready_file;
 use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
+use crate::sinks::leader_endpoints::LeaderEndpoints;
 use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
+use leader_service::LeaderService;
 use published::Content;
 use publisher::Publisher;
 use schedule::{Schedule, check_cadence};
+pub(crate) use served::starting;
 pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use write_log::WriteLog;
 
@@ -95,23 +97,6 @@ pub struct AgentSettings {
     pub upgradeable_inertia: crate::inertia::Windows,
 }
 
-/// What the endpoint serves before the agent's first tick: "Starting"
-/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
-/// agent is built and answer kubelet's first probe. The agent widens the
-/// liveness window by its worst tick once it knows its signals and sinks.
-pub(crate) fn starting(settings: &AgentSettings) -> Shared {
-    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
-    Arc::new(Mutex::new(Snapshot {
-        verdict: starting.clone(),
-        readiness: starting,
-        status: None,
-        metrics: Metrics::default(),
-        last_tick: Instant::now(),
-        liveness_window: liveness::window(settings.interval, Duration::ZERO),
-        pod_stopping: false,
-    }))
-}
-
 /// What the agent needs to know, fixed at start: its settings and what
 /// the composition root resolved (where to write, who it is).
 #[derive(Clone, Debug)]
@@ -126,6 +111,9 @@ pub(crate) struct AgentConfig {
     /// Where the Kubernetes credentials came from, for `/status`.
     pub credentials: String,
     pub settings: AgentSettings,
+    /// The leader's Service's EndpointSlice (`--leader-service`, with the
+    /// followed Lease); off when `None`.
+    pub leader_endpoints: Option<LeaderEndpoints>,
 }
 
 pub(crate) struct Agent {
@@ -173,6 +161,7 @@ pub(crate) struct Agent {
     health: Option<published::HeldHealth>,
     /// `Upgradeable` as the sinks publish it, for its Events.
     upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
+    leader_service: Option<LeaderService>,
 }
 
 impl Agent {
@@ -205,7 +194,12 @@ impl Agent {
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =
             liveness::window(config.settings.interval, worst_tick);
+        let lease = config.settings.follow_leader_lease.clone();
+        let leader_service = config.leader_endpoints.clone().zip(lease).map(|(endpoints, lease)| {
+            LeaderService::new(config.target.namespace.clone(), lease, config.pod.clone(), endpoints)
+        });
         Agent {
+            leader_service,
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
             signals,
@@ -280,6 +274,10 @@ impl Agent {
         let publishing = self.publisher.publishing();
         let mut observation = Observation::default();
         observation.problems.extend(self.publisher.problem(now));
+        let grace = crate::lock::lease_duration(self.interval());
+        if let Some(service) = self.leader_service.as_mut().filter(|_| !eager) {
+            observation.problems.extend(service.check(&mut self.client, now, grace, &self.shared));
+        }
         for signal in &mut self.signals {
             if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);

@@ -3,13 +3,16 @@
 //! answer from. Readiness answers for the operator, not for opstatus's own
 //! publishing ([`Agent::readiness`]).
 
-use super::{Agent, Content};
+use super::{Agent, AgentSettings, Content};
+use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::status_view::StatusView;
+use crate::endpoint::{Shared, Snapshot};
 use crate::ready_file;
 use crate::sinks::events::Events;
 use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
 use crate::util::time::write_rfc3339;
-use std::time::{Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 impl Agent {
     /// What readiness (`/readyz`, the readiness file) answers for. By
@@ -112,6 +115,24 @@ impl Agent {
         view.overwriting = self.publisher.overwriting().map(ToString::to_string);
         view.pending = self.pending();
     }
+}
+
+/// What the endpoint serves before the agent's first tick: "Starting"
+/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
+/// agent is built and answer kubelet's first probe. The agent widens the
+/// liveness window by its worst tick once it knows its signals and sinks.
+pub(crate) fn starting(settings: &AgentSettings) -> Shared {
+    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
+    Arc::new(Mutex::new(Snapshot {
+        verdict: starting.clone(),
+        readiness: starting,
+        status: None,
+        metrics: Metrics::default(),
+        last_tick: Instant::now(),
+        liveness_window: super::liveness::window(settings.interval, Duration::ZERO),
+        pod_stopping: false,
+        leader: None,
+    }))
 }
 
 /// `slot` set to `text`, its buffer reused when it has one.

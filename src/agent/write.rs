@@ -244,6 +244,7 @@ mod tests {
             pod: "pod-a".into(),
             credentials: "kubeconfig test".into(),
             settings,
+            leader_endpoints: None,
         };
         let shared = super::super::starting(&config.settings);
         Agent::new(Client::new(&creds).expect("a client"), config, Vec::new(), Sinks::default(), None, shared)

@@ -263,6 +263,28 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--leader-service",
+        env: "OPSTATUS_LEADER_SERVICE",
+        default: Default::Prose("off"),
+        help: "A Service without a selector (in the namespace) whose EndpointSlice points at the operator's leader's \
+               pod (POD_IP), kept by the leader's sidecar; needs --follow-leader-lease.",
+        kind: Kind::Value(|s, v| {
+            s.leader_service = Some(v.name(check_dns_label, "is not a valid Service name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--leader-service-port",
+        env: "OPSTATUS_LEADER_SERVICE_PORTS",
+        default: Default::Prose("none"),
+        help: "A port of --leader-service as the Service names it: [name:]port[/TCP|UDP|SCTP] (repeatable; env: \
+               comma-separated).",
+        kind: Kind::List(|s, v| {
+            s.leader_service_ports.push(v.parse(crate::sinks::leader_endpoints::parse_port)?);
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--events",
         env: "OPSTATUS_EVENTS",
         default: Default::Value("true"),
@@ -511,6 +533,8 @@ mod tests {
                 "--cluster-operator" => s.cluster_operator.is_none(),
                 "--identity" => s.identity.is_none(),
                 "--follow-leader-lease" => s.agent.follow_leader_lease.is_none(),
+                "--leader-service" => s.leader_service.is_none(),
+                "--leader-service-port" => s.leader_service_ports.is_empty(),
                 "--operand-version" => co.operand_versions.is_empty(),
                 "--version-file" => co.version_file.is_none(),
                 "--related-object" => co.related_objects.is_empty(),

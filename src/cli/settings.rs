@@ -7,6 +7,7 @@ use crate::inertia::Windows;
 use crate::pro::client::ApiKeySource;
 use crate::signals::probes::grammar::ProbeSpec;
 use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
+use crate::sinks::leader_endpoints::ServicePort;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,6 +54,11 @@ pub struct Settings {
     pub probes: ProbeSettings,
     /// OpenShift's ClusterOperator; off when `None`.
     pub cluster_operator: Option<ClusterOperatorSettings>,
+    /// The leader's Service (`--leader-service`): its EndpointSlice points
+    /// at the operator's leader; off when `None`.
+    pub leader_service: Option<String>,
+    /// The ports that slice names (`--leader-service-port`).
+    pub leader_service_ports: Vec<ServicePort>,
 }
 
 /// The operator's own health: watched URLs and heartbeat file.
@@ -143,6 +149,8 @@ pub(crate) fn defaults() -> Settings {
         operator_condition: None,
         probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
         cluster_operator: None,
+        leader_service: None,
+        leader_service_ports: Vec::new(),
     }
 }
 
@@ -180,6 +188,33 @@ fn check_collections(probes: &ProbeSettings) -> Result<(), ConfigError> {
     )))
 }
 
+/// The leader's Service follows the operator's Lease and names its ports.
+fn check_leader_service(s: &Settings) -> Result<(), ConfigError> {
+    use crate::sinks::leader_endpoints::MAX_PORTS;
+    let (service, ports) = (&s.leader_service, &s.leader_service_ports);
+    let named = |name: &str| ports.iter().filter(|p| p.name == name).count();
+    if let Some(twice) = ports.iter().find(|p| named(&p.name) > 1) {
+        let name = if twice.name.is_empty() { "(unnamed)" } else { &twice.name };
+        return Err(ConfigError(format!(
+            "--leader-service-port: the port name {name} is given twice (a Service's ports have distinct names)"
+        )));
+    }
+    let why = match service {
+        None if !ports.is_empty() => "--leader-service-port is for --leader-service: give --leader-service too",
+        Some(_) if s.agent.follow_leader_lease.is_none() => {
+            "--leader-service points its Service at the operator's leader: give --follow-leader-lease (the \
+             operator's leader-election Lease) too"
+        }
+        Some(_) if ports.is_empty() => {
+            "--leader-service needs the Service's ports: give --leader-service-port [name:]port[/protocol] (e.g. \
+             http:8080/TCP), as the Service names them"
+        }
+        Some(_) if ports.len() > MAX_PORTS => "--leader-service-port: at most 16 ports",
+        _ => return Ok(()),
+    };
+    Err(ConfigError(why.into()))
+}
+
 /// The rules between flags, and between the command and the flags.
 pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, ConfigError> {
     // Signals are checked at least as often as the heartbeat.
@@ -203,6 +238,7 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     if matches!(command, Command::Run | Command::Once) {
         check_collections(&s.probes)?;
     }
+    check_leader_service(&s)?;
     if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }

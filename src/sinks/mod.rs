@@ -24,6 +24,7 @@
 pub(crate) mod cluster_operator;
 pub(crate) mod configmap;
 pub(crate) mod events;
+pub(crate) mod leader_endpoints;
 pub(crate) mod operator_condition;
 pub(crate) mod upgradeable;
 

@@ -22,6 +22,7 @@ mod heartbeat;
 mod inertia;
 mod kept_connection;
 mod leader_pod;
+mod leader_service;
 mod manifests;
 mod monitoring;
 mod node_loopback;
