@@ -171,6 +171,7 @@ mod tests {
                 yielded_to: None,
                 credentials: String::new(),
                 overwriting: None,
+                conditions: Vec::new(),
             }),
             metrics: Metrics::default(),
             pod_stopping: false,

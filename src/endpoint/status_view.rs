@@ -4,11 +4,12 @@
 //! is the write that failed), the condition names no probed resource
 //! carries, the probed collections still being listed for the first time,
 //! the other writer the ConfigMap is left to, the one whose stale status
-//! it writes over, and the Kubernetes credentials this instance acts
-//! with. The agent leaves
+//! it writes over, the Kubernetes credentials this instance acts
+//! with, and the probed resources per condition type and status. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
+use crate::signals::probes::census::{ResourceConditions, STATUSES};
 use crate::status::StatusDocument;
 
 #[derive(Clone, Debug)]
@@ -27,6 +28,9 @@ pub(crate) struct StatusView {
     pub credentials: String,
     /// Another writer of a stale status that this instance writes over.
     pub overwriting: Option<String>,
+    /// The probed resources per condition type and status (bounded: at
+    /// most 32 resource types of at most 8 condition types).
+    pub conditions: Vec<ResourceConditions>,
 }
 
 impl StatusView {
@@ -62,8 +66,35 @@ impl StatusView {
             json.push_str(",\"listing\":");
             json.push_str(&serde_json::to_string(&self.listing).expect("strings serialise"));
         }
+        if !self.conditions.is_empty() {
+            json.push_str(",\"conditions\":");
+            conditions_json(&mut json, &self.conditions);
+        }
         json + "}"
     }
+}
+
+/// `[{"group":"example.com","kind":"Foo","types":{"Migrating":{"True":1,
+/// "False":9,"Unknown":0,"Absent":0}},"untracked":0}]`.
+fn conditions_json(json: &mut String, conditions: &[ResourceConditions]) {
+    use std::fmt::Write;
+    let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+    json.push('[');
+    for (i, r) in conditions.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let _ = write!(json, "{comma}{{\"group\":{},\"kind\":{},\"types\":{{", text(&r.group), text(&r.kind));
+        for (j, t) in r.types.iter().enumerate() {
+            let comma = if j == 0 { "" } else { "," };
+            let _ = write!(json, "{comma}{}:{{", text(&t.name));
+            for (k, (status, n)) in STATUSES.iter().zip(t.resources).enumerate() {
+                let comma = if k == 0 { "" } else { "," };
+                let _ = write!(json, "{comma}\"{status}\":{n}");
+            }
+            json.push('}');
+        }
+        let _ = write!(json, "}},\"untracked\":{}}}", r.untracked);
+    }
+    json.push(']');
 }
 
 #[cfg(test)]
@@ -83,13 +114,14 @@ mod tests {
             yielded_to: None,
             credentials: "service account ops/opstatus".into(),
             overwriting: None,
+            conditions: Vec::new(),
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "conditions"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -100,6 +132,17 @@ mod tests {
             listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
             overwriting: Some("helm (Update)".into()),
+            conditions: vec![ResourceConditions {
+                group: "example.com".into(),
+                kind: "Foo".into(),
+                types: vec![crate::signals::probes::census::TypeCounts {
+                    name: "Migrating".into(),
+                    resources: [0, 1, 9, 2],
+                    oldest: [0; 4],
+                }],
+                untracked: 3,
+                untracked_names: vec![],
+            }],
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -111,5 +154,10 @@ mod tests {
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
         assert_eq!(all["overwriting"], "helm (Update)");
         assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
+        assert_eq!(
+            all["conditions"],
+            serde_json::json!([{"group": "example.com", "kind": "Foo", "untracked": 3,
+                "types": {"Migrating": {"Absent": 0, "True": 1, "False": 9, "Unknown": 2}}}])
+        );
     }
 }
