@@ -262,19 +262,19 @@ impl Prober {
         let mut noted = Vec::new();
         let mut partial = false;
         let (mut conditions, cap) = (Vec::new(), self.condition_types);
-        let mut count = |c: &Collection, s: &store::Store| {
+        let mut count = |c: &Collection, s: &mut store::Store| {
             census::merge(&mut conditions, (&c.spec.group, &c.kind), s.census(), cap)
         };
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
-                        Ok(store) => {
+                        Ok(mut store) => {
                             partial |= !store.holds_all();
                             noted.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
-                            count(c, &store);
+                            count(c, &mut store);
                         }
                         Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
                     }
@@ -283,9 +283,9 @@ impl Prober {
             Some(nudge) => {
                 self.keep_watching(client, collections, &nudge, &mut problems);
                 for w in &self.watchers {
-                    let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
                     problems.extend(shared.health.problem_at(now).cloned());
-                    match &shared.store {
+                    match &mut shared.store {
                         Some(store) => {
                             partial |= !store.holds_all();
                             noted.extend(w.collection.store_problem(store));

@@ -9,6 +9,10 @@
 
 use super::MAX_RESOURCES;
 use super::census::{TypeCounts, count, row_of};
+
+/// What [`Store::census`] gives: the counts per counted type, the
+/// resources with a type not counted, and a few of those types.
+type Census = (Vec<TypeCounts>, u64, Vec<Box<str>>);
 use super::grammar::ProbeSpec;
 use super::table::{Marks, Row, Table};
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
@@ -33,6 +37,9 @@ pub(crate) struct Store {
     /// order first seen: at most the spec's `condition_types`; each
     /// resource's [`Row`] indexes them.
     tracked: Vec<Box<str>>,
+    /// The last [`Store::census`], until a resource changes: a check of a
+    /// quiet collection reads no row.
+    counted: Option<Census>,
     /// New resources not kept because the store holds [`MAX_RESOURCES`]:
     /// reported until a list that fits replaces the store.
     beyond: u64,
@@ -209,6 +216,7 @@ impl Store {
     /// them ([`Table::push`]); sorted by [`Store::shrink_to_fit`] or the
     /// first watch event. Past [`MAX_RESOURCES`] it is only counted.
     pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
+        self.counted = None;
         let (key, marks, row) = match parsed {
             Parsed::Read(item) => {
                 self.note_types(&item);
@@ -235,14 +243,18 @@ impl Store {
     /// The counts per counted condition type and status, the resources
     /// carrying a type not counted, and a few of those types (from the
     /// ones remembered for the typo check).
-    pub(crate) fn census(&self) -> (Vec<TypeCounts>, u64, Vec<Box<str>>) {
+    pub(crate) fn census(&mut self) -> Census {
+        if let Some(counted) = &self.counted {
+            return counted.clone();
+        }
         let (types, untracked) = count(self.objects.rows(), &self.tracked);
         let names = if untracked == 0 {
             Vec::new()
         } else {
             self.types.iter().filter(|t| !self.tracked.contains(t)).take(3).cloned().collect()
         };
-        (types, untracked, names)
+        self.counted = Some((types, untracked, names));
+        self.counted.clone().unwrap_or_default()
     }
 
     /// What is wrong with what it holds: resources past [`MAX_RESOURCES`],
@@ -332,6 +344,7 @@ impl Store {
     /// Sets `key`'s marks; the ones it replaced. A new key past
     /// [`MAX_RESOURCES`] is not kept, only counted.
     fn put(&mut self, key: &str, marks: Marks, row: &Row) -> Option<Marks> {
+        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => Some(self.objects.replace(at, marks, row)),
@@ -347,6 +360,7 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
+        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => Some(self.objects.remove(at)),
@@ -714,6 +728,7 @@ mod tests {
         assert_eq!((types[0].resources, types[0].oldest), ([2, 0, 0, 0], [0; 4]));
         let off = ProbeSpec { condition_types: 0, ..spec };
         let mut none = Store::default();
+        assert!(store.counted.is_some(), "kept until a resource changes");
         none.apply(&timed("ADDED", "a", 1, &[("Migrating", "True", "2026-01-01T00:00:00Z")]), &off);
         assert_eq!(none.census(), (vec![], 0, vec![]), "0: nothing counted, no row kept");
     }
