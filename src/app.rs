@@ -156,7 +156,8 @@ fn agent_for(
     }
     let probes = &settings.probes;
     let mut prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone())
-        .within(settings.agent.interval);
+        .within(settings.agent.interval)
+        .condition_metrics(probes.condition_types);
     if let Some(nudge) = nudge {
         prober = prober.watching(nudge);
     }

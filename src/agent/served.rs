@@ -68,6 +68,10 @@ impl Agent {
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
+        match self.observation.probes.as_ref() {
+            Some(p) => shared.metrics.resource_conditions.clone_from(&p.conditions),
+            None => shared.metrics.resource_conditions.clear(),
+        }
         shared.metrics.publishing = publishing;
         shared.metrics.yielded = self.publisher.yielding_to().is_some();
         shared.metrics.events = self.events.as_ref().map(Events::counts);
@@ -89,6 +93,7 @@ impl Agent {
             credentials: self.config.credentials.clone(),
             overwriting: self.publisher.overwriting().map(ToString::to_string),
             pending: self.pending(),
+            conditions: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.conditions.clone()),
         }
     }
 
@@ -114,6 +119,7 @@ impl Agent {
         view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
         view.overwriting = self.publisher.overwriting().map(ToString::to_string);
         view.pending = self.pending();
+        view.conditions.clone_from(probes.map_or(&Vec::new(), |p| &p.conditions));
     }
 }
 

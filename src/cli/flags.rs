@@ -456,6 +456,21 @@ pub(crate) const FLAGS: &[Flag] = &[
             Ok(())
         }),
     },
+    Flag {
+        name: "--condition-metrics-max-types",
+        env: "OPSTATUS_CONDITION_METRICS_MAX_TYPES",
+        default: Default::Value("8"),
+        help: "Probes: how many condition types per probed resource type get metrics of their own (0 to 8; \
+               0: none); resources with other types are counted in one series.",
+        kind: Kind::Value(|s, v| {
+            let most = crate::signals::probes::census::DEFAULT_TYPES;
+            s.probes.condition_types = v.parse(|text| match text.parse::<usize>() {
+                Ok(n) if n <= most => Ok(n),
+                _ => Err(format!("must be a whole number from 0 to {most}")),
+            })?;
+            Ok(())
+        }),
+    },
 ];
 
 #[cfg(test)]

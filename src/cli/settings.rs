@@ -95,6 +95,8 @@ pub struct ProbeSettings {
     pub crds: Vec<String>,
     /// Where namespaced probed resources are listed; empty: everywhere.
     pub namespaces: Vec<String>,
+    /// Condition types per resource type with metrics of their own.
+    pub condition_types: usize,
 }
 
 /// Everything about the ClusterOperator: it exists only with a name, so a
@@ -147,7 +149,12 @@ pub(crate) fn defaults() -> Settings {
             allow_insecure_server_url: false,
         },
         operator_condition: None,
-        probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
+        probes: ProbeSettings {
+            specs: Vec::new(),
+            crds: Vec::new(),
+            namespaces: Vec::new(),
+            condition_types: crate::signals::probes::census::DEFAULT_TYPES,
+        },
         cluster_operator: None,
         leader_service: None,
         leader_service_ports: Vec::new(),

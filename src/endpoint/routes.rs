@@ -178,6 +178,7 @@ mod tests {
                 credentials: String::new(),
                 overwriting: None,
                 pending: Vec::new(),
+                conditions: Vec::new(),
             }),
             metrics: Metrics::default(),
             pod_stopping: false,

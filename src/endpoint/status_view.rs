@@ -6,11 +6,13 @@
 //! the other writer the ConfigMap is left to, the one whose stale status
 //! it writes over, the Kubernetes credentials this instance acts
 //! with, and the changes held back under inertia with when each would be
-//! published ([`crate::inertia`]). The agent leaves
+//! published ([`crate::inertia`]), and the probed resources per condition
+//! type and status. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
 use crate::inertia::PendingChange;
+use crate::signals::probes::census::{ResourceConditions, STATUSES};
 use crate::status::StatusDocument;
 use crate::util::time::format_rfc3339;
 
@@ -32,6 +34,9 @@ pub(crate) struct StatusView {
     pub overwriting: Option<String>,
     /// The changes held back under inertia.
     pub pending: Vec<PendingChange>,
+    /// The probed resources per condition type and status (bounded: at
+    /// most 32 resource types of at most 8 condition types).
+    pub conditions: Vec<ResourceConditions>,
 }
 
 impl StatusView {
@@ -82,8 +87,35 @@ impl StatusView {
             }
             json.push(']');
         }
+        if !self.conditions.is_empty() {
+            json.push_str(",\"conditions\":");
+            conditions_json(&mut json, &self.conditions);
+        }
         json + "}"
     }
+}
+
+/// `[{"group":"example.com","kind":"Foo","types":{"Migrating":{"True":1,
+/// "False":9,"Unknown":0,"Absent":0}},"untracked":0}]`.
+fn conditions_json(json: &mut String, conditions: &[ResourceConditions]) {
+    use std::fmt::Write;
+    let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+    json.push('[');
+    for (i, r) in conditions.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let _ = write!(json, "{comma}{{\"group\":{},\"kind\":{},\"types\":{{", text(&r.group), text(&r.kind));
+        for (j, t) in r.types.iter().enumerate() {
+            let comma = if j == 0 { "" } else { "," };
+            let _ = write!(json, "{comma}{}:{{", text(&t.name));
+            for (k, (status, n)) in STATUSES.iter().zip(t.resources).enumerate() {
+                let comma = if k == 0 { "" } else { "," };
+                let _ = write!(json, "{comma}\"{status}\":{n}");
+            }
+            json.push('}');
+        }
+        let _ = write!(json, "}},\"untracked\":{}}}", r.untracked);
+    }
+    json.push(']');
 }
 
 #[cfg(test)]
@@ -104,13 +136,14 @@ mod tests {
             credentials: "service account ops/opstatus".into(),
             overwriting: None,
             pending: Vec::new(),
+            conditions: Vec::new(),
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending", "conditions"] {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -127,6 +160,17 @@ mod tests {
                 since: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_262),
                 due: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_292),
             }],
+            conditions: vec![ResourceConditions {
+                group: "example.com".into(),
+                kind: "Foo".into(),
+                types: vec![crate::signals::probes::census::TypeCounts {
+                    name: "Migrating".into(),
+                    resources: [0, 1, 9, 2],
+                    oldest: [0; 4],
+                }],
+                untracked: 3,
+                untracked_names: vec![],
+            }],
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -142,6 +186,11 @@ mod tests {
             all["pending"],
             serde_json::json!([{"output": "ConfigMap ops/kube9-operator-status", "state": "health=degraded",
                                 "since": "2026-11-28T07:01:02Z", "publishAt": "2026-11-28T07:01:32Z"}])
+        );
+        assert_eq!(
+            all["conditions"],
+            serde_json::json!([{"group": "example.com", "kind": "Foo", "untracked": 3,
+                "types": {"Migrating": {"Absent": 0, "True": 1, "False": 9, "Unknown": 2}}}])
         );
     }
 }

@@ -301,6 +301,18 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "--degraded-inertia: \"2m,-1\" gives the window towards better as \"-1\", which is not a duration",
     },
+    Case {
+        args: &["--condition-metrics-max-types", "9"],
+        env: &[],
+        sa_files: &[],
+        expect: "--condition-metrics-max-types: \"9\" must be a whole number from 0 to 8",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_CONDITION_METRICS_MAX_TYPES", "-1")],
+        sa_files: &[],
+        expect: "OPSTATUS_CONDITION_METRICS_MAX_TYPES: \"-1\" must be a whole number from 0 to 8",
+    },
 ];
 
 #[test]
