@@ -143,7 +143,8 @@ mod tests {
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending", "conditions"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending", "conditions"]
+        {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
