@@ -1,47 +1,43 @@
 //! Who leads, for the leader's Service and `/leader`
-//! (`--leader-service`): the operator's Lease read on every check into a
-//! [`Leader`] of its own, judged with the clock as the publisher judges it
-//! ([`leading`], pure), and handed to the EndpointSlice
+//! (`--leader-service`): the operator's Lease as the publisher read it on
+//! this check (one read serves both), judged with the clock as the
+//! publisher judges it ([`leading`], pure), and handed to the EndpointSlice
 //! ([`LeaderEndpoints`]) and to what `/leader` answers. Readiness is never
 //! touched: standby pods stay Ready, so rollouts proceed.
 
 use super::leader::Leader;
-use super::lease::read_leader;
 use crate::endpoint::{LeaderView, Shared};
 use crate::kube::Client;
 use crate::sinks::leader_endpoints::{LeaderEndpoints, Leading};
 use crate::status::Problem;
 use std::time::{Duration, Instant};
 
-/// The leader's Service, and the Lease that says who leads.
+/// The leader's Service, kept from who leads.
 pub(super) struct LeaderService {
-    namespace: String,
-    /// The operator's Lease (`--follow-leader-lease`).
-    lease: String,
     pod: String,
     endpoints: LeaderEndpoints,
-    leader: Leader,
 }
 
 impl LeaderService {
-    pub(super) fn new(namespace: String, lease: String, pod: String, endpoints: LeaderEndpoints) -> LeaderService {
-        LeaderService { namespace, lease, pod, endpoints, leader: Leader::default() }
+    pub(super) fn new(pod: String, endpoints: LeaderEndpoints) -> LeaderService {
+        LeaderService { pod, endpoints }
     }
 
-    /// One check: reads the Lease, keeps the slice, says what `/leader`
-    /// answers; a slice that cannot be kept is a problem of the status.
-    /// `grace`: how long failed Lease reads keep the last answer.
+    /// One check: from the Lease as last read (`leader`), keeps the slice
+    /// and says what `/leader` answers; a slice that cannot be kept is a
+    /// problem of the status. `grace`: how long failed Lease reads keep
+    /// the last answer.
     pub(super) fn check(
         &mut self,
         client: &mut Client,
+        leader: &Leader,
         now: Instant,
         grace: Duration,
         shared: &Shared,
     ) -> Option<Problem> {
-        self.leader.observe(read_leader(client, &self.namespace, &self.lease), now);
-        let leading = leading(&self.leader, now, grace);
+        let leading = leading(leader, now, grace);
         self.endpoints.sync(client, leading, now);
-        let view = view(leading, &self.pod, &self.leader, grace);
+        let view = view(leading, &self.pod, leader, grace);
         shared.lock().unwrap_or_else(|p| p.into_inner()).leader = Some(view);
         self.endpoints.problem()
     }

@@ -194,10 +194,13 @@ impl Agent {
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =
             liveness::window(config.settings.interval, worst_tick);
-        let lease = config.settings.follow_leader_lease.clone();
-        let leader_service = config.leader_endpoints.clone().zip(lease).map(|(endpoints, lease)| {
-            LeaderService::new(config.target.namespace.clone(), lease, config.pod.clone(), endpoints)
-        });
+        // The settings refuse a leader's Service without a followed Lease.
+        let following = config.settings.follow_leader_lease.is_some();
+        let leader_service = config
+            .leader_endpoints
+            .clone()
+            .filter(|_| following)
+            .map(|endpoints| LeaderService::new(config.pod.clone(), endpoints));
         Agent {
             leader_service,
             client,
@@ -276,7 +279,8 @@ impl Agent {
         observation.problems.extend(self.publisher.problem(now));
         let grace = crate::lock::lease_duration(self.interval());
         if let Some(service) = self.leader_service.as_mut().filter(|_| !eager) {
-            observation.problems.extend(service.check(&mut self.client, now, grace, &self.shared));
+            let leader = self.publisher.leader();
+            observation.problems.extend(service.check(&mut self.client, leader, now, grace, &self.shared));
         }
         for signal in &mut self.signals {
             if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {

@@ -14,6 +14,7 @@
 
 mod machine;
 
+use super::leader::Leader;
 use super::lease::read_leader;
 use super::startup::Startup;
 use crate::kube::{Client, KubeError};
@@ -184,6 +185,12 @@ impl Publisher {
     pub(super) fn problem(&self, now: Instant) -> Option<Problem> {
         let why = self.machine.memory.leader.problem(now, self.machine.rules.lease, SystemTime::now())?;
         Some(Problem::degraded(Rule::Publishing, why))
+    }
+
+    /// Who leads the operator, as its Lease answered on this check (when
+    /// followed): the leader's Service reads it here rather than again.
+    pub(super) fn leader(&self) -> &Leader {
+        &self.machine.memory.leader
     }
 
     /// On each check: with a followed Lease everyone reads it and decides
