@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use support::control_plane::{ControlPlane, Deployed, ROOT, shared};
 use support::http::{endpoint_from_log, get};
 use support::replicas::{another_replica, bind_role, replica_env};
@@ -171,6 +171,11 @@ fn wait_for_addresses(client: &mut Client, ns: &str, want: &[&str], logs: &[&Run
     );
 }
 
+/// How many times `user` read the operator's Lease, as the audit log has it.
+fn lease_reads(cp: &ControlPlane, user: &str) -> usize {
+    cp.audit_events(user).iter().filter(|e| e.verb == "get" && e.uri.contains("/leases/")).count()
+}
+
 /// Requests `user` made on endpointslices, as the audit log has them.
 fn slice_requests(cp: &ControlPlane, user: &str) -> Vec<String> {
     let events = cp.audit_events(user).into_iter().filter(|e| e.uri.contains("/endpointslices"));
@@ -225,9 +230,15 @@ fn e2e_the_leaders_service_points_at_the_leaders_pod_follows_a_handover_and_empt
     // from either pod, however many checks go by.
     let version = written["metadata"]["resourceVersion"].clone();
     let before = (slice_requests(cp, &pod.user), slice_requests(cp, &user_b));
+    let (lease_reads_before, watched) = (lease_reads(cp, &pod.user), Instant::now());
     stand_in.renewed(10);
     assert_eq!(slice(&mut client, ns).unwrap()["metadata"]["resourceVersion"], version);
     assert_eq!((slice_requests(cp, &pod.user), slice_requests(cp, &user_b)), before.clone());
+    // The Service reads who leads from the publisher's read of the Lease:
+    // one read per check (a second of checks), not two.
+    let reads = lease_reads(cp, &pod.user) - lease_reads_before;
+    let checks = watched.elapsed().as_secs_f64().ceil() as usize + 2;
+    assert!(reads <= checks, "{reads} Lease reads in {:?} of 1 s checks", watched.elapsed());
     // What it cost to get here: one apply that created the slice (name-
     // restricted `create`) from the leader; one read from the standby.
     assert_eq!(before.0, ["patch 201"], "{}", a.stderr());
