@@ -159,7 +159,7 @@ run_e2e() {
 current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operator_condition
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start probe_unreadable probe_first_list first_hour get client_certificate
-  kept_connection operator_starting probe_cache_list olm_kube9)
+  kept_connection operator_starting probe_cache_list olm_kube9 inertia leader_service)
 # Every real-node module runs on both nodes: v1.20's and the current one's
 # (kubelet, scheduler and controller-manager from the same directory),
 # where the native sidecar runs.
@@ -195,12 +195,35 @@ start_lane() {
 # `node_quick_start::`.
 skip_nodes=()
 for m in "${node_modules[@]}"; do skip_nodes+=(--skip "$m::"); done
+# The longest tests (each minutes of one big list or restart; see
+# `scripts/lib/test-times.py` for how they were found) in a test process of
+# their own beside the others': libtest starts tests in name order, so in
+# one process `probe_first_list` started minutes in and set the run's end.
+first_modules=(probe_first_list probe_scale probe_watch)
+# LABEL FLAVOR MODULE...: the given modules (all but the nodes' when none)
+# in two processes at once, the longest ones and the others.
+run_e2e_split() {
+  local label=$1 flavor=$2 m status=0 first=() others=() skip_first=()
+  shift 2
+  for m in "${first_modules[@]}"; do
+    if [ "$#" -eq 0 ] || [[ " $* " == *" $m "* ]]; then first+=("$m::"); fi
+    skip_first+=(--skip "$m::")
+  done
+  for m in "$@"; do [[ " ${first_modules[*]} " == *" $m "* ]] || others+=("$m::"); done
+  if [ "${#first[@]}" -gt 0 ]; then
+    run_e2e "$label (the longest)" "$flavor" "${first[@]}" "${skip_nodes[@]}" &
+    local first_pid=$!
+  fi
+  run_e2e "$label" "$flavor" "${others[@]}" "${skip_first[@]}" "${skip_nodes[@]}" || status=1
+  if [ -n "${first_pid:-}" ]; then wait "$first_pid" || status=1; fi
+  return "$status"
+}
 lane_current() {
-  run_e2e "end-to-end tests on kube-apiserver $current_version" bin-dir "${current_modules[@]/%/::}" "${skip_nodes[@]}"
+  run_e2e_split "end-to-end tests on kube-apiserver $current_version" bin-dir "${current_modules[@]}"
 }
 lane_older() {
   wait_for_kube apiserver || return 1
-  run_e2e "end-to-end tests on v1.20 (but the real node's)" "" "${skip_nodes[@]}"
+  run_e2e_split "end-to-end tests on v1.20 (but the real node's)" ""
 }
 lane_nodes() {
   local status=0

@@ -18,6 +18,7 @@ use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::events::Recorder;
 use crate::sinks::events::correlator::{InvolvedObject, Reporter};
+use crate::sinks::leader_endpoints::{self, LeaderEndpoints};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;
 use crate::upgrade_hold;
@@ -155,7 +156,8 @@ fn agent_for(
     }
     let probes = &settings.probes;
     let mut prober = Prober::new(probes.specs.clone(), probes.crds.clone(), probes.namespaces.clone())
-        .within(settings.agent.interval);
+        .within(settings.agent.interval)
+        .condition_metrics(probes.condition_types);
     if let Some(nudge) = nudge {
         prober = prober.watching(nudge);
     }
@@ -172,7 +174,9 @@ fn agent_for(
                  (add --probe or --probe-from-crd-annotations)"
             );
         }
-        sinks.add(Box::new(OperatorConditionSink::new(operator_namespace.clone(), name.clone())));
+        let sink =
+            OperatorConditionSink::new(operator_namespace.clone(), name.clone(), settings.agent.upgradeable_inertia);
+        sinks.add(Box::new(sink));
     }
     if let Some(co) = &settings.cluster_operator {
         if probing {
@@ -189,13 +193,25 @@ fn agent_for(
     let identity = identity(settings, &pod);
     // The operator's leader Lease names pods: an --identity of its own
     // does not change which pod this instance runs in.
+    let pod_name = pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone());
+    let leader_endpoints = match &settings.leader_service {
+        Some(service) => Some(LeaderEndpoints::new(
+            target.namespace.clone(),
+            service.clone(),
+            settings.leader_service_ports.clone(),
+            pod_name.clone(),
+            leader_endpoints::pod_ip(pod.ip.as_deref()).map_err(Failure::Config)?,
+        )),
+        None => None,
+    };
     let config = AgentConfig {
         target,
         operator_namespace,
-        pod: pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone()),
+        pod: pod_name,
         identity,
         credentials: source,
         settings: settings.agent.clone(),
+        leader_endpoints,
     };
     // Once the configuration is known to be good: a bad one is one line.
     if let Some(warning) = reader::placement_warning(&config.target.namespace, &config.target.name) {
@@ -269,7 +285,8 @@ fn cluster_operator(
     related.extend(co.related_objects.iter().cloned());
     let mut targets = vec![Version::new(OPERATOR, &settings.agent.operator_version)];
     targets.extend(co.operand_versions.iter().cloned());
-    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, co.degraded_inertia)
+    let (degraded, upgradeable) = (co.degraded_inertia, settings.agent.upgradeable_inertia);
+    ClusterOperatorSink::new(co.name.clone(), targets, co.version_file.clone(), related, degraded, upgradeable)
 }
 
 /// What drives `Upgradeable`, for must-gather (`oc adm inspect` collects a

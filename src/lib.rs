@@ -29,7 +29,7 @@
 //! | `sinks` | where the verdict goes: the status ConfigMap (primary), OperatorCondition, ClusterOperator, Kubernetes Events |
 //! | `endpoint` | the probe and metrics endpoint (its own thread), Prometheus text |
 //! | `kube` | the minimal Kubernetes REST client, credentials, object names |
-//! | `status`, `conditions`, `expr`, `reader`, `ready_file`, `writers` | pure cores: the kube9 document and health rules, metav1.Condition semantics, condition expressions, the reader's interpretation, the readiness file, who else writes the status |
+//! | `status`, `conditions`, `expr`, `reader`, `ready_file`, `writers`, `inertia` | pure cores: the kube9 document and health rules, metav1.Condition semantics, condition expressions, the reader's interpretation, the readiness file, who else writes the status, inertia |
 //! | `util` | backoff, time, signals, logging, the outbound HTTP policy |
 //!
 //! Modules are private; what the integration tests and the fuzz targets
@@ -44,6 +44,7 @@ pub mod cli;
 mod conditions;
 mod endpoint;
 mod expr;
+mod inertia;
 mod kube;
 mod lock;
 mod pro;

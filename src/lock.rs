@@ -176,6 +176,9 @@ pub(crate) enum OwnOperator {
     /// operator is not up).
     Answered,
     /// They have never passed, and the instance started this long ago.
+    /// The lock takes no notice: until the start-up allowance is spent the
+    /// instance publishes nothing at all (`agent::startup`), and past it
+    /// a broken operator beside the only instance is reported.
     NotYet(Duration),
     /// kubelet's preStop hook came this long ago: the pod, and its
     /// operator with it, is being stopped.
@@ -210,20 +213,25 @@ impl OwnState {
         self.stopping.get_or_insert(now);
     }
 
+    /// How long the health checks have gone without passing once since the
+    /// instance started; `None` once they passed, or when nothing said.
+    pub(crate) fn unanswered_for(&self, now: Instant) -> Option<Duration> {
+        (self.answered == Some(false)).then(|| now.saturating_duration_since(self.started))
+    }
+
     pub(crate) fn at(&self, now: Instant) -> OwnOperator {
-        match (self.stopping, self.answered) {
+        match (self.stopping, self.unanswered_for(now)) {
             (Some(since), _) => OwnOperator::Stopping(now.saturating_duration_since(since)),
-            (None, Some(false)) => OwnOperator::NotYet(now.saturating_duration_since(self.started)),
+            (None, Some(waited)) => OwnOperator::NotYet(waited),
             _ => OwnOperator::Answered,
         }
     }
 }
 
-/// How long an instance whose operator has not answered yet leaves a free
-/// lock to the others: one heartbeat (what readers wait between two
-/// writes anyway), at least 15 s (an operator's process takes a moment to
-/// serve its health endpoint), never longer than a lease (so it never
-/// holds back longer than an expired lock does).
+/// How long a stopping instance leaves a free lock to the others: one
+/// heartbeat (what readers wait between two writes anyway), at least 15 s,
+/// never longer than a lease (so it never holds back longer than an
+/// expired lock does).
 pub(crate) fn operator_wait(interval: Duration) -> Duration {
     interval.max(MIN_OPERATOR_WAIT).min(lease_duration(interval))
 }
@@ -258,18 +266,13 @@ impl Observer {
 /// `--identity` of its own names the instance, not its pod).
 ///
 /// `own` is what `me` knows of its own operator. A lock that is free
-/// (released, expired, unreadable) is not taken by an instance whose
-/// operator has not answered since it started, for up to `wait` after its
-/// start: in a rolling update the new pod's sidecar starts before its
-/// operator, and taking the lock the old holder handed over would publish
-/// "connection refused" for an operator that is only starting, while an
-/// instance beside an operator that answers can take it. Past `wait` it
-/// takes it all the same (it may be the only instance: a broken operator
-/// is reported, never silenced). So is a free lock for up to `wait` after
+/// (released, expired, unreadable) is not taken for up to `wait` after
 /// kubelet's preStop hook said the pod is stopping (its operator is going
 /// away: the status is for the instances that stay). A status nobody ever
 /// wrote, and a lock that is already `me`'s (a restarted container), are
-/// taken at once.
+/// taken at once. (An instance whose operator has not answered since it
+/// started does not get this far: it publishes nothing for the start-up
+/// allowance, `agent::startup`.)
 pub(crate) fn decide(
     me: &str,
     pod: &str,
@@ -289,11 +292,6 @@ pub(crate) fn decide(
         Seen::Record(r) => r.holder_identity.is_empty() || unchanged_for >= r.lease(),
     };
     match (free, own) {
-        (true, OwnOperator::NotYet(since_start)) if since_start < wait => Decision::StandBy(format!(
-            "the operator has not answered its health check yet: leaving the free lock to an instance whose \
-             operator does, for up to {}s after start",
-            wait.as_secs()
-        )),
         (true, OwnOperator::Stopping(since)) if since < wait => Decision::StandBy(format!(
             "this pod is stopping: leaving the free lock to the instances that stay, for up to {}s",
             wait.as_secs()
@@ -556,41 +554,33 @@ mod tests {
     }
 
     #[test]
-    fn an_instance_whose_operator_has_not_answered_leaves_a_free_lock_to_others_for_a_while() {
+    fn the_lock_takes_no_notice_of_an_operator_that_has_not_answered() {
+        // The start-up allowance keeps such an instance from publishing at
+        // all; past it, a free lock is taken (a broken operator beside the
+        // only instance is reported, never silenced), a live one left.
         let wait = Duration::from_secs(60);
         let lease = Duration::from_secs(130);
         let starting = |since_start: u64| OwnOperator::NotYet(Duration::from_secs(since_start));
         let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
         let unreadable = Seen::parse(Some("garbage"));
-        for free in [&released, &unreadable] {
-            // Not taken while the operator has not answered, within the wait...
-            for since_start in [0, 1, 59] {
-                let Decision::StandBy(why) = decide("b", "b", free, Duration::ZERO, None, starting(since_start), wait)
-                else {
-                    panic!("took a free lock {since_start} s after start, the operator not answering yet")
-                };
-                assert!(why.starts_with("the operator has not answered its health check yet"), "{why}");
-                assert!(why.ends_with("for up to 60s after start"), "the same words on every check: {why}");
-            }
-            // ...taken once it answers, and past the wait all the same: a
-            // broken operator beside the only instance is still reported.
-            assert_eq!(decide("b", "b", free, Duration::ZERO, None, OwnOperator::Answered, wait), Decision::Publish);
-            assert_eq!(decide("b", "b", free, Duration::ZERO, None, starting(60), wait), Decision::Publish);
-        }
-        // An expired lock: the same.
         let expired = held_by("a");
-        assert!(matches!(decide("b", "b", &expired, lease, None, starting(10), wait), Decision::StandBy(_)));
-        assert_eq!(decide("b", "b", &expired, lease, None, starting(60), wait), Decision::Publish);
-        // A live holder is left alone as ever, whatever the operator does.
-        assert_eq!(
-            decide("b", "b", &expired, Duration::ZERO, None, OwnOperator::Answered, wait),
-            Decision::StandBy("a publishes".into())
-        );
-        // A status nobody wrote, its own lock (a restarted container), the
-        // operator's leader: at once.
-        assert_eq!(decide("b", "b", &Seen::Absent, Duration::ZERO, None, starting(0), wait), Decision::Publish);
-        assert_eq!(decide("a", "a", &expired, Duration::ZERO, None, starting(0), wait), Decision::Publish);
-        assert_eq!(decide("b", "b", &released, Duration::ZERO, Some(Ok("b")), starting(0), wait), Decision::Publish);
+        for since_start in [0, 61] {
+            for free in [&released, &unreadable] {
+                assert_eq!(
+                    decide("b", "b", free, Duration::ZERO, None, starting(since_start), wait),
+                    Decision::Publish
+                );
+            }
+            assert_eq!(decide("b", "b", &expired, lease, None, starting(since_start), wait), Decision::Publish);
+            assert_eq!(
+                decide("b", "b", &expired, Duration::ZERO, None, starting(since_start), wait),
+                Decision::StandBy("a publishes".into())
+            );
+            assert_eq!(
+                decide("b", "b", &Seen::Absent, Duration::ZERO, None, starting(since_start), wait),
+                Decision::Publish
+            );
+        }
     }
 
     #[test]
@@ -613,9 +603,12 @@ mod tests {
         let s = Duration::from_secs;
         let mut own = OwnState::new(t0);
         assert_eq!(own.at(t0 + s(5)), OwnOperator::Answered, "nobody said: nothing to wait for");
+        assert_eq!(own.unanswered_for(t0 + s(5)), None);
         assert!(!own.checked(false));
         assert_eq!(own.at(t0 + s(5)), OwnOperator::NotYet(s(5)));
+        assert_eq!(own.unanswered_for(t0 + s(5)), Some(s(5)), "counted from the start, not the first check");
         assert!(own.checked(true), "the first answer");
+        assert_eq!(own.unanswered_for(t0 + s(6)), None);
         assert!(!own.checked(false), "then down again: it has answered once");
         assert!(!own.checked(true));
         assert_eq!(own.at(t0 + s(9)), OwnOperator::Answered);

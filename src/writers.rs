@@ -226,6 +226,19 @@ pub(crate) struct Yielding {
     /// first read it: that is when it counts as written, so a clock ahead
     /// does not move the write later on every read.
     ahead: Option<(SystemTime, SystemTime)>,
+    /// Another writer whose status is taken back at once (its status is
+    /// stale to readers): how often it was seen and when last. Seen again
+    /// after being written over, it is there, writing: said once per
+    /// episode ([`Turn::Overwrite`]).
+    over: Option<Overwritten>,
+}
+
+/// Another writer written over, as this instance saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Overwritten {
+    writer: Writer,
+    seen: u32,
+    last: SystemTime,
 }
 
 /// What a read of the ConfigMap means for the yield.
@@ -237,11 +250,16 @@ pub(crate) enum Turn {
     /// Another writer writes the status: leave it alone until the time
     /// given (news to this instance).
     Yield(Writer, SystemTime),
-    /// Still the other writer's, until the time given.
-    StillTheirs(SystemTime),
+    /// Still the other writer's (perhaps another manager now), until the
+    /// time given.
+    StillTheirs(Writer, SystemTime),
     /// The other writer has been quiet long enough (since its last write,
     /// when known), or its status would soon be stale: take it back.
     Resume(Writer, Option<SystemTime>),
+    /// Another writer keeps writing the status key, but what it writes is
+    /// stale to readers (why given): opstatus writes over it, and says so
+    /// (news to this instance, once per episode).
+    Overwrite(Writer, String),
 }
 
 impl Yielding {
@@ -263,9 +281,42 @@ impl Yielding {
         f
     }
 
-    /// The other writer, while the ConfigMap is left to it.
+    /// The other writer, while the ConfigMap is left to it (the
+    /// publisher's state says it at run time: `Turn` tells each change).
+    #[cfg(test)]
     pub(crate) fn to(&self) -> Option<&Writer> {
         self.to.as_ref().map(|(w, _)| w)
+    }
+
+    /// The other writer opstatus writes over, while the episode lasts (it
+    /// was seen again within a quiet period).
+    pub(crate) fn overwriting(&self, now: SystemTime, patience: &Patience) -> Option<&Writer> {
+        let o = self.over.as_ref().filter(|o| o.seen >= 2)?;
+        (now.duration_since(o.last).unwrap_or_default() < patience.quiet).then_some(&o.writer)
+    }
+
+    /// `foreign` owns the status key but its status is opstatus's to take
+    /// back at once: the first sighting may be a status left long ago (taken
+    /// over without a word); seen again within a quiet period, after
+    /// opstatus wrote over it, it is a writer at work: news, once.
+    fn over(&mut self, foreign: &Foreign, now: SystemTime, patience: &Patience) -> Turn {
+        let same = self
+            .over
+            .as_ref()
+            .filter(|o| o.writer == foreign.writer && now.duration_since(o.last).unwrap_or_default() < patience.quiet);
+        let seen = same.map_or(1, |o| o.seen.saturating_add(1));
+        self.over = Some(Overwritten { writer: foreign.writer.clone(), seen, last: now });
+        if seen != 2 {
+            return Turn::Ours;
+        }
+        let why = match foreign.last_update {
+            Some(at) => format!(
+                "the status it writes says lastUpdate {}, stale to readers",
+                crate::util::time::format_rfc3339(at)
+            ),
+            None => "the status it writes has no lastUpdate, stale to readers".to_string(),
+        };
+        Turn::Overwrite(foreign.writer.clone(), why)
     }
 
     /// Whether a yielding instance should read the ConfigMap at `now`: once
@@ -300,14 +351,17 @@ impl Yielding {
         let theirs =
             foreign.and_then(|f| Some((f, patience.take_back_at(f, changed, now)?))).filter(|(_, until)| now < *until);
         match (self.to.take(), theirs) {
-            (None, None) => Turn::Ours,
+            (None, None) => match foreign {
+                Some(f) => self.over(f, now, patience),
+                None => Turn::Ours,
+            },
             (None, Some((f, until))) => {
                 self.to = Some((f.writer.clone(), until));
                 Turn::Yield(f.writer.clone(), until)
             }
             (Some(_), Some((f, until))) => {
                 self.to = Some((f.writer.clone(), until));
-                Turn::StillTheirs(until)
+                Turn::StillTheirs(f.writer.clone(), until)
             }
             // Someone else took the status key back (another opstatus
             // instance): nothing to say.
@@ -460,6 +514,33 @@ mod tests {
         let turns = drive(&mut y, &p, (30, 3600, 5), |t| Some(kube9(t / 60 * 60, t / 60 * 60)));
         assert_eq!(taken_back(&turns), None, "{turns:?}");
         assert!(turns.len() <= 61, "one read per heartbeat while yielding: {}", turns.len());
+    }
+
+    #[test]
+    fn a_writer_of_a_stale_status_is_written_over_and_said_once_per_episode() {
+        // A writer replaces the whole ConfigMap every 3 s with a status an
+        // hour old; the holder (2 s heartbeats, a 10 s quiet period) reads
+        // it after each refused write.
+        let p = Patience::new(S(2), S(1));
+        let stale = Foreign { written: None, ..kube9(-3600, -3600) };
+        let mut y = Yielding::default();
+        let turns: Vec<Turn> = (0..10).map(|n| y.observe(Some(&stale), at(n * 3), &p)).collect();
+        assert_eq!(turns[0], Turn::Ours, "a status left long ago is simply taken over");
+        let Turn::Overwrite(writer, why) = &turns[1] else { panic!("seen again, not said: {turns:?}") };
+        assert_eq!(writer.manager, "kube9-operator");
+        assert!(why.contains("lastUpdate 2027-01-15T07:00:00Z, stale to readers"), "{why}");
+        assert!(turns[2..].iter().all(|t| *t == Turn::Ours), "said once: {turns:?}");
+        assert_eq!(y.overwriting(at(27), &p).map(|w| w.manager.as_str()), Some("kube9-operator"));
+        // Gone for a quiet period: the episode is over; back, it is news again.
+        assert_eq!(y.overwriting(at(37), &p), None);
+        assert_eq!(y.observe(Some(&stale), at(40), &p), Turn::Ours);
+        assert!(matches!(y.observe(Some(&stale), at(43), &p), Turn::Overwrite(..)));
+        // A status without a lastUpdate is stale to readers too.
+        let undated = Foreign { written: None, last_update: None, ..stale };
+        let mut y = Yielding::default();
+        y.observe(Some(&undated), at(0), &p);
+        let Turn::Overwrite(_, why) = y.observe(Some(&undated), at(3), &p) else { panic!("not said") };
+        assert_eq!(why, "the status it writes has no lastUpdate, stale to readers");
     }
 
     #[test]

@@ -25,30 +25,36 @@
 //! hands the status over.
 
 mod leader;
+mod leader_service;
+mod lease;
 mod liveness;
+mod published;
 mod publisher;
 mod schedule;
 mod served;
+mod startup;
 mod write;
 mod write_log;
 
-use crate::endpoint::prometheus::Metrics;
-use crate::endpoint::{Shared, Snapshot};
+use crate::endpoint::Shared;
 use crate::kube::Client;
 use crate::ready_file;
 use crate::signals::{Observation, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
-use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, ProFields, Problem, StatusDocument, Verdict, evaluate_health};
+use crate::sinks::leader_endpoints::LeaderEndpoints;
+use crate::status::{Health, MAX_INTERVAL, MIN_INTERVAL, Problem, StatusDocument, Verdict, evaluate_health};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
 use crate::util::shutdown::Shutdown;
-use crate::util::time::format_rfc3339;
+use leader_service::LeaderService;
+use published::Content;
 use publisher::Publisher;
 use schedule::{Schedule, check_cadence};
+pub(crate) use served::starting;
+pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use write_log::WriteLog;
 
@@ -82,34 +88,13 @@ pub struct AgentSettings {
     /// The operator's leader-election Lease whose leader's sidecar
     /// publishes; off when `None`.
     pub follow_leader_lease: Option<String>,
-}
-
-/// What of the status can change while the agent runs: the verdict and
-/// the pro tier's fields. The version and namespace are fixed at start and
-/// the timestamp moves on every write, so a change of this is a change of
-/// what the status says (health, reason, mode, tier, registration,
-/// clusterId).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Content {
-    pub verdict: Verdict,
-    pub pro: ProFields,
-}
-
-/// What the endpoint serves before the agent's first tick: "Starting"
-/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
-/// agent is built and answer kubelet's first probe. The agent widens the
-/// liveness window by its worst tick once it knows its signals and sinks.
-pub(crate) fn starting(settings: &AgentSettings) -> Shared {
-    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
-    Arc::new(Mutex::new(Snapshot {
-        verdict: starting.clone(),
-        readiness: starting,
-        status: None,
-        metrics: Metrics::default(),
-        last_tick: Instant::now(),
-        liveness_window: liveness::window(settings.interval, Duration::ZERO),
-        pod_stopping: false,
-    }))
+    /// How long a starting instance publishes nothing while its watched
+    /// operator has not answered ([`startup`]).
+    pub startup_allowance: Duration,
+    /// How long a change of the published health must hold ([`published`]).
+    pub health_inertia: crate::inertia::Windows,
+    /// How long a change of `Upgradeable` must hold, wherever it is published.
+    pub upgradeable_inertia: crate::inertia::Windows,
 }
 
 /// What the agent needs to know, fixed at start: its settings and what
@@ -117,17 +102,18 @@ pub(crate) fn starting(settings: &AgentSettings) -> Shared {
 #[derive(Clone, Debug)]
 pub(crate) struct AgentConfig {
     pub target: StatusConfigMap,
-    /// Where the operator runs: the document's `namespace` (the status may
-    /// be written elsewhere, e.g. into kube9-system where readers look).
+    /// Where the operator runs: the document's `namespace` (the status may be written elsewhere, e.g. kube9-system).
     pub operator_namespace: String,
     /// This instance's name in the publisher lock (the pod's name).
     pub identity: String,
-    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else
-    /// the identity): the operator's leader Lease names pods.
+    /// The pod this instance runs in (`POD_NAME`, else `HOSTNAME`, else the identity): the leader Lease names pods.
     pub pod: String,
     /// Where the Kubernetes credentials came from, for `/status`.
     pub credentials: String,
     pub settings: AgentSettings,
+    /// The leader's Service's EndpointSlice (`--leader-service`, with the
+    /// followed Lease); off when `None`.
+    pub leader_endpoints: Option<LeaderEndpoints>,
 }
 
 pub(crate) struct Agent {
@@ -171,6 +157,11 @@ pub(crate) struct Agent {
     /// Whether `RUST_LOG` asked for a line on every heartbeat
     /// ([`write_log::HEARTBEAT_TARGET`]); read once, not on every write.
     heartbeat_lines: bool,
+    /// The health under `--health-inertia`; `None`: off.
+    health: Option<published::HeldHealth>,
+    /// `Upgradeable` as the sinks publish it, for its Events.
+    upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
+    leader_service: Option<LeaderService>,
 }
 
 impl Agent {
@@ -188,8 +179,9 @@ impl Agent {
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
             config.settings.check_interval,
+            config.settings.startup_allowance,
         );
-        publisher.pod.clone_from(&config.pod);
+        publisher.set_pod(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
         let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {
@@ -202,7 +194,15 @@ impl Agent {
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =
             liveness::window(config.settings.interval, worst_tick);
+        // The settings refuse a leader's Service without a followed Lease.
+        let following = config.settings.follow_leader_lease.is_some();
+        let leader_service = config
+            .leader_endpoints
+            .clone()
+            .filter(|_| following)
+            .map(|endpoints| LeaderService::new(config.pod.clone(), endpoints));
         Agent {
+            leader_service,
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
             signals,
@@ -213,6 +213,8 @@ impl Agent {
             published: None,
             last_written: None,
             publisher,
+            health: Some(config.settings.health_inertia).filter(|w| w.is_on()).map(published::HeldHealth::new),
+            upgradeable: crate::sinks::upgradeable::HeldUpgradeable::new(config.settings.upgradeable_inertia),
             config,
             sinks_synced: false,
             pod_stopping: false,
@@ -226,10 +228,8 @@ impl Agent {
         }
     }
 
-    /// The heartbeat interval has one owner, [`Agent::interval`]: after each
-    /// check (which may have learnt a new one from kube9-server) the lease
-    /// the publisher announces, the retry backoff's cap and the liveness
-    /// window follow it.
+    /// The heartbeat interval has one owner, [`Agent::interval`]: after each check (which may have
+    /// learnt a new one from kube9-server) the publisher's lease, the backoff's cap and the liveness window follow it.
     fn follow_interval(&mut self) {
         let interval = self.interval();
         self.publisher.follow_interval(interval);
@@ -249,39 +249,6 @@ impl Agent {
     pub(crate) fn verdict(&self) -> Verdict {
         let problems = self.observation.problems.iter().chain(self.sinks.problems());
         evaluate_health(self.write_error.iter().chain(problems))
-    }
-
-    /// The health to publish: the status write's own failure is left out,
-    /// because if this write succeeds, writing works.
-    fn publishable(&self) -> Verdict {
-        evaluate_health(self.observation.problems.iter().chain(self.sinks.problems()))
-    }
-
-    /// The document of `content`, stamped `now`: the version and namespace
-    /// fixed at start, the rest from the content.
-    fn document(&self, content: &Content, now: SystemTime) -> StatusDocument {
-        let Content { verdict, pro } = content;
-        StatusDocument {
-            mode: pro.mode,
-            tier: pro.tier,
-            version: self.config.settings.operator_version.clone(),
-            health: verdict.health,
-            last_update: format_rfc3339(now),
-            registered: pro.registered,
-            error: verdict.error.clone(),
-            namespace: self.config.operator_namespace.clone(),
-            cluster_id: pro.cluster_id.clone(),
-        }
-    }
-
-    /// The status as it would be written now, its fixed parts and its
-    /// timestamp aside: what a change is measured against.
-    fn content(&self) -> Content {
-        self.content_with(self.publishable())
-    }
-
-    fn content_with(&self, verdict: Verdict) -> Content {
-        Content { verdict, pro: self.observation.pro.clone() }
     }
 
     /// One check: who publishes; every signal looks again (one
@@ -310,6 +277,11 @@ impl Agent {
         let publishing = self.publisher.publishing();
         let mut observation = Observation::default();
         observation.problems.extend(self.publisher.problem(now));
+        let grace = crate::lock::lease_duration(self.interval());
+        if let Some(service) = self.leader_service.as_mut().filter(|_| !eager) {
+            let leader = self.publisher.leader();
+            observation.problems.extend(service.check(&mut self.client, leader, now, grace, &self.shared));
+        }
         for signal in &mut self.signals {
             if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {
                 signal.observe(&mut self.client, now, &mut observation);
@@ -317,17 +289,21 @@ impl Agent {
                 signal.stand_by();
             }
         }
-        // Whether the operator has answered yet: a starting instance leaves
-        // a free lock to one whose operator does (`lock::decide`).
-        if observation.watched && !eager {
-            let answered = observation.operator_down.is_none() && !observation.operator_pending;
-            self.publisher.note_operator(answered, now);
+        // A starting instance publishes nothing until its operator answers
+        // or the allowance is spent, then says it never answered ([`startup`]).
+        if let Some(answer) = observation.operator.as_ref().filter(|_| !eager) {
+            self.publisher.note_operator(answer, now);
+            if self.publisher.startup() == startup::Startup::Spent {
+                startup::never_answered(&mut observation.problems, self.config.settings.startup_allowance);
+            }
         }
         self.observation = observation;
+        self.hold_health(now);
         self.follow_interval();
         if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
-            let upgradeable = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
-            events.observe_upgradeable(upgradeable, now, SystemTime::now());
+            let (wall, probes) = (SystemTime::now(), self.observation.probes.as_ref());
+            let held = probes.and_then(|p| p.upgradeable.as_ref()).map(|u| self.upgradeable.publish(u, now, wall));
+            events.observe_upgradeable(held.as_deref(), now, wall);
         }
         self.sync_sinks(now);
     }

@@ -3,13 +3,16 @@
 //! answer from. Readiness answers for the operator, not for opstatus's own
 //! publishing ([`Agent::readiness`]).
 
-use super::{Agent, Content};
+use super::{Agent, AgentSettings, Content};
+use crate::endpoint::prometheus::Metrics;
 use crate::endpoint::status_view::StatusView;
+use crate::endpoint::{Shared, Snapshot};
 use crate::ready_file;
 use crate::sinks::events::Events;
 use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
 use crate::util::time::write_rfc3339;
-use std::time::{Instant, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 impl Agent {
     /// What readiness (`/readyz`, the readiness file) answers for. By
@@ -19,7 +22,20 @@ impl Agent {
     /// the operator's pods out of their Services (webhooks included), and
     /// it stays visible in the status, `/status`, `/metrics`, Events and
     /// the log. `--strict-readiness`: the whole verdict.
+    ///
+    /// While the operator has not answered since opstatus started (within
+    /// the start-up allowance, [`super::startup`]) readiness is what it is
+    /// before the first check, `Starting` (503): the operator's pod joins
+    /// its Services once its operator answers, as its own readiness probe
+    /// would have it, and nothing says `degraded` of an operator that is
+    /// only starting.
     pub(super) fn readiness(&self) -> Verdict {
+        if self.publisher.startup().waiting() {
+            let allowance = self.config.settings.startup_allowance.as_secs();
+            let why =
+                format!("Starting: waiting for the operator's first answer (a start-up allowance of {allowance}s)");
+            return Verdict { health: Health::Unhealthy, error: Some(why) };
+        }
         if self.config.settings.strict_readiness {
             return self.verdict();
         }
@@ -52,6 +68,10 @@ impl Agent {
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
+        match self.observation.probes.as_ref() {
+            Some(p) => shared.metrics.resource_conditions.clone_from(&p.conditions),
+            None => shared.metrics.resource_conditions.clear(),
+        }
         shared.metrics.publishing = publishing;
         shared.metrics.yielded = self.publisher.yielding_to().is_some();
         shared.metrics.events = self.events.as_ref().map(Events::counts);
@@ -71,6 +91,9 @@ impl Agent {
             listing: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.listing.clone()),
             yielded_to: self.publisher.yielding_to().map(ToString::to_string),
             credentials: self.config.credentials.clone(),
+            overwriting: self.publisher.overwriting().map(ToString::to_string),
+            pending: self.pending(),
+            conditions: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.conditions.clone()),
         }
     }
 
@@ -94,7 +117,28 @@ impl Agent {
         view.unseen.clone_from(probes.map_or(&Vec::new(), |p| &p.unseen));
         view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
         view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
+        view.overwriting = self.publisher.overwriting().map(ToString::to_string);
+        view.pending = self.pending();
+        view.conditions.clone_from(probes.map_or(&Vec::new(), |p| &p.conditions));
     }
+}
+
+/// What the endpoint serves before the agent's first tick: "Starting"
+/// (`/readyz` 503, `/healthz` 200), so the endpoint can listen before the
+/// agent is built and answer kubelet's first probe. The agent widens the
+/// liveness window by its worst tick once it knows its signals and sinks.
+pub(crate) fn starting(settings: &AgentSettings) -> Shared {
+    let starting = Verdict { health: Health::Unhealthy, error: Some("Starting".into()) };
+    Arc::new(Mutex::new(Snapshot {
+        verdict: starting.clone(),
+        readiness: starting,
+        status: None,
+        metrics: Metrics::default(),
+        last_tick: Instant::now(),
+        liveness_window: super::liveness::window(settings.interval, Duration::ZERO),
+        pod_stopping: false,
+        leader: None,
+    }))
 }
 
 /// `slot` set to `text`, its buffer reused when it has one.

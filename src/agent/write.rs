@@ -160,6 +160,7 @@ impl Agent {
     /// Another writer took the status key over (seen on a check or a
     /// write): counted, and said in one Event.
     pub(super) fn note_yield(&mut self) {
+        self.note_overwrite();
         let Some(writer) = self.publisher.take_yield_news() else { return };
         self.shared.lock().unwrap_or_else(|p| p.into_inner()).metrics.foreign_writer_yields += 1;
         if let Some(recorder) = &self.events {
@@ -167,6 +168,18 @@ impl Agent {
             let quiet = crate::writers::quiet_period(self.interval());
             recorder
                 .record(events::foreign_writer(&writer.to_string(), &target, quiet, SystemTime::now()), Instant::now());
+        }
+    }
+
+    /// Another writer keeps writing a status stale to readers, which this
+    /// instance writes over: counted, and said in one Event per episode.
+    fn note_overwrite(&mut self) {
+        let Some((writer, why)) = self.publisher.take_overwrite_news() else { return };
+        self.shared.lock().unwrap_or_else(|p| p.into_inner()).metrics.foreign_writer_overwrites += 1;
+        if let Some(recorder) = &self.events {
+            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
+            let event = events::foreign_writer_overwritten(&writer.to_string(), &target, &why, SystemTime::now());
+            recorder.record(event, Instant::now());
         }
     }
 
@@ -220,6 +233,9 @@ mod tests {
             final_status: true,
             strict_readiness: false,
             follow_leader_lease: None,
+            startup_allowance: Duration::from_secs(60),
+            health_inertia: crate::inertia::Windows::default(),
+            upgradeable_inertia: crate::inertia::Windows::default(),
         };
         let config = AgentConfig {
             target: StatusConfigMap { namespace: "ns".into(), name: "kube9-operator-status".into() },
@@ -228,6 +244,7 @@ mod tests {
             pod: "pod-a".into(),
             credentials: "kubeconfig test".into(),
             settings,
+            leader_endpoints: None,
         };
         let shared = super::super::starting(&config.settings);
         Agent::new(Client::new(&creds).expect("a client"), config, Vec::new(), Sinks::default(), None, shared)

@@ -6,7 +6,8 @@
 use super::ConfigError;
 pub(crate) use super::flag::{Default, Flag, Kind};
 use super::settings::{DEFAULT_SERVICE_ACCOUNT_DIR, cluster_operator};
-use super::values::{parse_interval, parse_listen};
+use super::values::{parse_duration, parse_interval, parse_listen};
+use crate::inertia::Windows;
 use crate::kube::names::{check_dns_label, check_dns_subdomain};
 use crate::status::{MAX_INTERVAL, MIN_INTERVAL};
 use std::time::Duration;
@@ -194,6 +195,17 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
     Flag {
+        name: "--startup-allowance",
+        env: "OPSTATUS_STARTUP_ALLOWANCE",
+        default: Default::Value("60s"),
+        help: "How long a starting opstatus publishes nothing while the watched operator has not answered yet \
+               (0s to 4m); then it publishes the operator as degraded.",
+        kind: Kind::Value(|s, v| {
+            s.agent.startup_allowance = v.duration(Duration::ZERO..=crate::agent::MAX_STARTUP_ALLOWANCE)?;
+            Ok(())
+        }),
+    },
+    Flag {
         name: "--watch-container",
         env: "OPSTATUS_WATCH_CONTAINER",
         default: Default::Prose("none"),
@@ -247,6 +259,28 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "The operator's leader-election Lease (in the namespace): the sidecar beside its leader publishes.",
         kind: Kind::Value(|s, v| {
             s.agent.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--leader-service",
+        env: "OPSTATUS_LEADER_SERVICE",
+        default: Default::Prose("off"),
+        help: "A Service without a selector (in the namespace) whose EndpointSlice points at the operator's leader's \
+               pod (POD_IP), kept by the leader's sidecar; needs --follow-leader-lease.",
+        kind: Kind::Value(|s, v| {
+            s.leader_service = Some(v.name(check_dns_label, "is not a valid Service name")?);
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--leader-service-port",
+        env: "OPSTATUS_LEADER_SERVICE_PORTS",
+        default: Default::Prose("none"),
+        help: "A port of --leader-service as the Service names it: [name:]port[/TCP|UDP|SCTP] (repeatable; env: \
+               comma-separated).",
+        kind: Kind::List(|s, v| {
+            s.leader_service_ports.push(v.parse(crate::sinks::leader_endpoints::parse_port)?);
             Ok(())
         }),
     },
@@ -392,10 +426,48 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--degraded-inertia",
         env: "OPSTATUS_DEGRADED_INERTIA",
         default: Default::Value("2m"),
-        help: "ClusterOperator: how long bad health must last before Degraded turns True.",
+        help: "ClusterOperator: how long bad health must last before Degraded turns True \
+               (WORSE[,BETTER]: BETTER, how long good health must last before it turns False again; 0 to 1h each).",
         kind: Kind::Value(|s, v| {
-            let d = v.duration(Duration::ZERO..=Duration::from_secs(3600))?;
-            cluster_operator(s).degraded_inertia = d;
+            cluster_operator(s).degraded_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--health-inertia",
+        env: "OPSTATUS_HEALTH_INERTIA",
+        default: Default::Value("0s"),
+        help: "Status ConfigMap: how long worse health must last before it is published (WORSE[,BETTER]: \
+               BETTER, how long better health must last; 0 to 1h each; the error then says since when).",
+        kind: Kind::Value(|s, v| {
+            s.agent.health_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--upgradeable-inertia",
+        env: "OPSTATUS_UPGRADEABLE_INERTIA",
+        default: Default::Value("0s"),
+        help: "OperatorCondition and ClusterOperator: how long a block must last before Upgradeable=False is \
+               published (WORSE[,BETTER]: BETTER, how long the blocking resources must be clear before \
+               Upgradeable=True; 0 to 1h each; the message then says since when).",
+        kind: Kind::Value(|s, v| {
+            s.agent.upgradeable_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
+            Ok(())
+        }),
+    },
+    Flag {
+        name: "--condition-metrics-max-types",
+        env: "OPSTATUS_CONDITION_METRICS_MAX_TYPES",
+        default: Default::Value("8"),
+        help: "Probes: how many condition types per probed resource type get metrics of their own (0 to 8; \
+               0: none); resources with other types are counted in one series.",
+        kind: Kind::Value(|s, v| {
+            let most = crate::signals::probes::census::DEFAULT_TYPES;
+            s.probes.condition_types = v.parse(|text| match text.parse::<usize>() {
+                Ok(n) if n <= most => Ok(n),
+                _ => Err(format!("must be a whole number from 0 to {most}")),
+            })?;
             Ok(())
         }),
     },
@@ -476,6 +548,8 @@ mod tests {
                 "--cluster-operator" => s.cluster_operator.is_none(),
                 "--identity" => s.identity.is_none(),
                 "--follow-leader-lease" => s.agent.follow_leader_lease.is_none(),
+                "--leader-service" => s.leader_service.is_none(),
+                "--leader-service-port" => s.leader_service_ports.is_empty(),
                 "--operand-version" => co.operand_versions.is_empty(),
                 "--version-file" => co.version_file.is_none(),
                 "--related-object" => co.related_objects.is_empty(),
@@ -526,5 +600,19 @@ mod tests {
                 name => assert!(FLAGS.iter().any(|f| f.name == name), "docs/configuration.md documents unknown {name}"),
             }
         }
+    }
+
+    /// Each inertia flag fills its own output's windows, `WORSE[,BETTER]`.
+    #[test]
+    fn inertia_flags_fill_their_outputs_windows() {
+        let windows =
+            |worse, better| Windows { worse: Duration::from_secs(worse), better: Duration::from_secs(better) };
+        let s = parse_args(&["--health-inertia", "30s,10s", "--cluster-operator", "demo"], &[]);
+        assert_eq!(s.agent.health_inertia, windows(30, 10));
+        assert_eq!(s.cluster_operator.unwrap().degraded_inertia, windows(120, 0), "its default kept");
+        let s = parse_args(&["--degraded-inertia", "1m,5s", "--cluster-operator", "demo"], &[]);
+        assert_eq!(s.cluster_operator.unwrap().degraded_inertia, windows(60, 5));
+        let s = parse_args(&[], &[("OPSTATUS_UPGRADEABLE_INERTIA", "0,5m")]);
+        assert_eq!((s.agent.upgradeable_inertia, s.agent.health_inertia), (windows(0, 300), Windows::default()));
     }
 }

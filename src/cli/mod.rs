@@ -376,10 +376,11 @@ mod tests {
         assert_eq!(co.operand_versions, [Version::new("engine", "2.0.0")]);
         assert_eq!(co.version_file.as_deref(), Some(std::path::Path::new("/run/v")));
         assert_eq!(co.related_objects, [RelatedObject::new("", "configmaps", "ops", "settings")]);
-        assert_eq!(co.degraded_inertia, Duration::ZERO);
+        assert_eq!(co.degraded_inertia, crate::inertia::Windows::default());
         let inertia =
             |cmdline| parse_with(cmdline, &[]).unwrap().settings.cluster_operator.map(|co| co.degraded_inertia);
-        assert_eq!(inertia("--cluster-operator demo"), Some(Duration::from_secs(120)));
+        let worse = |d| crate::inertia::Windows { worse: d, better: Duration::ZERO };
+        assert_eq!(inertia("--cluster-operator demo"), Some(worse(Duration::from_secs(120))));
         // Alone, --degraded-inertia is validated and has nothing to act on.
         assert_eq!(inertia("--degraded-inertia 5m"), None);
         // The operator's watched namespaces are the default scope; empty means all.
@@ -415,5 +416,49 @@ mod tests {
     #[test]
     fn empty_kubeconfig_variable_means_unset() {
         assert_eq!(parse_with("", &[("KUBECONFIG", "")]).unwrap().settings.kubeconfig, None);
+    }
+
+    #[test]
+    fn the_leader_service_follows_the_lease_and_names_its_ports() {
+        let lease = "--follow-leader-lease op-lock --leader-service op-leader";
+        let inv = parse_with(&format!("{lease} --leader-service-port http:8080/TCP"), &[]).unwrap();
+        assert_eq!(inv.settings.leader_service.as_deref(), Some("op-leader"));
+        let port = crate::sinks::leader_endpoints::ServicePort { name: "http".into(), port: 8080, protocol: "TCP" };
+        assert_eq!(inv.settings.leader_service_ports, vec![port]);
+        let from_env = parse_with(lease, &[("OPSTATUS_LEADER_SERVICE_PORTS", "http:8080,dns:53/UDP")]).unwrap();
+        assert_eq!(from_env.settings.leader_service_ports.len(), 2);
+        let cases: &[Case<'_>] = &[
+            (
+                "--leader-service op-leader --leader-service-port 80",
+                &[],
+                "--leader-service points its Service at the operator's leader: give --follow-leader-lease (the \
+                 operator's leader-election Lease) too",
+            ),
+            (
+                lease,
+                &[],
+                "--leader-service needs the Service's ports: give --leader-service-port [name:]port[/protocol] (e.g. http:8080/TCP), as the Service names them",
+            ),
+            (
+                "--leader-service-port 80",
+                &[],
+                "--leader-service-port is for --leader-service: give --leader-service too",
+            ),
+            (
+                "--leader-service-port http:80/icmp",
+                &[],
+                "--leader-service-port: \"http:80/icmp\" is not [name:]port[/TCP|UDP|SCTP] (e.g. http:8080/TCP, 8443)",
+            ),
+            ("--leader-service Op_Leader", &[], "--leader-service: \"Op_Leader\" is not a valid Service name"),
+            (
+                &format!("{lease} --leader-service-port a:80 --leader-service-port a:81"),
+                &[],
+                "--leader-service-port: the port name a is given twice (a Service's ports have distinct names)",
+            ),
+        ];
+        for (cmdline, vars, error) in cases {
+            let got = error_of(cmdline, vars);
+            assert!(got.starts_with(error), "{cmdline}: {got}");
+        }
     }
 }

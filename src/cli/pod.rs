@@ -1,6 +1,6 @@
 //! What the downward API says of the sidecar's own pod, read once at
 //! start: its name and uid (the Events' object; the pod the operator's
-//! leader Lease names) and the host's name.
+//! leader Lease names), its IP (the leader's Service) and the host's name.
 
 use super::{ConfigError, Env, variable};
 
@@ -12,6 +12,9 @@ pub(crate) struct Pod {
     pub(crate) name: Option<String>,
     pub(crate) uid: Option<String>,
     pub(crate) hostname: Option<String>,
+    /// `POD_IP` (the downward API's `status.podIP`) as given: checked where
+    /// it is used ([`crate::sinks::leader_endpoints::pod_ip`]).
+    pub(crate) ip: Option<String>,
 }
 
 impl Pod {
@@ -24,6 +27,7 @@ impl Pod {
             name: var("POD_NAME", crate::kube::names::check_dns_subdomain)?,
             uid: var("POD_UID", check_uid)?,
             hostname: var("HOSTNAME", usable)?.map(|h| h.trim().to_string()),
+            ip: variable(env, "POD_IP")?,
         })
     }
 }

@@ -3,9 +3,11 @@
 
 use super::{Command, ConfigError};
 use crate::agent::AgentSettings;
+use crate::inertia::Windows;
 use crate::pro::client::ApiKeySource;
 use crate::signals::probes::grammar::ProbeSpec;
 use crate::sinks::cluster_operator::intent::{RelatedObject, Version};
+use crate::sinks::leader_endpoints::ServicePort;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -52,6 +54,11 @@ pub struct Settings {
     pub probes: ProbeSettings,
     /// OpenShift's ClusterOperator; off when `None`.
     pub cluster_operator: Option<ClusterOperatorSettings>,
+    /// The leader's Service (`--leader-service`): its EndpointSlice points
+    /// at the operator's leader; off when `None`.
+    pub leader_service: Option<String>,
+    /// The ports that slice names (`--leader-service-port`).
+    pub leader_service_ports: Vec<ServicePort>,
 }
 
 /// The operator's own health: watched URLs and heartbeat file.
@@ -88,6 +95,8 @@ pub struct ProbeSettings {
     pub crds: Vec<String>,
     /// Where namespaced probed resources are listed; empty: everywhere.
     pub namespaces: Vec<String>,
+    /// Condition types per resource type with metrics of their own.
+    pub condition_types: usize,
 }
 
 /// Everything about the ClusterOperator: it exists only with a name, so a
@@ -98,7 +107,7 @@ pub struct ClusterOperatorSettings {
     pub operand_versions: Vec<Version>,
     pub version_file: Option<PathBuf>,
     pub related_objects: Vec<RelatedObject>,
-    pub degraded_inertia: Duration,
+    pub degraded_inertia: Windows,
 }
 
 pub(crate) fn defaults() -> Settings {
@@ -115,6 +124,9 @@ pub(crate) fn defaults() -> Settings {
             final_status: true,
             strict_readiness: false,
             follow_leader_lease: None,
+            startup_allowance: crate::agent::DEFAULT_STARTUP_ALLOWANCE,
+            health_inertia: Windows::default(),
+            upgradeable_inertia: Windows::default(),
         },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
         kubeconfig: None,
@@ -137,8 +149,15 @@ pub(crate) fn defaults() -> Settings {
             allow_insecure_server_url: false,
         },
         operator_condition: None,
-        probes: ProbeSettings { specs: Vec::new(), crds: Vec::new(), namespaces: Vec::new() },
+        probes: ProbeSettings {
+            specs: Vec::new(),
+            crds: Vec::new(),
+            namespaces: Vec::new(),
+            condition_types: crate::signals::probes::census::DEFAULT_TYPES,
+        },
         cluster_operator: None,
+        leader_service: None,
+        leader_service_ports: Vec::new(),
     }
 }
 
@@ -153,7 +172,7 @@ pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings
         operand_versions: Vec::new(),
         version_file: None,
         related_objects: Vec::new(),
-        degraded_inertia: crate::sinks::cluster_operator::DEFAULT_INERTIA,
+        degraded_inertia: Windows { worse: crate::sinks::cluster_operator::DEFAULT_INERTIA, better: Duration::ZERO },
     })
 }
 
@@ -174,6 +193,33 @@ fn check_collections(probes: &ProbeSettings) -> Result<(), ConfigError> {
          {MAX_COLLECTIONS} (each takes a thread and an API-server connection): probe fewer namespaces, or all at \
          once (no --probe-namespace or WATCH_NAMESPACE, and a ClusterRole to list and watch)"
     )))
+}
+
+/// The leader's Service follows the operator's Lease and names its ports.
+fn check_leader_service(s: &Settings) -> Result<(), ConfigError> {
+    use crate::sinks::leader_endpoints::MAX_PORTS;
+    let (service, ports) = (&s.leader_service, &s.leader_service_ports);
+    let named = |name: &str| ports.iter().filter(|p| p.name == name).count();
+    if let Some(twice) = ports.iter().find(|p| named(&p.name) > 1) {
+        let name = if twice.name.is_empty() { "(unnamed)" } else { &twice.name };
+        return Err(ConfigError(format!(
+            "--leader-service-port: the port name {name} is given twice (a Service's ports have distinct names)"
+        )));
+    }
+    let why = match service {
+        None if !ports.is_empty() => "--leader-service-port is for --leader-service: give --leader-service too",
+        Some(_) if s.agent.follow_leader_lease.is_none() => {
+            "--leader-service points its Service at the operator's leader: give --follow-leader-lease (the \
+             operator's leader-election Lease) too"
+        }
+        Some(_) if ports.is_empty() => {
+            "--leader-service needs the Service's ports: give --leader-service-port [name:]port[/protocol] (e.g. \
+             http:8080/TCP), as the Service names them"
+        }
+        Some(_) if ports.len() > MAX_PORTS => "--leader-service-port: at most 16 ports",
+        _ => return Ok(()),
+    };
+    Err(ConfigError(why.into()))
 }
 
 /// The rules between flags, and between the command and the flags.
@@ -199,6 +245,7 @@ pub(super) fn finish(mut s: Settings, command: &Command) -> Result<Settings, Con
     if matches!(command, Command::Run | Command::Once) {
         check_collections(&s.probes)?;
     }
+    check_leader_service(&s)?;
     if *command == Command::Probe && s.agent.ready_file.is_none() {
         return Err(ConfigError("probe needs --ready-file (or OPSTATUS_READY_FILE)".into()));
     }

@@ -70,6 +70,17 @@ pub(crate) struct Snapshot {
     /// kubelet's preStop hook came (`GET /prestop`): the pod is being
     /// stopped. Set here, read by the agent.
     pub pod_stopping: bool,
+    /// What `/leader` answers (`--leader-service`); `None`: off.
+    pub leader: Option<LeaderView>,
+}
+
+/// Whether this pod's operator leads, as `/leader` answers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeaderView {
+    /// 200 when it does, 503 when not.
+    pub leads: bool,
+    /// One line saying who leads, or why nobody does.
+    pub says: String,
 }
 
 pub(crate) type Shared = Arc<Mutex<Snapshot>>;

@@ -3,8 +3,12 @@
 //! Names from the kube9 spec (`kube9_operator_*`) plus opstatus's own
 //! (`opstatus_*`). Every label value comes from a small fixed set (modes,
 //! health values, error kinds), so the series count is bounded whatever
-//! happens at run time. Fixed-size arrays, no allocation when counting.
+//! happens at run time; the per-condition series' `group`, `kind` and
+//! `type` come from the probes and the cluster, bounded by the number of
+//! probed types and `--condition-metrics-max-types`, and escaped. Fixed-size
+//! arrays, no allocation when counting.
 
+use crate::signals::probes::census::{ResourceConditions, STATUSES};
 use crate::sinks::SyncCounts;
 use crate::sinks::events::EventCounts;
 use crate::status::{Health, Mode};
@@ -41,12 +45,19 @@ pub(crate) struct Metrics {
     pub yielded: bool,
     /// How often it began to.
     pub foreign_writer_yields: u64,
+    /// Episodes of another writer writing a stale status that this
+    /// instance wrote over.
+    pub foreign_writer_overwrites: u64,
     /// The last complete probe evaluation: resources evaluated, blocking;
     /// `None` (not rendered) without probes or before one completed.
     pub probes: Option<(u64, u64)>,
     /// Condition names the probes' expressions use that no resource of
     /// their type carries (a likely typo); `None` without probes.
     pub unseen_conditions: Option<usize>,
+    /// Per probed resource type, its resources per condition type and
+    /// status; empty (not rendered) without probes or with
+    /// `--condition-metrics-max-types=0`.
+    pub resource_conditions: Vec<ResourceConditions>,
     /// Kubernetes Events by outcome; `None` (not rendered) with
     /// `--events=false`.
     pub events: Option<EventCounts>,
@@ -141,6 +152,13 @@ impl Metrics {
             "Times another writer took the status key over and this instance yielded the ConfigMap to it.",
         );
         let _ = writeln!(w, "opstatus_foreign_writer_yields_total {}", self.foreign_writer_yields);
+        header(
+            w,
+            "opstatus_foreign_writer_overwrites_total",
+            "counter",
+            "Times another writer was found writing a status stale to readers and this instance wrote over it.",
+        );
+        let _ = writeln!(w, "opstatus_foreign_writer_overwrites_total {}", self.foreign_writer_overwrites);
         header(w, "opstatus_build_info", "gauge", "opstatus's version.");
         let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
         header(
@@ -210,6 +228,80 @@ impl Metrics {
                 "Condition names the probe expressions use that no resource of their type carries (a likely typo).",
             );
             let _ = writeln!(w, "opstatus_probe_unseen_conditions {unseen}");
+        }
+        self.render_resource_conditions(w);
+    }
+
+    /// The per-condition series: counts for every status (Absent included),
+    /// the oldest transition only where one is known.
+    fn render_resource_conditions(&self, w: &mut String) {
+        if self.resource_conditions.is_empty() {
+            return;
+        }
+        let labels = |w: &mut String, r: &ResourceConditions| {
+            w.push_str("{group=\"");
+            escape_label(w, &r.group);
+            w.push_str("\",kind=\"");
+            escape_label(w, &r.kind);
+            w.push('"');
+        };
+        let series = |w: &mut String, name: &str, r: &ResourceConditions, kind: &str, status: &str, value: u64| {
+            w.push_str(name);
+            labels(w, r);
+            w.push_str(",type=\"");
+            escape_label(w, kind);
+            let _ = writeln!(w, "\",status=\"{status}\"}} {value}");
+        };
+        header(
+            w,
+            "opstatus_resource_conditions",
+            "gauge",
+            "Probed resources per condition type and status (Absent: no condition of that type).",
+        );
+        for r in &self.resource_conditions {
+            for t in &r.types {
+                for (status, n) in STATUSES.iter().zip(t.resources) {
+                    series(w, "opstatus_resource_conditions", r, &t.name, status, n);
+                }
+            }
+        }
+        header(
+            w,
+            "opstatus_resource_condition_oldest_transition_timestamp_seconds",
+            "gauge",
+            "Unix time of the oldest lastTransitionTime among the probed resources with that condition type and status.",
+        );
+        for r in &self.resource_conditions {
+            for t in &r.types {
+                for (status, oldest) in STATUSES.iter().zip(t.oldest).filter(|(_, at)| *at != 0) {
+                    let name = "opstatus_resource_condition_oldest_transition_timestamp_seconds";
+                    series(w, name, r, &t.name, status, u64::from(oldest));
+                }
+            }
+        }
+        header(
+            w,
+            "opstatus_resource_condition_untracked_resources",
+            "gauge",
+            "Probed resources carrying a condition type past --condition-metrics-max-types (not counted per type).",
+        );
+        for r in &self.resource_conditions {
+            w.push_str("opstatus_resource_condition_untracked_resources");
+            labels(w, r);
+            let _ = writeln!(w, "}} {}", r.untracked);
+        }
+    }
+}
+
+/// A label value as the exposition format wants it: `\`, `"` and line
+/// feeds escaped.
+fn escape_label(w: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => w.push_str("\\\\"),
+            '"' => w.push_str("\\\""),
+            '\n' => w.push_str("\\n"),
+            c => w.push(c),
         }
     }
 }
@@ -282,7 +374,8 @@ mod tests {
         assert_eq!(m["opstatus_last_successful_write_timestamp_seconds"], 0.0);
         assert_eq!(m["opstatus_publisher"], 0.0);
         assert_eq!((m["opstatus_status_yielded"], m["opstatus_foreign_writer_yields_total"]), (0.0, 0.0));
-        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 2 + 1 + 13 + 1);
+        assert_eq!(m["opstatus_foreign_writer_overwrites_total"], 0.0);
+        assert_eq!(m.len(), 6 + 10 + 3 + 1 + 3 + 1 + 13 + 1);
     }
 
     #[test]
@@ -327,5 +420,34 @@ mod tests {
         assert!(!m.keys().any(|k| k.contains("cluster_operator")));
         assert_eq!((m["opstatus_probe_resources"], m["opstatus_probe_blocking_resources"]), (2000.0, 1.0));
         assert_eq!(m["opstatus_probe_unseen_conditions"], 1.0);
+    }
+
+    #[test]
+    fn per_condition_series_are_counted_escaped_and_bounded_to_what_the_probes_count() {
+        use crate::signals::probes::census::TypeCounts;
+        let mut metrics = Metrics::default();
+        assert!(!metrics.render(Health::Healthy).contains("opstatus_resource_condition"), "none without probes");
+        let migrating =
+            TypeCounts { name: "Migrating".into(), resources: [1, 2, 7, 0], oldest: [0, 1_767_229_200, 5, 0] };
+        let odd = TypeCounts { name: "a\\b\"c".into(), resources: [0, 0, 0, 10], oldest: [0; 4] };
+        metrics.resource_conditions = vec![ResourceConditions {
+            group: "example.com".into(),
+            kind: "Foo".into(),
+            types: vec![migrating, odd],
+            untracked: 4,
+            untracked_names: vec![],
+        }];
+        let text = metrics.render(Health::Healthy);
+        let m = parse(&text);
+        let of = |t: &str, s: &str| format!(r#"{{group="example.com",kind="Foo",type="{t}",status="{s}"}}"#);
+        assert_eq!(m[&format!("opstatus_resource_conditions{}", of("Migrating", "True"))], 2.0);
+        assert_eq!(m[&format!("opstatus_resource_conditions{}", of("Migrating", "False"))], 7.0);
+        assert_eq!(m[&format!("opstatus_resource_conditions{}", of("Migrating", "Absent"))], 1.0);
+        assert_eq!(m[&format!("opstatus_resource_conditions{}", of(r#"a\\b\"c"#, "Unknown"))], 10.0);
+        let oldest = "opstatus_resource_condition_oldest_transition_timestamp_seconds";
+        assert_eq!(m[&format!("{oldest}{}", of("Migrating", "True"))], 1_767_229_200.0);
+        assert_eq!(m.keys().filter(|k| k.starts_with(oldest)).count(), 2, "only where a time is known");
+        assert_eq!(m[r#"opstatus_resource_condition_untracked_resources{group="example.com",kind="Foo"}"#], 4.0);
+        assert_eq!(m.keys().filter(|k| k.starts_with("opstatus_resource_conditions{")).count(), 8);
     }
 }

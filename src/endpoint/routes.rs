@@ -77,8 +77,8 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
         Parsed::TooLarge => return text(431, "request header too large\n"),
         Parsed::Bad | Parsed::Incomplete => return text(400, "bad request\n"),
     };
-    if !matches!(path, "/healthz" | "/readyz" | "/status" | "/metrics" | "/prestop") {
-        return text(404, "not found: try /healthz, /readyz, /status or /metrics\n");
+    if !matches!(path, "/healthz" | "/readyz" | "/status" | "/metrics" | "/prestop" | "/leader") {
+        return text(404, "not found: try /healthz, /readyz, /status, /metrics or /leader\n");
     }
     if method != "GET" {
         return text(405, "method not allowed: use GET\n");
@@ -112,6 +112,12 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
             }
             text(200, body + "\n")
         }
+        // For people and monitoring, never for readiness: standby pods
+        // stay Ready, so rollouts proceed.
+        "/leader" => match &snapshot.leader {
+            None => text(404, "not found: /leader needs --leader-service\n"),
+            Some(view) => text(if view.leads { 200 } else { 503 }, format!("{}\n", view.says)),
+        },
         "/status" => match &snapshot.status {
             None => text(503, "no status yet: the agent is starting\n"),
             Some(view) => Response { code: 200, content_type: "application/json", body: view.to_json() + "\n" },
@@ -170,9 +176,13 @@ mod tests {
                 listing: Vec::new(),
                 yielded_to: None,
                 credentials: String::new(),
+                overwriting: None,
+                pending: Vec::new(),
+                conditions: Vec::new(),
             }),
             metrics: Metrics::default(),
             pod_stopping: false,
+            leader: None,
             last_tick: Instant::now(),
             liveness_window: Duration::from_secs(180),
         }
@@ -257,6 +267,23 @@ mod tests {
         assert_eq!(answer(&get("/readyz/extra")).code, 404);
         assert_eq!(answer("POST /readyz HTTP/1.1\r\n\r\n").code, 405);
         assert_eq!(answer("HEAD /metrics HTTP/1.1\r\n\r\n").code, 405);
+    }
+
+    #[test]
+    fn leader_is_200_in_the_leaders_pod_503_elsewhere_and_leaves_readyz_alone() {
+        use crate::endpoint::LeaderView;
+        let now = Instant::now();
+        let with = |leader| Snapshot { leader, ..snapshot(Health::Healthy, None) };
+        let answer = |s: &Snapshot, path| respond(&parse_request(get(path).as_bytes()), s, now);
+        let off = with(None);
+        assert_eq!(answer(&off, "/leader"), text(404, "not found: /leader needs --leader-service\n"));
+        let leads = with(Some(LeaderView { leads: true, says: "leader: this pod (op-0) leads".into() }));
+        assert_eq!(answer(&leads, "/leader"), text(200, "leader: this pod (op-0) leads\n"));
+        let standby = with(Some(LeaderView { leads: false, says: "not the leader: op-0 leads".into() }));
+        assert_eq!(answer(&standby, "/leader"), text(503, "not the leader: op-0 leads\n"));
+        assert_eq!(answer(&standby, "/readyz"), answer(&leads, "/readyz"), "a standby is as ready as the leader");
+        assert_eq!(answer(&standby, "/readyz"), text(200, "healthy\n"));
+        assert_eq!(respond(&parse_request(b"POST /leader HTTP/1.1\r\n\r\n"), &leads, now).code, 405);
     }
 
     #[test]

@@ -3,12 +3,18 @@
 //! why its last write failed (readers of the ConfigMap cannot see that: it
 //! is the write that failed), the condition names no probed resource
 //! carries, the probed collections still being listed for the first time,
-//! the other writer the ConfigMap is left to, and the Kubernetes
-//! credentials this instance acts with. The agent leaves
+//! the other writer the ConfigMap is left to, the one whose stale status
+//! it writes over, the Kubernetes credentials this instance acts
+//! with, and the changes held back under inertia with when each would be
+//! published ([`crate::inertia`]), and the probed resources per condition
+//! type and status. The agent leaves
 //! the parts after each tick; they become JSON only when `/status` is asked
 //! for, not on every tick.
 
+use crate::inertia::PendingChange;
+use crate::signals::probes::census::{ResourceConditions, STATUSES};
 use crate::status::StatusDocument;
+use crate::util::time::format_rfc3339;
 
 #[derive(Clone, Debug)]
 pub(crate) struct StatusView {
@@ -24,6 +30,13 @@ pub(crate) struct StatusView {
     /// user, or the service account): what RBAC allows them is what
     /// opstatus can do.
     pub credentials: String,
+    /// Another writer of a stale status that this instance writes over.
+    pub overwriting: Option<String>,
+    /// The changes held back under inertia.
+    pub pending: Vec<PendingChange>,
+    /// The probed resources per condition type and status (bounded: at
+    /// most 32 resource types of at most 8 condition types).
+    pub conditions: Vec<ResourceConditions>,
 }
 
 impl StatusView {
@@ -47,6 +60,10 @@ impl StatusView {
         }
         json.push_str(",\"credentials\":");
         json.push_str(&text(&self.credentials));
+        if let Some(writer) = &self.overwriting {
+            json.push_str(",\"overwriting\":");
+            json.push_str(&text(writer));
+        }
         if !self.unseen.is_empty() {
             json.push_str(",\"unseenConditions\":");
             json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
@@ -55,8 +72,50 @@ impl StatusView {
             json.push_str(",\"listing\":");
             json.push_str(&serde_json::to_string(&self.listing).expect("strings serialise"));
         }
+        if !self.pending.is_empty() {
+            json.push_str(",\"pending\":[");
+            for (i, p) in self.pending.iter().enumerate() {
+                json.push_str(if i == 0 { "{\"output\":" } else { ",{\"output\":" });
+                json.push_str(&text(&p.output));
+                json.push_str(",\"state\":");
+                json.push_str(&text(&p.state));
+                json.push_str(",\"since\":");
+                json.push_str(&text(&format_rfc3339(p.since)));
+                json.push_str(",\"publishAt\":");
+                json.push_str(&text(&format_rfc3339(p.due)));
+                json.push('}');
+            }
+            json.push(']');
+        }
+        if !self.conditions.is_empty() {
+            json.push_str(",\"conditions\":");
+            conditions_json(&mut json, &self.conditions);
+        }
         json + "}"
     }
+}
+
+/// `[{"group":"example.com","kind":"Foo","types":{"Migrating":{"True":1,
+/// "False":9,"Unknown":0,"Absent":0}},"untracked":0}]`.
+fn conditions_json(json: &mut String, conditions: &[ResourceConditions]) {
+    use std::fmt::Write;
+    let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+    json.push('[');
+    for (i, r) in conditions.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let _ = write!(json, "{comma}{{\"group\":{},\"kind\":{},\"types\":{{", text(&r.group), text(&r.kind));
+        for (j, t) in r.types.iter().enumerate() {
+            let comma = if j == 0 { "" } else { "," };
+            let _ = write!(json, "{comma}{}:{{", text(&t.name));
+            for (k, (status, n)) in STATUSES.iter().zip(t.resources).enumerate() {
+                let comma = if k == 0 { "" } else { "," };
+                let _ = write!(json, "{comma}\"{status}\":{n}");
+            }
+            json.push('}');
+        }
+        let _ = write!(json, "}},\"untracked\":{}}}", r.untracked);
+    }
+    json.push(']');
 }
 
 #[cfg(test)]
@@ -75,13 +134,17 @@ mod tests {
             listing: Vec::new(),
             yielded_to: None,
             credentials: "service account ops/opstatus".into(),
+            overwriting: None,
+            pending: Vec::new(),
+            conditions: Vec::new(),
         };
         let plain: serde_json::Value = serde_json::from_str(&view.to_json()).unwrap();
         assert_eq!(
             (&plain["mode"], &plain["publisher"], &plain["publishing"]),
             (&"operated".into(), &serde_json::Value::Null, &false.into())
         );
-        for absent in ["writeError", "unseenConditions", "yieldedTo", "listing"] {
+        for absent in ["writeError", "unseenConditions", "yieldedTo", "overwriting", "listing", "pending", "conditions"]
+        {
             assert!(plain.get(absent).is_none(), "{plain}");
         }
         let all = StatusView {
@@ -91,6 +154,24 @@ mod tests {
             unseen: vec!["No Foo carries X".into()],
             listing: vec!["listing foos.example.com: 31500 so far".into()],
             yielded_to: Some("kube9-operator (Update)".into()),
+            overwriting: Some("helm (Update)".into()),
+            pending: vec![PendingChange {
+                output: "ConfigMap ops/kube9-operator-status".into(),
+                state: "health=degraded".into(),
+                since: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_262),
+                due: std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_849_292),
+            }],
+            conditions: vec![ResourceConditions {
+                group: "example.com".into(),
+                kind: "Foo".into(),
+                types: vec![crate::signals::probes::census::TypeCounts {
+                    name: "Migrating".into(),
+                    resources: [0, 1, 9, 2],
+                    oldest: [0; 4],
+                }],
+                untracked: 3,
+                untracked_names: vec![],
+            }],
             ..view
         };
         let all: serde_json::Value = serde_json::from_str(&all.to_json()).unwrap();
@@ -100,6 +181,17 @@ mod tests {
         assert_eq!(all["unseenConditions"], serde_json::json!(["No Foo carries X"]));
         assert_eq!(all["namespace"], "ops");
         assert_eq!(all["yieldedTo"], "kube9-operator (Update)");
+        assert_eq!(all["overwriting"], "helm (Update)");
         assert_eq!(all["listing"], serde_json::json!(["listing foos.example.com: 31500 so far"]));
+        assert_eq!(
+            all["pending"],
+            serde_json::json!([{"output": "ConfigMap ops/kube9-operator-status", "state": "health=degraded",
+                                "since": "2026-11-28T07:01:02Z", "publishAt": "2026-11-28T07:01:32Z"}])
+        );
+        assert_eq!(
+            all["conditions"],
+            serde_json::json!([{"group": "example.com", "kind": "Foo", "untracked": 3,
+                "types": {"Migrating": {"Absent": 0, "True": 1, "False": 9, "Unknown": 2}}}])
+        );
     }
 }

@@ -26,20 +26,38 @@ use std::time::{Duration, Instant};
 pub(crate) struct Observation {
     /// Every problem seen, in no order (the health rules order them).
     pub problems: Vec<Problem>,
-    /// Why the operator itself is down (its watches fail); `None` when up.
-    pub operator_down: Option<String>,
-    /// A health check got no answer in time, the first time in a row: not
-    /// a failure yet ([`watch::Lateness`]), not the operator answering either.
-    pub operator_pending: bool,
-    /// Whether the operator's health is watched at all (otherwise "up"
-    /// means "its pod runs").
-    pub watched: bool,
+    /// What the operator's own health checks said; `None` when nothing is
+    /// watched (then "up" means "its pod runs").
+    pub operator: Option<OperatorAnswer>,
     /// What the probes concluded; `None` without probes.
     pub probes: Option<probes::Outcome>,
     /// Mode, tier and registration, for the status document.
     pub pro: ProFields,
     /// The heartbeat kube9-server asked for, while registered.
     pub asked_interval: Option<Duration>,
+}
+
+/// What the operator's own health checks ([`watch`]) said on one check:
+/// what the agent's start-up rule and the ClusterOperator read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum OperatorAnswer {
+    /// Every check passed.
+    Answered,
+    /// A health check got no answer in time, the first time in a row: not
+    /// a failure yet ([`watch::Lateness`]), not the operator answering either.
+    Pending,
+    /// The operator is down (its checks fail): why.
+    Down(String),
+}
+
+impl Observation {
+    /// Why the operator itself is down, when it is.
+    pub(crate) fn operator_down(&self) -> Option<&str> {
+        match &self.operator {
+            Some(OperatorAnswer::Down(why)) => Some(why),
+            _ => None,
+        }
+    }
 }
 
 /// Something opstatus checks on every check tick.

@@ -9,7 +9,7 @@
 //! over its recent checks ([`Lateness`]). [`file_problem`] is the pure part
 //! of the file rule.
 
-use super::{Observation, Signal};
+use super::{Observation, OperatorAnswer, Signal};
 use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
@@ -36,6 +36,8 @@ pub(crate) struct Watches {
     /// The last check got no answer in time from a URL: not an answer,
     /// whether or not it fails the URL yet.
     pending: bool,
+    /// The checks have passed once since opstatus started.
+    answered: bool,
     problem: Reported,
 }
 
@@ -138,7 +140,7 @@ impl Watches {
         // so ureq's own TCP and TLS stack is not linked at all.
         let agent = transport::agent(config, None);
         let late = vec![Lateness::default(); urls.len()];
-        Watches { urls, file, critical, agent, late, pending: false, problem: Reported::default() }
+        Watches { urls, file, critical, agent, late, pending: false, answered: false, problem: Reported::default() }
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -204,14 +206,23 @@ impl Signal for Watches {
             return;
         }
         let problem = self.check(SystemTime::now());
-        self.problem.update(problem, log::Level::Warn, "The operator's health checks pass again");
-        into.watched = true;
-        if let Some(why) = self.problem.get() {
-            let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
-            into.problems.push(health(Rule::Operator, why));
-            into.operator_down = Some(why.to_string());
-        }
-        into.operator_pending = self.pending;
+        // Before its first answer the operator is starting: not a warning,
+        // and its first pass is no recovery.
+        let (level, passing) = match self.answered {
+            true => (log::Level::Warn, "The operator's health checks pass again"),
+            false => (log::Level::Info, "The operator's health checks pass"),
+        };
+        self.problem.update(problem, level, passing);
+        self.answered |= self.problem.get().is_none() && !self.pending;
+        into.operator = Some(match self.problem.get() {
+            Some(why) => {
+                let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
+                into.problems.push(health(Rule::Operator, why));
+                OperatorAnswer::Down(why.to_string())
+            }
+            None if self.pending => OperatorAnswer::Pending,
+            None => OperatorAnswer::Answered,
+        });
     }
 
     /// Every URL is checked on every check: each is one GET, each phase

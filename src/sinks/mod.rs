@@ -24,7 +24,9 @@
 pub(crate) mod cluster_operator;
 pub(crate) mod configmap;
 pub(crate) mod events;
+pub(crate) mod leader_endpoints;
 pub(crate) mod operator_condition;
+pub(crate) mod upgradeable;
 
 use crate::kube::{Client, KubeError};
 use crate::signals::Observation;
@@ -193,6 +195,11 @@ pub(crate) trait Sink {
     /// The longest one `sync` can take, every call timing out: what the
     /// liveness window allows for.
     fn worst_case(&self) -> Duration;
+    /// The changes it holds back under inertia ([`crate::inertia`]), for
+    /// `/status`.
+    fn pending(&self) -> Vec<crate::inertia::PendingChange> {
+        Vec::new()
+    }
 }
 
 /// Syncs by result, for `/metrics`.
@@ -245,6 +252,11 @@ impl Sinks {
     /// Counters per sink, in order, for `/metrics`.
     pub(crate) fn counts(&self) -> Vec<(&'static str, SyncCounts)> {
         self.entries.iter().map(|e| (e.sink.name(), e.counts)).collect()
+    }
+
+    /// Every sink's changes held back under inertia, in order.
+    pub(crate) fn pending(&self) -> Vec<crate::inertia::PendingChange> {
+        self.entries.iter().flat_map(|e| e.sink.pending()).collect()
     }
 
     /// Syncs every sink with `observation`. Each sink's verdict is the

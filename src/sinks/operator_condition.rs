@@ -10,8 +10,10 @@
 //! admin's `spec.overrides`, are left as they are. Nothing is sent when
 //! nothing changed.
 
+use super::upgradeable::{HeldUpgradeable, state_name};
 use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
+use crate::inertia::{PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::util::time::format_rfc3339;
 use serde_json::Value;
@@ -32,11 +34,14 @@ pub(crate) struct OperatorConditionSink {
     /// not found or forbidden (the API server says 403 before it looks for
     /// the resource): `None` until then.
     olm_v1: Option<bool>,
+    /// `Upgradeable` under inertia (`--upgradeable-inertia`).
+    upgradeable: HeldUpgradeable,
 }
 
 impl OperatorConditionSink {
-    pub(crate) fn new(namespace: String, name: String) -> OperatorConditionSink {
-        OperatorConditionSink { namespace, name, written: LastWritten::default(), olm_v1: None }
+    pub(crate) fn new(namespace: String, name: String, upgradeable: Windows) -> OperatorConditionSink {
+        let upgradeable = HeldUpgradeable::new(upgradeable);
+        OperatorConditionSink { namespace, name, written: LastWritten::default(), olm_v1: None, upgradeable }
     }
 
     fn path(&self) -> String {
@@ -80,7 +85,9 @@ impl Sink for OperatorConditionSink {
     /// The probes' `Upgradeable` and `Important`, when they can be said.
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
         let Some(outcome) = &tick.observation.probes else { return Ok(Synced::Skipped) };
-        let desired: Vec<Desired> = [&outcome.upgradeable, &outcome.important].into_iter().flatten().cloned().collect();
+        let upgradeable =
+            outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall).into_owned());
+        let desired: Vec<Desired> = upgradeable.into_iter().chain(outcome.important.clone()).collect();
         if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
             return Ok(Synced::Skipped);
         }
@@ -92,6 +99,11 @@ impl Sink for OperatorConditionSink {
 
     fn worst_case(&self) -> std::time::Duration {
         super::read_modify_write_bound()
+    }
+
+    fn pending(&self) -> Vec<PendingChange> {
+        let pending = self.upgradeable.pending();
+        pending.map(|p| PendingChange::new(self.describe(), state_name(p.state), p)).into_iter().collect()
     }
 }
 

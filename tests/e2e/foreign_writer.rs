@@ -33,7 +33,7 @@ const STANDIN_VERSION: &str = "9.9.9-standin";
 /// then PUT of the whole object with its own status and without
 /// opstatus's annotation. A 409 (opstatus wrote in between) is what the
 /// real writer meets too: it tries again on its next pass.
-fn replace_whole_object(client: &mut opstatus::testing::Client, ns: &str) -> bool {
+fn replace_whole_object(client: &mut opstatus::testing::Client, ns: &str, age: Duration) -> bool {
     let path = format!("/api/v1/namespaces/{ns}/configmaps/{CM}");
     let Ok(Some(cm)) = client.get_path(&path, "get the status ConfigMap") else { return false };
     let cm: Value = serde_json::from_slice(&cm).unwrap();
@@ -41,7 +41,7 @@ fn replace_whole_object(client: &mut opstatus::testing::Client, ns: &str) -> boo
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": CM, "namespace": ns, "resourceVersion": cm["metadata"]["resourceVersion"],
                      "labels": cm["metadata"]["labels"]},
-        "data": {"status": standin_status(ns, SystemTime::now()).to_string()},
+        "data": {"status": standin_status(ns, SystemTime::now() - age).to_string()},
     });
     let put = format!("{path}?fieldManager=kube9-operator");
     client.put(&put, body.to_string().as_bytes(), "replace the status ConfigMap").is_ok()
@@ -66,6 +66,11 @@ struct StandIn {
 
 impl StandIn {
     fn start(cp: &'static ControlPlane, ns: &str, every: Duration, passes: usize) -> StandIn {
+        StandIn::stamping(cp, ns, every, passes, Duration::ZERO)
+    }
+
+    /// A stand-in whose status's `lastUpdate` is `age` old when written.
+    fn stamping(cp: &'static ControlPlane, ns: &str, every: Duration, passes: usize, age: Duration) -> StandIn {
         let stop = Arc::new(AtomicBool::new(false));
         let (flag, ns) = (stop.clone(), ns.to_string());
         let thread = std::thread::spawn(move || {
@@ -75,7 +80,7 @@ impl StandIn {
                 if flag.load(Ordering::Relaxed) {
                     break;
                 }
-                if replace_whole_object(&mut client, &ns) {
+                if replace_whole_object(&mut client, &ns, age) {
                     written.push(SystemTime::now());
                 }
                 std::thread::sleep(every);
@@ -409,5 +414,47 @@ fn e2e_a_controller_stamping_an_annotation_does_not_keep_opstatus_yielded() {
     assert!(took <= Duration::from_secs(25), "taken back {took:?} after the last write");
     println!(
         "e2e stamped annotation: taken back {took:.1?} after the last write, {stamped_meanwhile} stamps meanwhile"
+    );
+}
+
+/// A writer that replaces the whole ConfigMap every 3 s with a status an
+/// hour old: readers call that stale, so opstatus writes its own over it
+/// (as often as its heartbeat comes), and says so once: the log, `/status`,
+/// one Event, a metric.
+#[test]
+fn e2e_a_writer_of_a_stale_status_is_written_over_and_said_once() {
+    let cp = shared();
+    let pod = cp.deploy("foreign-stale");
+    let ns = pod.namespace.clone();
+    let agent = Run::every("2s").checks("1s").listen().start(&release_bin(), &cp.pod_env(&pod));
+    let addr = wait_for(Duration::from_secs(10), Duration::from_millis(50), || endpoint_from_log(&agent.stderr()))
+        .expect("the endpoint's address in the log");
+    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
+        .expect("opstatus publishes");
+    let from = SystemTime::now();
+    let standin = StandIn::stamping(cp, &ns, Duration::from_secs(3), 10, Duration::from_secs(3600));
+    let passes = standin.finish().len();
+    std::thread::sleep(Duration::from_secs(3));
+    let log = agent.stderr();
+    let warning = "Another writer keeps writing a stale status: field manager kube9-operator (Update)";
+    assert_eq!(log.matches(warning).count(), 1, "said once:\n{log}");
+    assert!(!log.contains("Another writer replaces the status"), "not yielded to:\n{log}");
+    let written = status_writes(cp, &[&pod.user], from, SystemTime::now()).len();
+    assert!(written >= 5, "opstatus took its status back only {written} times");
+    let doc = cp.status_document(&ns, CM).unwrap();
+    assert_ne!(doc["version"], STANDIN_VERSION, "opstatus's status stands: {doc}");
+    let (_, status, _) = get(addr, "/status");
+    let status: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["overwriting"], "kube9-operator (Update)", "{status}");
+    let (_, metrics, _) = get(addr, "/metrics");
+    assert_eq!(metric(&metrics, "opstatus_foreign_writer_overwrites_total"), Some(1.0), "{metrics}");
+    assert_eq!(metric(&metrics, "opstatus_foreign_writer_yields_total"), Some(0.0), "{metrics}");
+    let events = summaries(&opstatus_events(cp, &ns));
+    let foreign: Vec<_> = events.iter().filter(|(_, reason, _)| reason == "ForeignWriter").collect();
+    assert_eq!(foreign.len(), 1, "{events:?}");
+    assert!(foreign[0].2.contains("stale to readers"), "{:?}", foreign[0]);
+    println!(
+        "e2e stale foreign writer: {passes} whole-object writes of an hour-old status; opstatus wrote over them \
+         {written} times and said so once"
     );
 }

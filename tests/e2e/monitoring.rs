@@ -3,7 +3,12 @@
 //! rules loaded (the stale threshold and its `for:` shortened in a rendered
 //! copy); the API server becomes unreachable (a loopback proxy in front of
 //! it is cut) and `OpstatusStatusStale` fires in Prometheus's own
-//! `ALERTS`; recovery clears it. And the kit's PodMonitor and
+//! `ALERTS`; recovery clears it. Prometheus scrapes the per-condition
+//! series of Foos probed on the real API server, the example
+//! `OpstatusResourceConditionStuck` fires for the one stuck `Migrating` and
+//! clears once it moves on, `/status` shows the counts, and the type past
+//! `--condition-metrics-max-types` is counted apart and said once in the
+//! log. And the kit's PodMonitor and
 //! PrometheusRule, rendered with the opstatus component over the sample
 //! operator, apply with strict validation against the Prometheus
 //! Operator's own CRDs.
@@ -138,6 +143,64 @@ fn the_stale_alert_fires_in_a_real_prometheus_during_an_outage_and_clears() {
     });
     let cleared = cleared.unwrap_or_else(|| panic!("OpstatusStatusStale never cleared: {}", agent.stderr()));
     eprintln!("OpstatusStatusStale cleared {:.1} s after recovery", cleared.as_secs_f64());
+}
+
+#[test]
+fn a_condition_stuck_in_one_status_fires_its_alert_in_a_real_prometheus_and_clears() {
+    let cp = shared();
+    cp.install_crd("foos.example.com");
+    let pod = cp.deploy("condition-metrics");
+    let ns = pod.namespace.clone();
+    cp.apply_manifests("manifests/olm", &ns, &[]);
+    // Each Foo's conditions: Migrating first (the one type counted, with
+    // --condition-metrics-max-types=1), Ready past the cap. Their
+    // lastTransitionTime is 2026-01-01: far past the alert's 3 hours.
+    cp.create_foo(&ns, "stuck", &[("Migrating", "True"), ("Ready", "False")]);
+    cp.create_foo(&ns, "calm", &[("Migrating", "False"), ("Ready", "True")]);
+    cp.create_foo(&ns, "bare", &[]);
+    let probe = "example.com/v1/foos:Upgradeable=!Migrating";
+    let run = Run::every("2s").listen().flag("--check-interval", "1s").flag("--probe", probe);
+    let run = run.flag("--probe-namespace", &ns).flag("--condition-metrics-max-types", "1");
+    let agent = run.start(&release_bin(), &cp.pod_env(&pod));
+    let endpoint = wait_for(Duration::from_secs(20), Duration::from_millis(100), || endpoint_from_log(&agent.stderr()))
+        .unwrap_or_else(|| panic!("no endpoint: {}", agent.stderr()));
+    let stuck_for = "> 3 * 3600\n    for: 5m";
+    let rules = rendered_rules();
+    assert!(rules.contains(stuck_for), "the example alert changed: update this test");
+    let prometheus = Prometheus::start(endpoint, &ns, &rules.replace(stuck_for, "> 3 * 3600\n    for: 2s"));
+    let counted = |status: &str, n: u32| {
+        let series = format!(
+            r#"opstatus_resource_conditions{{group="example.com",kind="Foo",type="Migrating",status="{status}"}}"#
+        );
+        prometheus.count(&format!("{series} == {n}")) == 1
+    };
+    let scraped = wait_for(Duration::from_secs(40), Duration::from_millis(500), || {
+        (counted("True", 1) && counted("False", 1) && counted("Absent", 1) && counted("Unknown", 0)).then_some(())
+    });
+    assert!(scraped.is_some(), "the counts never reached Prometheus: {}", agent.stderr());
+    assert_eq!(prometheus.count(r#"opstatus_resource_conditions{type="Ready"}"#), 0, "past the cap");
+    assert_eq!(prometheus.count(r#"opstatus_resource_condition_untracked_resources{kind="Foo"} == 2"#), 1);
+    let oldest = r#"opstatus_resource_condition_oldest_transition_timestamp_seconds{type="Migrating",status="True"}"#;
+    assert_eq!(prometheus.count(&format!("{oldest} == 1767225600")), 1, "2026-01-01T00:00:00Z");
+    let firing = r#"ALERTS{alertname="OpstatusResourceConditionStuck",alertstate="firing",kind="Foo",type="Migrating",status="True"}"#;
+    let fired =
+        wait_for(Duration::from_secs(40), Duration::from_millis(500), || (prometheus.count(firing) == 1).then_some(()));
+    assert!(fired.is_some(), "OpstatusResourceConditionStuck never fired: {}", agent.stderr());
+
+    let (code, status, _) = support::http::get(endpoint, "/status");
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap_or_else(|e| panic!("{code} {e}: {status}"));
+    let expected = serde_json::json!([{"group": "example.com", "kind": "Foo", "untracked": 2,
+        "types": {"Migrating": {"Absent": 1, "True": 1, "False": 1, "Unknown": 0}}}]);
+    assert_eq!(status["conditions"], expected, "{status}");
+
+    cp.set_foo_conditions(&ns, "stuck", &[("Migrating", "False")]);
+    let cleared = wait_for(Duration::from_secs(40), Duration::from_millis(500), || {
+        (prometheus.count(firing) == 0 && counted("False", 2) && prometheus.count(oldest) == 0).then_some(())
+    });
+    assert!(cleared.is_some(), "the alert never cleared once the Foo moved on: {}", agent.stderr());
+    let log = agent.stderr();
+    let said = log.matches("Foo resources carry condition types past the 1 counted (such as Ready)").count();
+    assert_eq!(said, 1, "the types past the cap are said once: {log}");
 }
 
 #[test]

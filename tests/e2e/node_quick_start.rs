@@ -6,14 +6,25 @@
 //! kubelet pulls it, starts it and probes it until the rollout completes.
 //! The last block, `opstatus get`, must show what the README says.
 //!
-//! The quick start owns kube9-system and default; no other test on the
-//! node writes there.
+//! The quick start writes the status in kube9-system, as the OLM-and-kube9
+//! example does (`node_olm_kube9`): each holds the shared-status lock and
+//! leaves kube9-system without a writer ([`leave_the_status_to_nobody`]).
 
 use crate::quick_start::{Laptop, script, section_blocks};
 use crate::support;
 
 use std::time::Instant;
+use support::control_plane::{ControlPlane, shared_status_namespaces};
 use support::node::{container_status, shared};
+
+/// Stops the writer a test started in kube9-system (its Deployment `name`
+/// in `ns`, every Pod gone) and deletes the status it wrote there, so
+/// that the next test on the node finds no other writer.
+pub(crate) fn leave_the_status_to_nobody(cp: &ControlPlane, ns: &str, name: &str) {
+    let deployment = format!("deployment/{name}");
+    cp.kubectl_ok(&["-n", ns, "delete", &deployment, "--cascade=foreground", "--wait", "--timeout=180s"]);
+    cp.kubectl_ok(&["-n", "kube9-system", "delete", "configmap", "kube9-operator-status", "--ignore-not-found"]);
+}
 
 #[test]
 fn e2e_node_the_readme_quick_start_runs_as_written_on_a_real_kubelet() {
@@ -24,6 +35,7 @@ fn e2e_node_the_readme_quick_start_runs_as_written_on_a_real_kubelet() {
     let expected = blocks.last().filter(|(info, _)| info.is_empty()).expect("the quick start ends with what get shows");
 
     let node = shared();
+    let _kube9_system = shared_status_namespaces();
     let laptop = Laptop::with_image(node.cp(), &node.opstatus_image());
     let started = Instant::now();
     let shown = laptop.run(&commands);
@@ -45,6 +57,7 @@ fn e2e_node_the_readme_quick_start_runs_as_written_on_a_real_kubelet() {
     }
     let doc = node.cp().status_document("kube9-system", "kube9-operator-status").expect("the status");
     assert_eq!((doc["health"].as_str(), doc["version"].as_str()), (Some("healthy"), Some("1.0.0")), "{doc}");
+    leave_the_status_to_nobody(node.cp(), "kube9-system", "opstatus");
     println!(
         "e2e node quick start (kubelet {}): the README's commands, rollout included, ran in {:.1} s; `opstatus get` \
          showed\n{shown}\nevents:\n{events}",

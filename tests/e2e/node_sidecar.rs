@@ -94,6 +94,23 @@ fn operator_patch(spec: &str) -> String {
     )
 }
 
+/// How many of kubelet's readiness and liveness probes of opstatus failed
+/// in `ns` so far (kubelet counts repeats in one Event).
+fn failed_probes(node: &Node, ns: &str) -> (u64, u64) {
+    let count = |kind: &str| {
+        node.events(ns)
+            .iter()
+            .filter(|e| {
+                e["reason"] == "Unhealthy"
+                    && e["involvedObject"]["fieldPath"].as_str().unwrap_or_default().ends_with("{opstatus}")
+            })
+            .filter(|e| e["message"].as_str().unwrap_or_default().starts_with(&format!("{kind} probe failed")))
+            .map(|e| e["count"].as_u64().unwrap_or(1))
+            .sum()
+    };
+    (count("Readiness"), count("Liveness"))
+}
+
 /// A fresh namespace with the operator and its sidecar applied.
 pub(crate) fn deploy_operator(node: &Node, label: &str, components: &[&str], patch: &str) -> String {
     let ns = unique_namespace(label);
@@ -110,8 +127,18 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
     let ns = deploy_operator(node, "node-sidecar", &[], "");
     let pod = node.wait_ready(&ns, SELECTOR, 1, Duration::from_secs(180)).remove(0);
     let ready_after = started.elapsed();
+    // Until its operator first answers, opstatus's readiness is `Starting`
+    // (503): the Pod joins its Services once the operator answers. From
+    // Ready on, no probe of opstatus may fail.
+    let failed_when_ready = failed_probes(node, &ns);
+    assert_eq!(failed_when_ready.1, 0, "a failed liveness probe of opstatus:\n{}", node.events_text(&ns));
     let doc = cp.status_document(&ns, CM).expect("published before the Pod was Ready");
     assert_eq!((doc["health"].as_str(), doc["version"].as_str()), (Some("healthy"), Some("2.0.1")), "{doc}");
+    // A fresh install says nothing false while its operator starts: no
+    // status other than healthy, so no health change to record.
+    let changes: Vec<serde_json::Value> =
+        support::events::opstatus_events(cp, &ns).into_iter().filter(|e| e["reason"] == "HealthChanged").collect();
+    assert!(changes.is_empty(), "a fresh install published another health first: {changes:?}");
 
     // kubelet probed opstatus (readiness every 10 s, liveness every 30 s)
     // and the operator; opstatus watched the operator's health endpoint.
@@ -162,15 +189,11 @@ fn e2e_node_kubelet_probes_the_sidecar_and_a_failing_status_write_keeps_the_pod_
         watched.elapsed()
     );
     // kubelet's first probes may come before a container listens (the
-    // startup probe of a native sidecar, the operator's readiness): only a
-    // failed readiness or liveness probe of opstatus would break the contract.
+    // startup probe of a native sidecar, the operator's readiness) or
+    // before the operator answers: only a failed readiness or liveness
+    // probe of opstatus once the Pod was Ready would break the contract.
     let events = node.events_text(&ns);
-    let failed = events.lines().filter(|l| {
-        l.contains(" Unhealthy ")
-            && l.contains("{opstatus}")
-            && (l.contains("Readiness probe failed") || l.contains("Liveness probe failed"))
-    });
-    assert_eq!(failed.count(), 0, "no failed readiness or liveness probe of opstatus:\n{events}");
+    assert_eq!(failed_probes(node, &ns), failed_when_ready, "a failed probe of opstatus once Ready:\n{events}");
     println!(
         "e2e node sidecar (kubelet {}): Ready {:.1} s after apply; kubelet probe successes of opstatus: readiness \
          {readiness}, liveness {liveness}, e.g.\n  {probe_line}\nstatus write refused ({} {}), and {} more readiness \

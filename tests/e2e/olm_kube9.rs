@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::process::Command;
 use std::time::Duration;
 use support::control_plane::{ControlPlane, ROOT, shared, shared_status_namespaces, unique_namespace};
+use support::operator_endpoint::{Habits, OperatorEndpoint};
 use support::resources::find;
 use support::{RunningAgent, ServiceAccountDir, TempDir, opstatus_bin, pod_env, run_to_end, wait_for};
 
@@ -96,8 +97,14 @@ fn env_value(entry: &Value, ns: &str, pod: &str, labels: &Value) -> String {
     }
 }
 
-/// The sidecar of the applied Deployment, started as kubelet would.
-fn run_the_sidecar(cp: &ControlPlane, ns: &str) -> (RunningAgent, TempDir, ServiceAccountDir) {
+/// The sidecar of the applied Deployment, started as kubelet would, its
+/// health check pointed at `operator` (the operator's own endpoint, which
+/// the example has on 127.0.0.1:8081).
+fn run_the_sidecar(
+    cp: &ControlPlane,
+    ns: &str,
+    operator: &OperatorEndpoint,
+) -> (RunningAgent, TempDir, ServiceAccountDir) {
     let deployment: Value =
         serde_json::from_str(&cp.kubectl_ok(&["-n", ns, "get", "deployment", "my-operator", "-o", "json"])).unwrap();
     let template = &deployment["spec"]["template"];
@@ -117,9 +124,11 @@ fn run_the_sidecar(cp: &ControlPlane, ns: &str) -> (RunningAgent, TempDir, Servi
         .iter()
         .map(|a| match a.as_str().unwrap() {
             "--listen=:8090" => "--listen=127.0.0.1:0".to_string(), // Tests listen on loopback only.
+            "--watch-url=http://127.0.0.1:8081/healthz" => format!("--watch-url={}", operator.url()),
             a => a.replace("/run/opstatus", &run_dir),
         })
         .collect();
+    assert!(args.contains(&format!("--watch-url={}", operator.url())), "the example's health check moved: {args:?}");
     let sa = ServiceAccountDir::new(&cp.token(ns, ACCOUNT), &cp.ca_pem(), ns);
     let mut env = pod_env(cp.port(), &sa);
     for entry in container["env"].as_array().unwrap() {
@@ -153,13 +162,16 @@ fn e2e_the_olm_kube9_example_writes_the_status_in_kube9_system_and_upgradeable_b
     cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&olm_objects(&ns)));
     set_widget(cp, &ns, "w1", "False");
 
-    let (agent, _run, _sa) = run_the_sidecar(cp, &ns);
+    // The operator answers: opstatus publishes nothing before its first answer.
+    let operator = OperatorEndpoint::start(Habits::default());
+    let (agent, _run, _sa) = run_the_sidecar(cp, &ns, &operator);
     let status = wait_for(Duration::from_secs(30), Duration::from_millis(200), || {
         cp.status_document("kube9-system", "kube9-operator-status")
     })
     .unwrap_or_else(|| panic!("no status in kube9-system: {}", agent.stderr()));
     assert_eq!(status["namespace"].as_str(), Some(ns.as_str()), "the status names where the operator runs: {status}");
     assert_eq!(status["version"].as_str(), Some("1.4.2"), "{status}");
+    assert_eq!(status["health"].as_str(), Some("healthy"), "the operator answers: {status}");
     let upgradeable = |want: &str| {
         wait_for(Duration::from_secs(30), Duration::from_millis(200), || {
             let oc = cp.operator_condition(&ns, CSV);

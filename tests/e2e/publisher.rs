@@ -118,16 +118,20 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     let b = start(cp, &sa_b, "pod-b", &sinks);
     assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
     std::thread::sleep(Duration::from_secs(8));
-    let elapsed = started_b.elapsed();
 
     let writes_a = cp.audit_events(&pod.user).iter().filter(|e| e.verb == "patch").count();
     let by_b = cp.audit_events(&user_b);
+    // Taken once the reads are counted: every read counted was made within
+    // it, however late a loaded machine ran this thread after the sleep.
+    let elapsed = started_b.elapsed();
     let b_writes: Vec<_> = by_b.iter().filter(|e| e.verb != "get").collect();
     assert!(b_writes.is_empty(), "the standby wrote: {b_writes:?}");
     assert!(by_b.iter().all(|e| e.uri.contains("/configmaps/")), "the standby touched a sink: {by_b:?}");
-    // One read per check interval at most (plus the one that started it).
+    // One read per check interval begun at most (plus the one that started
+    // it, and a check delayed across an interval's end): a count, not a rate.
     let reads = by_b.len() as f64;
-    assert!(reads <= elapsed.as_secs_f64() / CHECK_INTERVAL.as_secs_f64() + 3.0, "{reads} reads in {elapsed:?}");
+    let intervals = (elapsed.as_secs_f64() / CHECK_INTERVAL.as_secs_f64()).ceil();
+    assert!(reads <= intervals + 3.0, "{reads} reads in {elapsed:?}");
     let heartbeats = a.stderr().matches("Status updated:").count();
     assert!(heartbeats >= 4, "{heartbeats} heartbeats");
     assert!(writes_a <= heartbeats + 1, "one write per heartbeat (and the first read): {writes_a} for {heartbeats}");
@@ -275,7 +279,9 @@ fn e2e_a_failing_lease_read_keeps_the_leader_then_is_a_reported_problem() {
         "--role=opstatus-leader-lease",
         &restore,
     ]);
-    wait_for(Duration::from_secs(10), Duration::from_millis(200), || {
+    // The API server's authoriser sees the new RoleBinding through its own
+    // informer, late on a loaded machine; the wait ends when it clears.
+    wait_for(Duration::from_secs(30), Duration::from_millis(200), || {
         cp.status_document(ns, CM).filter(|d| d["health"] == "healthy")
     })
     .expect("the problem clears once the Lease can be read");

@@ -53,7 +53,9 @@ fn foreign_entries_and_a_large_extension_survive_in_bounded_memory() {
         "/configmaps/ops/settings",
     ];
     let agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(server.port(), &sa));
-    let co = wait_for(Duration::from_secs(20), Duration::from_millis(50), || {
+    // A deadline, not a measurement: the fake API server parses a 1.5 MiB
+    // object in a debug build, slowly on a busy machine.
+    let co = wait_for(Duration::from_secs(90), Duration::from_millis(50), || {
         server.custom(CO).filter(|co| find(&co["status"]["conditions"], "Available").is_some())
     })
     .expect("the ClusterOperator was written");

@@ -269,6 +269,50 @@ const CASES: &[Case] = &[
         sa_files: &[],
         expect: "--degraded-inertia: \"2d\" has an unknown unit \"d\"",
     },
+    Case {
+        args: &["--health-inertia", "2h"],
+        env: &[],
+        sa_files: &[],
+        expect: "--health-inertia: \"2h\" must be between 0s and 3600s",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_HEALTH_INERTIA", "30s,soon")],
+        sa_files: &[],
+        expect: "OPSTATUS_HEALTH_INERTIA: \"30s,soon\" gives the window towards better as \"soon\", which is not a \
+                 duration",
+    },
+    Case {
+        args: &["--upgradeable-inertia", "0,61m"],
+        env: &[],
+        sa_files: &[],
+        expect: "--upgradeable-inertia: \"0,61m\" gives the window towards better as \"61m\", which must be between \
+                 0s and 3600s",
+    },
+    Case {
+        args: &["--upgradeable-inertia", "1s,2s,3s"],
+        env: &[],
+        sa_files: &[],
+        expect: "--upgradeable-inertia: \"1s,2s,3s\" is not WORSE[,BETTER]: two windows at most (e.g. 30s, or 0,5m)",
+    },
+    Case {
+        args: &["--cluster-operator", "demo", "--degraded-inertia", "2m,-1"],
+        env: &[],
+        sa_files: &[],
+        expect: "--degraded-inertia: \"2m,-1\" gives the window towards better as \"-1\", which is not a duration",
+    },
+    Case {
+        args: &["--condition-metrics-max-types", "9"],
+        env: &[],
+        sa_files: &[],
+        expect: "--condition-metrics-max-types: \"9\" must be a whole number from 0 to 8",
+    },
+    Case {
+        args: &[],
+        env: &[("OPSTATUS_CONDITION_METRICS_MAX_TYPES", "-1")],
+        sa_files: &[],
+        expect: "OPSTATUS_CONDITION_METRICS_MAX_TYPES: \"-1\" must be a whole number from 0 to 8",
+    },
 ];
 
 #[test]

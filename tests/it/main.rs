@@ -35,6 +35,7 @@ mod one_write;
 mod operator_condition_conflict;
 mod operator_condition_log;
 mod operator_condition_ownership;
+mod operator_starting;
 mod operator_watch;
 mod placement_warning;
 mod pro_tier;

@@ -66,17 +66,20 @@ fn a_failing_health_url_degrades_at_once_and_recovery_clears_it() {
 fn a_critical_watch_makes_the_status_unhealthy() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
-    // A port closed before opstatus starts: connection refused. (A stopped
-    // FakeOperator's thread may still take a first connection and reset it.)
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let url = format!("http://127.0.0.1:{port}/healthz");
+    // The operator answers first (until then a starting instance publishes
+    // nothing), then fails: an error status, not a stopped listener, whose
+    // thread may still take a connection and reset it.
+    let operator = FakeOperator::start();
+    let url = operator.url();
     let _agent = Run::default_interval()
         .checks("1s")
         .flag("--watch-url", &url)
         .switch("--watch-critical")
         .start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    wait_health(&server, "healthy");
+    operator.set_code(503);
     let (_, error) = wait_health(&server, "unhealthy");
-    assert_eq!(error, format!("Operator health check {url} failed: connection refused"));
+    assert_eq!(error, format!("Operator health check {url} failed: HTTP 503"));
 }
 
 #[test]

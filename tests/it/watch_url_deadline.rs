@@ -19,9 +19,20 @@ const TOKEN: &str = "sa-token-for-watch-url-deadline";
 
 /// opstatus checking `endpoints` every second, until `done`: its log.
 fn watch(endpoints: &[&OperatorEndpoint], done: impl Fn() -> bool) -> String {
+    watch_with(Run::every("10s"), endpoints, done)
+}
+
+/// The same with no start-up allowance: what the checks conclude is
+/// published from the first one, the operator answered or not (the
+/// allowance has tests of its own).
+fn watch_from_the_first_check(endpoints: &[&OperatorEndpoint], done: impl Fn() -> bool) -> String {
+    watch_with(Run::every("10s").flag("--startup-allowance", "0s"), endpoints, done)
+}
+
+fn watch_with(run: Run, endpoints: &[&OperatorEndpoint], done: impl Fn() -> bool) -> String {
     let api = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
-    let mut run = Run::every("10s").checks("1s").switch("--events=false");
+    let mut run = run.checks("1s").switch("--events=false");
     for endpoint in endpoints {
         run = run.flag("--watch-url", endpoint.url());
     }
@@ -37,6 +48,12 @@ fn wait_until(agent: &RunningAgent, done: impl Fn() -> bool) {
         .unwrap_or_else(|| panic!("not done in 60 s:\n{}", agent.stderr()));
 }
 
+/// Each failed health check logged (once per change): at INFO until the
+/// operator first answered, at WARN after.
+fn checks_failed(log: &str) -> Vec<&str> {
+    log.lines().filter(|l| l.contains("Operator health check") && l.contains(" failed: ")).collect()
+}
+
 /// The health of each status published, in order.
 fn published(log: &str) -> Vec<&str> {
     log.lines()
@@ -49,12 +66,12 @@ fn published(log: &str) -> Vec<&str> {
 fn a_check_that_gets_no_answer_is_given_up_and_fails_the_watch() {
     let endpoint = OperatorEndpoint::start(Habits { answer_after: None, ..Habits::default() });
     let given_up = || endpoint.seen().iter().filter(|s| s.given_up_after.is_some()).count();
-    let log = watch(&[&endpoint], || given_up() >= 3);
+    let log = watch_from_the_first_check(&[&endpoint], || given_up() >= 3);
     // Each request is closed by the check, not by the endpoint's own 10 s
     // wait: the check gave up on it.
     let seen = endpoint.seen();
     assert!(seen.iter().all(|s| s.given_up_after.is_some()), "{seen:?}\n{log}");
-    let problems = support::problems_logged(&log);
+    let problems = checks_failed(&log);
     assert_eq!(problems.len(), 1, "{problems:?}\n{log}");
     assert!(problems[0].ends_with(&format!("Operator health check {} failed: no answer within 1s", endpoint.url())));
 }
@@ -101,8 +118,8 @@ fn a_url_after_a_failing_one_is_judged_on_every_check() {
     // answers again.
     let first = OperatorEndpoint::start(Habits { failing: &[1, 2, 3, 4, 5], ..Habits::default() });
     let second = OperatorEndpoint::start(Habits { unanswered: &[0, 1, 6], ..Habits::default() });
-    let log = watch(&[&first, &second], || first.seen().len() >= 9);
-    let problems = support::problems_logged(&log);
+    let log = watch_from_the_first_check(&[&first, &second], || first.seen().len() >= 9);
+    let problems = checks_failed(&log);
     assert!(
         !problems.iter().any(|p| p.contains(&second.url())),
         "judged against checks long past: {problems:?}\n{log}"

@@ -24,6 +24,9 @@ pub struct ProbeSpec {
     pub resource: String,
     pub upgradeable: Option<Expr>,
     pub important: Option<Expr>,
+    /// How many of its condition types get metrics of their own
+    /// (`--condition-metrics-max-types`; 0: none).
+    pub condition_types: usize,
 }
 
 impl ProbeSpec {
@@ -71,6 +74,7 @@ pub fn parse_probe(text: &str) -> Result<ProbeSpec, String> {
         resource: resource.into(),
         upgradeable: None,
         important: None,
+        condition_types: super::table::ROW_TYPES,
     };
     for part in exprs.split(';') {
         let (key, expr) =
@@ -167,6 +171,7 @@ pub(crate) fn spec_from_crd(body: &[u8]) -> Result<Option<(ProbeSpec, ResourceTy
         resource: crd.spec.names.plural,
         upgradeable,
         important,
+        condition_types: super::table::ROW_TYPES,
     };
     let kind = ResourceType { kind: crd.spec.names.kind, namespaced: crd.spec.scope == "Namespaced" };
     Ok(Some((spec, kind)))

@@ -7,6 +7,8 @@
 //!   or the same read from a CRD's `olm.operatorframework.io/condition.*`
 //!   annotations (pure).
 //! - [`tally`]: the aggregation (pure).
+//! - [`census`]: the per-condition counts for `/metrics` and `/status`
+//!   (pure), taken from each store once per check.
 //! - [`collection`]: one probed type in one scope, and how it is judged.
 //! - [`list`]: a collection's list into a fresh store, from the watch
 //!   cache or the latest; `answer`: one answer read as it arrives;
@@ -43,6 +45,7 @@
 //! goes on from there ([`list::Listing`]).
 
 mod answer;
+pub(crate) mod census;
 pub(crate) mod collection;
 pub(crate) mod grammar;
 pub(crate) mod list;
@@ -62,7 +65,6 @@ use collection::Collection;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
 use list::list_into;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use serde::Deserialize;
 use std::time::{Duration, Instant};
 use tally::Tally;
 use watcher::Watcher;
@@ -115,19 +117,6 @@ pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 /// them); in between, the parsed expressions are reused.
 pub(crate) const CRD_REFRESH: Duration = Duration::from_secs(300);
 
-/// Discovery's answer for one group-version.
-#[derive(Deserialize)]
-struct ApiResourceList {
-    resources: Vec<ApiResource>,
-}
-
-#[derive(Deserialize)]
-struct ApiResource {
-    name: String,
-    namespaced: bool,
-    kind: String,
-}
-
 /// The result of one evaluation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {
@@ -149,6 +138,9 @@ pub(crate) struct Outcome {
     /// carries while they carry others: a likely typo, said out loud
     /// (absence still means `False`).
     pub unseen: Vec<String>,
+    /// Per resource type with a store, its resources per condition type
+    /// and status ([`census`]): for `/metrics` and `/status`.
+    pub conditions: Vec<census::ResourceConditions>,
 }
 
 /// Where probes come from.
@@ -178,6 +170,10 @@ pub(crate) struct Prober {
     nudge: Option<Nudge>,
     /// One per collection, while this instance publishes.
     watchers: Vec<Watcher>,
+    /// `--condition-metrics-max-types`.
+    condition_types: usize,
+    /// Says untracked condition types once per resource type.
+    overflow: census::OverflowLog,
 }
 
 impl Prober {
@@ -194,7 +190,19 @@ impl Prober {
             list_budget: LIST_BUDGET,
             nudge: None,
             watchers: Vec::new(),
+            condition_types: census::DEFAULT_TYPES,
+            overflow: census::OverflowLog::default(),
         }
+    }
+
+    /// Counts at most `max` condition types per resource type for the
+    /// metrics (0: none).
+    pub(crate) fn condition_metrics(mut self, max: usize) -> Prober {
+        self.condition_types = max;
+        for source in &mut self.flags {
+            source.spec.condition_types = max;
+        }
+        self
     }
 
     /// Watches the collections (a thread each, started at the first check)
@@ -253,15 +261,20 @@ impl Prober {
         // never blocks, and every other resource still counts.
         let mut noted = Vec::new();
         let mut partial = false;
+        let (mut conditions, cap) = (Vec::new(), self.condition_types);
+        let mut count = |c: &Collection, s: &mut store::Store| {
+            census::merge(&mut conditions, (&c.spec.group, &c.kind), s.census(), cap)
+        };
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
-                        Ok(store) => {
+                        Ok(mut store) => {
                             partial |= !store.holds_all();
                             noted.extend(c.store_problem(&store));
                             store.tally(&c.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
+                            count(c, &mut store);
                         }
                         Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
                     }
@@ -270,14 +283,15 @@ impl Prober {
             Some(nudge) => {
                 self.keep_watching(client, collections, &nudge, &mut problems);
                 for w in &self.watchers {
-                    let shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
+                    let mut shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
                     problems.extend(shared.health.problem_at(now).cloned());
-                    match &shared.store {
+                    match &mut shared.store {
                         Some(store) => {
                             partial |= !store.holds_all();
                             noted.extend(w.collection.store_problem(store));
                             store.tally(&w.collection.kind, &mut tally);
                             unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
+                            count(&w.collection, store);
                         }
                         None => {
                             pending = true;
@@ -316,6 +330,7 @@ impl Prober {
             listing,
             counts: if complete { Some((tally.evaluated as u64, tally.blocking.total as u64)) } else { self.counts },
             unseen: unseen.into_iter().map(|(_, said)| said).collect(),
+            conditions,
         }
     }
 
@@ -349,7 +364,10 @@ impl Prober {
                 .map_err(|e| format!("Cannot read CRD {name}: {}", e.granted_by(GRANT)))?;
             let body = body.ok_or_else(|| format!("CRD {name} does not exist (--probe-from-crd-annotations)"))?;
             match spec_from_crd(&body).map_err(|e| format!("CRD {name}: {e}"))? {
-                Some((spec, kind)) => fresh.push(Source { spec, resolved: Some(kind) }),
+                Some((spec, kind)) => fresh.push(Source {
+                    spec: ProbeSpec { condition_types: self.condition_types, ..spec },
+                    resolved: Some(kind),
+                }),
                 None => log::warn!(
                     "CRD {name} has neither {UPGRADEABLE_ANNOTATION} nor {IMPORTANT_ANNOTATION}: nothing to probe"
                 ),
@@ -378,6 +396,7 @@ impl Signal for Prober {
 
     fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation) {
         let outcome = self.evaluate(client, now);
+        self.overflow.say(&outcome.conditions, self.condition_types);
         self.problem.update(outcome.problem.clone(), log::Level::Warn, "Probing the operator's resources works again");
         self.counts = outcome.counts;
         let unseen = joined(&outcome.unseen);
@@ -433,7 +452,7 @@ fn collections_of(client: &mut Client, source: &mut Source, namespaces: &[String
     let spec = &source.spec;
     let name = spec.display_name();
     if source.resolved.is_none() {
-        source.resolved = Some(discover(client, spec).map_err(|e| format!("Cannot probe {name}: {e}"))?);
+        source.resolved = Some(collection::discover(client, spec).map_err(|e| format!("Cannot probe {name}: {e}"))?);
     }
     let resolved = source.resolved.as_ref().expect("resolved above");
     let scopes: Vec<Option<&str>> = match (resolved.namespaced, namespaces.is_empty()) {
@@ -457,21 +476,6 @@ fn collections_of(client: &mut Client, source: &mut Source, namespaces: &[String
             kind: resolved.kind.clone(),
         })
         .collect())
-}
-
-fn discover(client: &mut Client, spec: &ProbeSpec) -> Result<ResourceType, String> {
-    let gv = spec.api_path();
-    let body = client
-        .get_path(&gv, &format!("get {gv}"))
-        .map_err(|e| e.granted_by(GRANT).to_string())?
-        .ok_or_else(|| format!("the API server does not serve {gv} (is the CRD installed?)"))?;
-    let list: ApiResourceList =
-        serde_json::from_slice(&body).map_err(|e| format!("unexpected discovery answer for {gv}: {e}"))?;
-    list.resources
-        .into_iter()
-        .find(|r| r.name == spec.resource)
-        .map(|r| ResourceType { kind: r.kind, namespaced: r.namespaced })
-        .ok_or_else(|| format!("{gv} has no resource {:?}", spec.resource))
 }
 
 fn not_served(collection: &str) -> KubeError {

@@ -2,12 +2,19 @@
 //! name (`namespace/name`) and only what its expressions decided about it
 //! (why it blocks an upgrade, why it needs attention; nothing for the
 //! usual resource that does neither), and how a list page or a watch event
-//! changes that. Whole objects are never kept: 10,000 resources cost their
-//! names.
+//! changes that, with each resource's [`Row`] of condition statuses and
+//! transition times for the per-condition counts ([`super::census`]).
+//! Whole objects are never kept: 10,000 resources cost their names and
+//! rows.
 
 use super::MAX_RESOURCES;
+use super::census::{TypeCounts, count, row_of};
+
+/// What [`Store::census`] gives: the counts per counted type, the
+/// resources with a type not counted, and a few of those types.
+type Census = (Vec<TypeCounts>, u64, Vec<Box<str>>);
 use super::grammar::ProbeSpec;
-use super::table::{Marks, Table};
+use super::table::{Marks, Row, Table};
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
 use crate::util::text::{MAX_FOREIGN, sanitize};
@@ -26,6 +33,13 @@ pub(crate) struct Store {
     /// [`MAX_TYPES`] (each at most [`MAX_TYPE_LEN`] bytes): what an
     /// expression's names are checked against for a likely typo.
     types: Vec<Box<str>>,
+    /// The condition types counted per status for the metrics, in the
+    /// order first seen: at most the spec's `condition_types`; each
+    /// resource's [`Row`] indexes them.
+    tracked: Vec<Box<str>>,
+    /// The last [`Store::census`], until a resource changes: a check of a
+    /// quiet collection reads no row.
+    counted: Option<Census>,
     /// New resources not kept because the store holds [`MAX_RESOURCES`]:
     /// reported until a list that fits replaces the store.
     beyond: u64,
@@ -152,6 +166,14 @@ impl Item {
         &self.conditions
     }
 
+    /// Its row over `tracked`, which its new types may join.
+    fn row(&self, spec: &ProbeSpec, tracked: &mut Vec<Box<str>>) -> Row {
+        if spec.condition_types == 0 {
+            return Row::default();
+        }
+        row_of(&self.conditions, tracked, spec.condition_types)
+    }
+
     /// What `spec`'s expressions say about this resource.
     pub(crate) fn marks(&self, spec: &ProbeSpec) -> Marks {
         let conditions = self.conditions();
@@ -194,18 +216,45 @@ impl Store {
     /// them ([`Table::push`]); sorted by [`Store::shrink_to_fit`] or the
     /// first watch event. Past [`MAX_RESOURCES`] it is only counted.
     pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
-        let (key, marks) = match parsed {
+        self.counted = None;
+        let (key, marks, row) = match parsed {
             Parsed::Read(item) => {
                 self.note_types(&item);
-                (item.key(), item.marks(spec))
+                (item.key(), item.marks(spec), self.row_of(&item, spec))
             }
-            Parsed::Unreadable { key, why, .. } => (key, Marks { unreadable: Some(why), ..Marks::default() }),
+            Parsed::Unreadable { key, why, .. } => {
+                (key, Marks { unreadable: Some(why), ..Marks::default() }, Row::default())
+            }
         };
         if self.objects.len() >= MAX_RESOURCES {
             self.beyond += 1;
         } else {
-            self.objects.push(&key, marks);
+            self.objects.push(&key, marks, &row);
         }
+    }
+
+    /// `item`'s row; a type it counts first widens every row.
+    fn row_of(&mut self, item: &Item, spec: &ProbeSpec) -> Row {
+        let row = item.row(spec, &mut self.tracked);
+        self.objects.widen(self.tracked.len());
+        row
+    }
+
+    /// The counts per counted condition type and status, the resources
+    /// carrying a type not counted, and a few of those types (from the
+    /// ones remembered for the typo check).
+    pub(crate) fn census(&mut self) -> Census {
+        if let Some(counted) = &self.counted {
+            return counted.clone();
+        }
+        let (types, untracked) = count(self.objects.rows(), &self.tracked);
+        let names = if untracked == 0 {
+            Vec::new()
+        } else {
+            self.types.iter().filter(|t| !self.tracked.contains(t)).take(3).cloned().collect()
+        };
+        self.counted = Some((types, untracked, names));
+        self.counted.clone().unwrap_or_default()
     }
 
     /// What is wrong with what it holds: resources past [`MAX_RESOURCES`],
@@ -294,22 +343,24 @@ impl Store {
 
     /// Sets `key`'s marks; the ones it replaced. A new key past
     /// [`MAX_RESOURCES`] is not kept, only counted.
-    fn put(&mut self, key: &str, marks: Marks) -> Option<Marks> {
+    fn put(&mut self, key: &str, marks: Marks, row: &Row) -> Option<Marks> {
+        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
-            Ok(at) => Some(self.objects.replace(at, marks)),
+            Ok(at) => Some(self.objects.replace(at, marks, row)),
             Err(_) if self.objects.len() >= MAX_RESOURCES => {
                 self.beyond += 1;
                 None
             }
             Err(at) => {
-                self.objects.insert(at, key, marks);
+                self.objects.insert(at, key, marks, row);
                 None
             }
         }
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
+        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => Some(self.objects.remove(at)),
@@ -357,7 +408,7 @@ impl Store {
             "DELETED" => true,
             other => return Applied::Failed(format!("unexpected watch event type {:?}", sanitize(other, 64))),
         };
-        let (key, after) = match parse_item(event.object.get()) {
+        let (key, after, row) = match parse_item(event.object.get()) {
             Err(e) => return failed(e),
             Ok(Parsed::Unreadable { version, .. }) if event.kind == "BOOKMARK" => {
                 self.advance(&version);
@@ -365,22 +416,25 @@ impl Store {
             }
             Ok(Parsed::Unreadable { key, version, why }) => {
                 self.advance(&version);
-                (key, Marks { unreadable: Some(why), ..Marks::default() })
+                (key, Marks { unreadable: Some(why), ..Marks::default() }, Row::default())
             }
             Ok(Parsed::Read(item)) => {
                 self.advance(&item.metadata.resource_version);
                 if event.kind == "BOOKMARK" {
                     return Applied::Quiet;
                 }
-                if !deleted {
+                let row = if deleted {
+                    Row::default()
+                } else {
                     self.note_types(&item);
-                }
-                (item.key(), item.marks(spec))
+                    self.row_of(&item, spec)
+                };
+                (item.key(), item.marks(spec), row)
             }
         };
         let after = if deleted { Marks::default() } else { after };
         let beyond = self.beyond;
-        let before = if deleted { self.remove(&key) } else { self.put(&key, after.clone()) };
+        let before = if deleted { self.remove(&key) } else { self.put(&key, after.clone(), &row) };
         // Past the bound, or back within it: the problem changed. A
         // resource not kept changes nothing else.
         let crossed = (beyond == 0) != (self.beyond == 0);
@@ -600,7 +654,7 @@ mod tests {
     fn the_store_keeps_at_most_max_resources_and_says_how_many_more() {
         let (spec, mut store) = (spec(), Store::default());
         for i in 0..MAX_RESOURCES {
-            store.put(&format!("ns/r{i:06}"), Marks::default());
+            store.put(&format!("ns/r{i:06}"), Marks::default(), &Row::default());
         }
         assert_eq!((store.len(), store.problem("Foo")), (MAX_RESOURCES, None));
         assert_eq!(store.apply(&event("ADDED", "zz-1", 1, &[]), &spec), Applied::Changed, "past the bound: said");
@@ -631,5 +685,51 @@ mod tests {
         let unknown = read(r#"{"metadata":{"name":"c"},"status":null}"#);
         assert_eq!(unknown.marks(&spec), Marks::default(), "unknown never blocks");
         assert_eq!(&*unknown.key(), "c", "cluster-scoped");
+    }
+
+    fn timed(kind: &str, name: &str, rv: u32, conditions: &[(&str, &str, &str)]) -> Vec<u8> {
+        let conditions: Vec<_> = conditions
+            .iter()
+            .map(|(t, s, at)| serde_json::json!({"type": t, "status": s, "lastTransitionTime": at}))
+            .collect();
+        serde_json::json!({"type": kind, "object": {"metadata": {"name": name, "namespace": "ns",
+            "resourceVersion": rv.to_string()}, "status": {"conditions": conditions}}})
+        .to_string()
+        .into_bytes()
+    }
+
+    #[test]
+    fn the_census_follows_lists_and_watch_events_with_the_oldest_transition() {
+        let spec = ProbeSpec { condition_types: 2, ..spec() };
+        let mut store = Store::default();
+        let listed = r#"{"metadata":{"name":"a","namespace":"ns"},"status":{"conditions":[{"type":"Migrating","status":"True","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#;
+        store.insert(parse_item(listed).unwrap(), &spec);
+        store.shrink_to_fit();
+        let t = |h: u32| 1_767_225_600 + h * 3600;
+        store.apply(&timed("ADDED", "b", 2, &[("Ready", "True", "2026-01-01T05:00:00Z")]), &spec);
+        store.apply(&timed("ADDED", "c", 3, &[("Migrating", "True", "2026-01-01T02:00:00Z")]), &spec);
+        let (types, untracked, _) = store.census();
+        assert_eq!(types.iter().map(|t| &*t.name).collect::<Vec<_>>(), ["Migrating", "Ready"]);
+        assert_eq!((types[0].resources, types[0].oldest), ([1, 2, 0, 0], [0, t(0), 0, 0]));
+        assert_eq!((types[1].resources, types[1].oldest), ([2, 1, 0, 0], [0, t(5), 0, 0]), "a row widened later");
+        assert_eq!(untracked, 0);
+        // The oldest leaves True: the next oldest is known, from its row.
+        store.apply(&timed("MODIFIED", "a", 4, &[("Migrating", "False", "2026-01-01T06:00:00Z")]), &spec);
+        store.apply(
+            &timed("MODIFIED", "b", 5, &[("Ready", "True", "2026-01-01T05:00:00Z"), ("Third", "True", "x")]),
+            &spec,
+        );
+        let (types, untracked, names) = store.census();
+        assert_eq!((types[0].resources, types[0].oldest), ([1, 1, 1, 0], [0, t(2), t(6), 0]));
+        assert_eq!((untracked, names), (1, vec![Box::from("Third")]), "past the cap of 2");
+        store.apply(&timed("DELETED", "c", 6, &[]), &spec);
+        store.apply(&timed("MODIFIED", "a", 7, &[]), &spec);
+        let (types, ..) = store.census();
+        assert_eq!((types[0].resources, types[0].oldest), ([2, 0, 0, 0], [0; 4]));
+        let off = ProbeSpec { condition_types: 0, ..spec };
+        let mut none = Store::default();
+        assert!(store.counted.is_some(), "kept until a resource changes");
+        none.apply(&timed("ADDED", "a", 1, &[("Migrating", "True", "2026-01-01T00:00:00Z")]), &off);
+        assert_eq!(none.census(), (vec![], 0, vec![]), "0: nothing counted, no row kept");
     }
 }

@@ -1,7 +1,10 @@
 //! The sorted table a probed collection's [`Store`](super::store::Store)
 //! keeps its resources in, as small as a resource can be kept: 16 bytes
-//! an entry and its key's bytes. The keys (`namespace/name`) lie end to end
-//! in one string, each entry pointing at its own; the marks of the usual
+//! an entry, its key's bytes and 4 bytes per condition type counted for
+//! the metrics ([`Row`]). The keys (`namespace/name`) lie end to end
+//! in one buffer, each followed by its row's transition times, each entry
+//! pointing at its own; the entry holds the row's statuses in 2 bits a
+//! type; the marks of the usual
 //! resource (it neither blocks nor needs attention) are nothing, and the
 //! few distinct marks many resources share (the same terms decided them)
 //! are one shared copy each. At 50,000 resources that is ~2 MB, where a
@@ -19,22 +22,70 @@ pub(crate) struct Marks {
     pub unreadable: Option<Box<str>>,
 }
 
-/// Where one resource's key lies in [`Table::names`], and its marks (none:
-/// the default marks).
+/// The most condition types a row holds (2 bits of status each in a
+/// `u16`): the most `--condition-metrics-max-types` allows, and its default.
+pub(crate) const ROW_TYPES: usize = 8;
+
+/// One resource's conditions of the counted types (by the store's index of
+/// each type): a status in 2 bits a type ([`ABSENT`], [`TRUE`], [`FALSE`],
+/// [`UNKNOWN`]), its `lastTransitionTime` in Unix seconds (0: none), and
+/// whether it carries a condition of a type not counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub statuses: u16,
+    pub untracked: bool,
+    pub times: [u32; ROW_TYPES],
+}
+
+pub(crate) const ABSENT: u16 = 0;
+pub(crate) const TRUE: u16 = 1;
+pub(crate) const FALSE: u16 = 2;
+pub(crate) const UNKNOWN: u16 = 3;
+
+impl Row {
+    /// The status of the type at `index`.
+    pub(crate) fn status(&self, index: usize) -> u16 {
+        (self.statuses >> (2 * index)) & 3
+    }
+
+    pub(crate) fn set(&mut self, index: usize, status: u16, time: u32) {
+        self.statuses = (self.statuses & !(3 << (2 * index))) | (status << (2 * index));
+        self.times[index] = time;
+    }
+}
+
+/// The bit of [`Entry::len`] saying the resource carries an untracked type
+/// (keys are at most ~317 bytes).
+const UNTRACKED: u16 = 1 << 15;
+
+/// Where one resource's key lies in [`Table::names`] (its row's times
+/// after it), its length and [`UNTRACKED`] bit, its row's statuses, and
+/// its marks (none: the default marks).
 #[derive(Clone, Debug)]
 struct Entry {
     at: u32,
-    len: u32,
+    len: u16,
+    statuses: u16,
     marks: Option<Arc<Marks>>,
+}
+
+impl Entry {
+    fn key_len(&self) -> usize {
+        usize::from(self.len & !UNTRACKED)
+    }
 }
 
 /// Resources by key, sorted; see the module doc. Pure.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Table {
-    /// Every key, end to end (with those of removed entries until the next
+    /// Every key, each followed by its row's `stride` times (`u32`, little
+    /// endian), end to end (with those of removed entries until the next
     /// compaction). At most [`super::MAX_RESOURCES`] keys of at most
-    /// ~317 bytes, and as many unused: far within a `u32`.
-    names: String,
+    /// ~317 bytes and 32 bytes of times, and as many unused: far within a
+    /// `u32`.
+    names: Vec<u8>,
+    /// Times per entry: the condition types counted so far.
+    stride: usize,
     entries: Vec<Entry>,
     /// Bytes of `names` no entry points at.
     unused: usize,
@@ -59,8 +110,61 @@ impl Table {
         self.entries.len()
     }
 
+    fn key_bytes(&self, entry: &Entry) -> &[u8] {
+        &self.names[entry.at as usize..entry.at as usize + entry.key_len()]
+    }
+
     fn key(&self, entry: &Entry) -> &str {
-        &self.names[entry.at as usize..(entry.at + entry.len) as usize]
+        // Keys are pushed as `&str` and moved whole: always UTF-8.
+        std::str::from_utf8(self.key_bytes(entry)).unwrap_or_default()
+    }
+
+    /// The bytes an entry takes in [`Table::names`].
+    fn span(&self, entry: &Entry) -> usize {
+        entry.key_len() + 4 * self.stride
+    }
+
+    fn row(&self, entry: &Entry) -> Row {
+        let mut row = Row { statuses: entry.statuses, untracked: entry.len & UNTRACKED != 0, ..Row::default() };
+        let times = &self.names[entry.at as usize + entry.key_len()..entry.at as usize + self.span(entry)];
+        for (time, bytes) in row.times.iter_mut().zip(times.chunks_exact(4)) {
+            *time = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+        }
+        row
+    }
+
+    /// Every resource's row, with whether it could be read (an unreadable
+    /// one's row says nothing).
+    pub(super) fn rows(&self) -> impl Iterator<Item = (Row, bool)> {
+        self.entries.iter().map(|e| (self.row(e), e.marks.as_ref().is_none_or(|m| m.unreadable.is_none())))
+    }
+
+    /// Rows of `stride` times from now on (a new condition type counted):
+    /// every entry's row is widened, its new times 0.
+    pub(super) fn widen(&mut self, stride: usize) {
+        if stride <= self.stride {
+            return;
+        }
+        let mut names =
+            Vec::with_capacity(self.names.len() - self.unused + self.entries.len() * 4 * (stride - self.stride));
+        for entry in &mut self.entries {
+            let (from, len) = (entry.at as usize, entry.key_len() + 4 * self.stride);
+            entry.at = names.len() as u32;
+            names.extend_from_slice(&self.names[from..from + len]);
+            names.resize(names.len() + 4 * (stride - self.stride), 0);
+        }
+        (self.names, self.unused, self.stride) = (names, 0, stride);
+    }
+
+    /// Writes `row` over the entry at `at`'s (same size: no new bytes).
+    fn write_row(&mut self, at: usize, row: &Row) {
+        let entry = &mut self.entries[at];
+        entry.statuses = row.statuses;
+        entry.len = (entry.len & !UNTRACKED) | if row.untracked { UNTRACKED } else { 0 };
+        let from = entry.at as usize + entry.key_len();
+        for (i, time) in row.times.iter().take(self.stride).enumerate() {
+            self.names[from + 4 * i..from + 4 * i + 4].copy_from_slice(&time.to_le_bytes());
+        }
     }
 
     /// Where `key` is, or where it would be inserted (in a settled table:
@@ -69,7 +173,9 @@ impl Table {
         debug_assert!(!self.unsorted, "a pushed table is settled before it is searched");
         // A list arrives sorted: appending is the common case.
         match self.entries.last() {
-            Some(last) if self.key(last) >= key => self.entries.binary_search_by(|e| self.key(e).cmp(key)),
+            Some(last) if self.key_bytes(last) >= key.as_bytes() => {
+                self.entries.binary_search_by(|e| self.key_bytes(e).cmp(key.as_bytes()))
+            }
             _ => Err(self.entries.len()),
         }
     }
@@ -94,26 +200,29 @@ impl Table {
     }
 
     /// Inserts `key` at `at` (from [`Table::find`]).
-    pub(super) fn insert(&mut self, at: usize, key: &str, marks: Marks) {
-        let entry = Entry { at: self.names.len() as u32, len: key.len() as u32, marks: self.share(marks) };
-        self.names.push_str(key);
+    pub(super) fn insert(&mut self, at: usize, key: &str, marks: Marks, row: &Row) {
+        let len = key.len().min(usize::from(!UNTRACKED)) as u16;
+        let entry = Entry { at: self.names.len() as u32, len, statuses: 0, marks: self.share(marks) };
+        self.names.extend_from_slice(&key.as_bytes()[..usize::from(len)]);
+        self.names.resize(self.names.len() + 4 * self.stride, 0);
         self.entries.insert(at, entry);
+        self.write_row(at, row);
     }
 
     /// Appends `key` as a list brings it: in any order (the API server's
     /// watch cache answers in its map's order), sorted once by
     /// [`Table::settle`] rather than each moving the entries after it.
     /// A key pushed twice keeps its last marks.
-    pub(super) fn push(&mut self, key: &str, marks: Marks) {
+    pub(super) fn push(&mut self, key: &str, marks: Marks, row: &Row) {
         match self.entries.last() {
             Some(last) if self.key(last) == key => {
-                self.replace(self.entries.len() - 1, marks);
+                self.replace(self.entries.len() - 1, marks, row);
                 return;
             }
             Some(last) if self.key(last) > key => self.unsorted = true,
             _ => {}
         }
-        self.insert(self.entries.len(), key, marks);
+        self.insert(self.entries.len(), key, marks, row);
     }
 
     /// Sorts what [`Table::push`] appended out of order; of a key pushed
@@ -122,8 +231,8 @@ impl Table {
         if !std::mem::take(&mut self.unsorted) {
             return;
         }
-        let names = &self.names;
-        let key = |e: &Entry| &names[e.at as usize..(e.at + e.len) as usize];
+        let (names, times) = (&self.names, 4 * self.stride);
+        let key = |e: &Entry| &names[e.at as usize..e.at as usize + e.key_len()];
         // Reversed, then a stable sort: of equal keys the last pushed
         // comes first, and is the one `dedup` keeps.
         self.entries.reverse();
@@ -131,14 +240,15 @@ impl Table {
         let mut dropped = 0;
         self.entries.dedup_by(|later, kept| {
             let same = key(later) == key(kept);
-            dropped += if same { later.len as usize } else { 0 };
+            dropped += if same { later.key_len() + times } else { 0 };
             same
         });
         self.unused += dropped;
     }
 
-    /// Sets the marks of the entry at `at`; the ones it had.
-    pub(super) fn replace(&mut self, at: usize, marks: Marks) -> Marks {
+    /// Sets the marks and row of the entry at `at`; the marks it had.
+    pub(super) fn replace(&mut self, at: usize, marks: Marks, row: &Row) -> Marks {
+        self.write_row(at, row);
         let marks = self.share(marks);
         owned(std::mem::replace(&mut self.entries[at].marks, marks))
     }
@@ -146,7 +256,7 @@ impl Table {
     /// Removes the entry at `at`; its marks.
     pub(super) fn remove(&mut self, at: usize) -> Marks {
         let entry = self.entries.remove(at);
-        self.unused += entry.len as usize;
+        self.unused += self.span(&entry);
         if self.unused > COMPACT_AFTER && self.unused > self.names.len() / 2 {
             self.compact();
         }
@@ -161,15 +271,16 @@ impl Table {
         self.names.shrink_to_fit();
     }
 
-    /// Rewrites `names` with only the keys in use.
+    /// Rewrites `names` with only the keys (and rows) in use.
     fn compact(&mut self) {
         if self.unused == 0 {
             return;
         }
-        let mut names = String::with_capacity(self.names.len() - self.unused);
+        let mut names = Vec::with_capacity(self.names.len() - self.unused);
+        let times = 4 * self.stride;
         for entry in &mut self.entries {
             let at = names.len() as u32;
-            names.push_str(&self.names[entry.at as usize..(entry.at + entry.len) as usize]);
+            names.extend_from_slice(&self.names[entry.at as usize..entry.at as usize + entry.key_len() + times]);
             entry.at = at;
         }
         (self.names, self.unused) = (names, 0);
@@ -222,7 +333,7 @@ mod tests {
         let mut table = Table::default();
         for key in ["ns/b", "ns/d", "ns/a", "ns/c"] {
             let at = table.find(key).unwrap_err();
-            table.insert(at, key, Marks::default());
+            table.insert(at, key, Marks::default(), &Row::default());
         }
         assert_eq!(keys(&table), ["ns/a", "ns/b", "ns/c", "ns/d"]);
         assert_eq!(table.find("ns/c"), Ok(2));
@@ -230,18 +341,18 @@ mod tests {
         assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
         assert_eq!(table.unused, 4, "the removed key's bytes wait for a compaction");
         table.shrink_to_fit();
-        assert_eq!((table.unused, table.names.as_str()), (0, "ns/ans/cns/d"));
+        assert_eq!((table.unused, table.names.as_slice()), (0, &b"ns/ans/cns/d"[..]));
         assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
     }
 
     #[test]
     fn keys_pushed_in_any_order_are_sorted_once_and_the_last_of_a_key_stays() {
         let mut table = Table::default();
-        table.push("ns/c", blocking("first"));
-        table.push("ns/a", Marks::default());
-        table.push("ns/c", blocking("second"));
-        table.push("ns/b", Marks::default());
-        table.push("ns/b", blocking("again"));
+        table.push("ns/c", blocking("first"), &Row::default());
+        table.push("ns/a", Marks::default(), &Row::default());
+        table.push("ns/c", blocking("second"), &Row::default());
+        table.push("ns/b", Marks::default(), &Row::default());
+        table.push("ns/b", blocking("again"), &Row::default());
         assert!(table.unsorted);
         table.settle();
         assert_eq!(keys(&table), ["ns/a", "ns/b", "ns/c"]);
@@ -249,7 +360,7 @@ mod tests {
         assert_eq!(marks, [Marks::default(), blocking("again"), blocking("second")]);
         assert_eq!(table.find("ns/b"), Ok(1));
         table.shrink_to_fit();
-        assert_eq!(table.names, "ns/ans/bns/c", "the dropped duplicate's bytes are gone");
+        assert_eq!(table.names, b"ns/ans/bns/c", "the dropped duplicate's bytes are gone");
     }
 
     #[test]
@@ -259,7 +370,7 @@ mod tests {
         let n = 50_000u64;
         for i in 0..n {
             let k = (i * 7_919) % n;
-            table.push(&format!("ns/r{k:06}"), Marks::default());
+            table.push(&format!("ns/r{k:06}"), Marks::default(), &Row::default());
         }
         table.settle();
         assert_eq!(table.len(), n as usize);
@@ -273,7 +384,7 @@ mod tests {
         let mut table = Table::default();
         let keys: Vec<String> = (0..20_000).map(|i| format!("namespace/resource-{i:06}")).collect();
         for key in &keys {
-            table.insert(table.len(), key, Marks::default());
+            table.insert(table.len(), key, Marks::default(), &Row::default());
         }
         let full = table.names.len();
         for _ in 0..15_000 {
@@ -290,15 +401,15 @@ mod tests {
         let mut table = Table::default();
         for i in 0..1_000 {
             let marks = if i % 2 == 0 { blocking("Migrating") } else { Marks::default() };
-            table.insert(table.len(), &format!("ns/r{i:04}"), marks);
+            table.insert(table.len(), &format!("ns/r{i:04}"), marks, &Row::default());
         }
         assert_eq!(table.shared.len(), 1, "one copy of the shared marks");
         assert_eq!((table.unmarked(), table.marked().count()), (500, 500));
         assert_eq!(table.marked().next().map(|(k, _)| k), Some("ns/r0000"));
         assert_eq!(Arc::strong_count(&table.shared[0]), 501);
         assert_eq!(table.entries.iter().filter(|e| e.marks.is_none()).count(), 500);
-        assert_eq!(table.replace(0, Marks::default()), blocking("Migrating"));
-        assert_eq!(table.replace(1, blocking("Migrating")), Marks::default());
+        assert_eq!(table.replace(0, Marks::default(), &Row::default()), blocking("Migrating"));
+        assert_eq!(table.replace(1, blocking("Migrating"), &Row::default()), Marks::default());
         assert_eq!(table.iter().nth(1).map(|(_, m)| m.clone()), Some(blocking("Migrating")));
     }
 
@@ -306,16 +417,43 @@ mod tests {
     fn distinct_marks_past_the_bound_are_kept_each_their_own() {
         let mut table = Table::default();
         for i in 0..200 {
-            table.insert(table.len(), &format!("ns/r{i:03}"), blocking(&format!("reason {i}")));
+            table.insert(table.len(), &format!("ns/r{i:03}"), blocking(&format!("reason {i}")), &Row::default());
         }
         assert_eq!(table.shared.len(), MAX_SHARED);
         let marks: Vec<Marks> = table.iter().map(|(_, m)| m.clone()).collect();
         assert_eq!(marks[150], blocking("reason 150"), "still its own");
         // Once entries stop using the shared ones, they make room.
         for at in 0..MAX_SHARED {
-            table.replace(at, Marks::default());
+            table.replace(at, Marks::default(), &Row::default());
         }
-        table.insert(table.len(), "ns/z", blocking("new"));
+        table.insert(table.len(), "ns/z", blocking("new"), &Row::default());
         assert!(table.shared.iter().any(|s| **s == blocking("new")));
+    }
+
+    #[test]
+    fn rows_travel_with_their_keys_through_sorting_widening_and_compaction() {
+        let mut table = Table::default();
+        let row = |status: u16, time: u32| {
+            let mut row = Row::default();
+            row.set(0, status, time);
+            row
+        };
+        table.widen(1);
+        for (key, status, time) in [("ns/c", TRUE, 30), ("ns/a", FALSE, 10), ("ns/b", UNKNOWN, 20)] {
+            table.push(key, Marks::default(), &row(status, time));
+        }
+        table.settle();
+        table.widen(2);
+        let at = table.find("ns/b").unwrap();
+        let mut wide = row(UNKNOWN, 20);
+        wide.set(1, TRUE, 99);
+        wide.untracked = true;
+        table.replace(at, Marks::default(), &wide);
+        assert_eq!(table.remove(0), Marks::default());
+        table.shrink_to_fit();
+        let rows: Vec<Row> = table.rows().map(|(r, _)| r).collect();
+        assert_eq!(keys(&table), ["ns/b", "ns/c"]);
+        assert_eq!(rows, [wide, row(TRUE, 30)]);
+        assert_eq!(table.names.len(), 2 * (4 + 8), "each key and its two times");
     }
 }

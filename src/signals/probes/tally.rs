@@ -116,13 +116,16 @@ pub(crate) fn evaluate(expr: &Expr, conditions: &[ItemCondition]) -> (Truth, Vec
     expr.evaluate(&lookup)
 }
 
-/// A condition as read from a resource: only its type and status matter.
+/// A condition as read from a resource: its type and status for the
+/// expressions, and when it last changed for the counts ([`super::census`]).
 #[derive(Deserialize)]
 pub(crate) struct ItemCondition {
     #[serde(rename = "type")]
     pub kind: String,
     #[serde(default)]
     pub status: String,
+    #[serde(rename = "lastTransitionTime", default)]
+    pub last_transition: Option<String>,
 }
 
 #[cfg(test)]
@@ -135,7 +138,9 @@ mod tests {
     }
 
     fn conditions(list: &[(&str, &str)]) -> Vec<ItemCondition> {
-        list.iter().map(|(k, s)| ItemCondition { kind: k.to_string(), status: s.to_string() }).collect()
+        list.iter()
+            .map(|(k, s)| ItemCondition { kind: k.to_string(), status: s.to_string(), last_transition: None })
+            .collect()
     }
 
     fn tally_of(spec: &ProbeSpec, resources: &[(&str, &[(&str, &str)])]) -> Tally {

@@ -1,6 +1,6 @@
 //! What the ClusterOperator says, as pure functions of the tick: the
 //! mapping table ([`Intent::new`]), the versions to report, the write onto
-//! the object ([`apply`]), the inertia, and the flag and version-file
+//! the object ([`apply`]), and the flag and version-file
 //! grammars.
 
 use crate::conditions::{self, Condition, Desired, Status};
@@ -8,7 +8,6 @@ use crate::status::{Health, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use std::time::{Duration, Instant};
 
 /// The name every ClusterOperator reports its own version under.
 pub(crate) const OPERATOR: &str = "operator";
@@ -102,26 +101,6 @@ pub(crate) fn parse_version_file(text: &str) -> Result<Vec<Version>, String> {
     Ok(versions)
 }
 
-/// Holds a bad signal back until it has lasted the inertia, so a blip does
-/// not flap `Degraded`. Recovery is reported at once.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct DegradedInertia {
-    bad_since: Option<Instant>,
-}
-
-impl DegradedInertia {
-    /// Whether to report `Degraded=True` now, given whether the signal is
-    /// bad now.
-    pub(crate) fn observe(&mut self, bad: bool, now: Instant, inertia: Duration) -> bool {
-        if !bad {
-            self.bad_since = None;
-            return false;
-        }
-        let since = *self.bad_since.get_or_insert(now);
-        now.duration_since(since) >= inertia
-    }
-}
-
 /// What feeds the conditions, from the agent's state.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Signals<'a> {
@@ -132,7 +111,8 @@ pub(crate) struct Signals<'a> {
     pub watched: bool,
     /// The health to publish, this sink's own failures left out.
     pub verdict: &'a Verdict,
-    /// Whether the bad health has lasted the inertia.
+    /// Whether the bad health has held for the inertia's window
+    /// ([`crate::inertia`]).
     pub degraded: bool,
     /// The probes' `Upgradeable`, when probes are configured and could say;
     /// `Err(())` when they are configured but could not (keep what is there).
@@ -457,14 +437,19 @@ mod tests {
 
     #[test]
     fn inertia_holds_a_blip_back_and_recovers_at_once() {
-        let (mut inertia, t0, two_min) = (DegradedInertia::default(), Instant::now(), DEFAULT_INERTIA);
-        assert!(!inertia.observe(true, t0, two_min));
-        assert!(!inertia.observe(true, t0 + Duration::from_secs(119), two_min));
-        assert!(!inertia.observe(false, t0 + Duration::from_secs(120), two_min), "the blip ended");
-        assert!(!inertia.observe(true, t0 + Duration::from_secs(130), two_min), "a new blip starts over");
-        assert!(inertia.observe(true, t0 + Duration::from_secs(250), two_min));
-        assert!(!inertia.observe(false, t0 + Duration::from_secs(251), two_min));
-        assert!(DegradedInertia::default().observe(true, t0, Duration::ZERO), "zero inertia reports at once");
+        use crate::inertia::Inertia;
+        use std::time::{Duration, Instant, SystemTime};
+        let windows = crate::inertia::Windows { worse: DEFAULT_INERTIA, better: Duration::ZERO };
+        let (mut inertia, t0) = (Inertia::starting_at(windows, false), Instant::now());
+        let mut observe = |bad, s| inertia.observe(bad, t0 + Duration::from_secs(s), SystemTime::UNIX_EPOCH);
+        assert!(!observe(true, 0));
+        assert!(!observe(true, 119));
+        assert!(!observe(false, 120), "the blip ended");
+        assert!(!observe(true, 130), "a new blip starts over");
+        assert!(observe(true, 250));
+        assert!(!observe(false, 251));
+        let mut at_once = Inertia::starting_at(crate::inertia::Windows::default(), false);
+        assert!(at_once.observe(true, t0, SystemTime::UNIX_EPOCH), "zero inertia reports at once");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the versions and the four conditions the cluster-version operator and
 //! admins read.
 //!
-//! The mapping is pure ([`Intent::new`], [`apply`], [`DegradedInertia`]):
+//! The mapping is pure ([`Intent::new`], [`apply`]):
 //!
 //! | condition | True when | from |
 //! |---|---|---|
@@ -10,6 +10,12 @@
 //! | `Degraded` | health is degraded or unhealthy for longer than the inertia | the health rules |
 //! | `Progressing` | a version named by the flags is not running yet | the version file |
 //! | `Upgradeable` | no probed resource blocks | the probes (else always True) |
+//!
+//! `Degraded` and `Upgradeable` are under inertia ([`crate::inertia`]):
+//! `Degraded` by default, as library-go's operators have it (its message
+//! keeps its words: its `lastTransitionTime` is when it was published),
+//! `Upgradeable` with `--upgradeable-inertia`, as on the OperatorCondition
+//! ([`super::upgradeable`]).
 //!
 //! Versions: `operator` = `--operator-version`, plus `--operand-version`s.
 //! Without a version file they are taken to run as soon as this sidecar
@@ -27,12 +33,14 @@
 
 pub(crate) mod intent;
 
+use super::upgradeable::{HeldUpgradeable, state_name};
 use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write_raw};
+use crate::inertia::{Inertia, PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::status::Health;
 use crate::util::reported::Reported;
 use crate::util::time::format_rfc3339;
-use intent::{DegradedInertia, Intent, RelatedObject, Signals, Version, parse_version_file};
+use intent::{Intent, RelatedObject, Signals, Version, parse_version_file};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,20 +64,23 @@ pub(crate) struct ClusterOperatorSink {
     version_file: Option<PathBuf>,
     version_file_error: Reported,
     related: Vec<RelatedObject>,
-    inertia: Duration,
-    degraded: DegradedInertia,
+    /// Whether bad health has held long enough to say `Degraded=True`.
+    degraded: Inertia<bool>,
+    upgradeable: HeldUpgradeable,
     written: LastWritten<Intent>,
 }
 
 impl ClusterOperatorSink {
     /// `targets`: `operator` first, then the operands; `related`: what
-    /// `oc adm inspect` follows.
+    /// `oc adm inspect` follows; `degraded`, `upgradeable`: the two
+    /// conditions' inertia.
     pub(crate) fn new(
         name: String,
         targets: Vec<Version>,
         version_file: Option<PathBuf>,
         related: Vec<RelatedObject>,
-        inertia: Duration,
+        degraded: Windows,
+        upgradeable: Windows,
     ) -> ClusterOperatorSink {
         ClusterOperatorSink {
             name,
@@ -77,8 +88,8 @@ impl ClusterOperatorSink {
             version_file,
             version_file_error: Reported::default(),
             related,
-            inertia,
-            degraded: DegradedInertia::default(),
+            degraded: Inertia::starting_at(degraded, false),
+            upgradeable: HeldUpgradeable::new(upgradeable),
             written: LastWritten::default(),
         }
     }
@@ -157,21 +168,24 @@ impl Sink for ClusterOperatorSink {
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
         let observation = tick.observation;
         let bad = tick.verdict.health != Health::Healthy;
-        let degraded = self.degraded.observe(bad, tick.now, self.inertia);
+        let degraded = self.degraded.observe(bad, tick.now, tick.wall);
         let running = self.running();
         // No Upgradeable expression: True. One that cannot be evaluated
         // yet (a failed list, an unread CRD): leave what is published.
         let upgradeable = match &observation.probes {
             None => Ok(None),
             Some(p) if !p.declares_upgradeable => Ok(None),
-            Some(p) => p.upgradeable.as_ref().map(Some).ok_or(()),
+            Some(p) => p.upgradeable.as_ref().map(|u| Some(self.upgradeable.publish(u, tick.now, tick.wall))).ok_or(()),
         };
         let signals = Signals {
-            operator_down: observation.operator_down.as_deref(),
-            watched: observation.watched,
+            operator_down: observation.operator_down(),
+            watched: observation.operator.is_some(),
             verdict: tick.verdict,
             degraded,
-            upgradeable,
+            upgradeable: match &upgradeable {
+                Ok(held) => Ok(held.as_deref()),
+                Err(()) => Err(()),
+            },
         };
         // Built on every check (a few small strings per check interval, not
         // per heartbeat) and compared with what was last written: simpler
@@ -191,6 +205,16 @@ impl Sink for ClusterOperatorSink {
     /// read-modify-write.
     fn worst_case(&self) -> Duration {
         crate::kube::call_bound().saturating_mul(2).saturating_add(super::read_modify_write_bound())
+    }
+
+    fn pending(&self) -> Vec<PendingChange> {
+        let degraded = self.degraded.pending().map(|p| {
+            let state = if p.state { "Degraded=True" } else { "Degraded=False" };
+            PendingChange::new(self.describe(), state, p)
+        });
+        let upgradeable =
+            self.upgradeable.pending().map(|p| PendingChange::new(self.describe(), state_name(p.state), p));
+        degraded.into_iter().chain(upgradeable).collect()
     }
 }
 

@@ -145,6 +145,16 @@ pub(crate) fn foreign_writer(writer: &str, configmap: &str, quiet: Duration, at:
     Occurrence::new(EventType::Warning, FOREIGN_WRITER, &message, at)
 }
 
+/// Another writer keeps writing the status key with a status stale to
+/// readers (`why`): opstatus writes its own over it on every heartbeat.
+pub(crate) fn foreign_writer_overwritten(writer: &str, configmap: &str, why: &str, at: SystemTime) -> Occurrence {
+    let message = format!(
+        "Field manager {writer} replaces the status in ConfigMap {configmap}, but {why}: opstatus writes its own \
+         status over it on every heartbeat; stop {writer} writing the status key to end this"
+    );
+    Occurrence::new(EventType::Warning, FOREIGN_WRITER, &message, at)
+}
+
 /// A message fit for an event: printable, no credentials in a URL (a
 /// user-info part or a query string shows as `***`), no kube9 API key,
 /// at most [`MAX_MESSAGE`] bytes. Userinfo is refused where URLs enter,

@@ -1,0 +1,61 @@
+//! The operator's own leader-election Lease, read over the API: who
+//! leads ([`LeaseRead`]), its text from outside sanitised and bounded.
+//! What that means for publishing is [`super::leader`]'s (pure).
+
+use super::leader::{DEFAULT_LEASE_DURATION, Held, LeaseRead};
+use crate::kube::Client;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Where the permission to read the operator's Lease is granted.
+const LEASE_GRANT: &str = "see manifests/examples/sidecar/role-leader-lease.yaml";
+
+/// The pod the operator's leader runs in, from its Lease's
+/// `spec.holderIdentity`; or that nobody leads, or that it cannot be told.
+pub(super) fn read_leader(client: &mut Client, namespace: &str, name: &str) -> LeaseRead {
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
+    let action = format!("get leases {name:?} in namespace {namespace:?}");
+    let lease = match client.get_path(&path, &action) {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            let why = format!("Lease {namespace}/{name} does not exist: the operator has not elected a leader (yet)");
+            return LeaseRead::NoLeader(why);
+        }
+        Err(e) => {
+            return LeaseRead::Failed(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT)));
+        }
+    };
+    // The Lease is the operator's (anyone with its RBAC may write it): its
+    // holder reaches logs and messages sanitised and bounded, and a parse
+    // error never quotes it.
+    let lease: Value = match serde_json::from_slice(&lease) {
+        Ok(lease) => lease,
+        Err(e) => {
+            let kind = crate::lock::error_kind(&e);
+            return LeaseRead::Failed(format!("Lease {namespace}/{name} is {kind} (column {})", e.column()));
+        }
+    };
+    let text = |pointer: &str, limit: usize| {
+        let found = lease.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+        found.map(|s| crate::util::text::sanitize(s, limit))
+    };
+    // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
+    match text("/spec/holderIdentity", crate::lock::MAX_IDENTITY + 64) {
+        Some(holder) => LeaseRead::Held(Held {
+            lease: format!("{namespace}/{name}"),
+            holder,
+            // RFC 3339 with microseconds is 27 characters.
+            renew_time: text("/spec/renewTime", 64),
+            // Bounded as the lock's own leases are: no Lease keeps the
+            // publishers silent for longer than readers' patience.
+            duration: lease
+                .pointer("/spec/leaseDurationSeconds")
+                .and_then(Value::as_u64)
+                .map_or(DEFAULT_LEASE_DURATION, Duration::from_secs)
+                .clamp(crate::lock::LEASE_RANGE.0, crate::lock::LEASE_RANGE.1),
+        }),
+        _ => {
+            LeaseRead::NoLeader(format!("Lease {namespace}/{name} has no holder: the operator has no leader right now"))
+        }
+    }
+}

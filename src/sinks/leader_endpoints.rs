@@ -1,0 +1,417 @@
+//! The leader's Service (`--leader-service`): one EndpointSlice
+//! (`discovery.k8s.io/v1`, Kubernetes 1.21 and later) for a Service
+//! without a selector, pointing at the pod of the operator's leader, so a
+//! client of that Service reaches only the leader. This is how the API
+//! server keeps its own `kubernetes` Service, and how Patroni keeps a
+//! database's primary Service: tying the pods' readiness to leadership
+//! instead would leave standby pods never Ready and deadlock every rollout.
+//!
+//! Only the sidecar in the leader's pod points the slice at its pod; after a
+//! handover the new leader's sidecar rewrites it. A sidecar that pointed the
+//! slice at its own pod empties it (`endpoints: []`) once the Lease names
+//! no live leader (unrenewed past its duration, released, gone). Emptied
+//! rather than marked not ready: an empty slice means "nobody" to every
+//! consumer alike (kube-proxy, DNS, ingress controllers, and those that
+//! publish not-ready addresses), and the slice keeps no address that a
+//! later pod may be given. A handover to another leader is that leader's to
+//! write: the old one does not empty it, and its emptying write carries the
+//! `resourceVersion` it last saw, so it cannot undo the new leader's (a 409,
+//! then one read).
+//!
+//! Writes are server-side apply of the whole slice: one request creates or
+//! updates it, authorized on the slice's name (`create` included). A write
+//! happens only when what the slice should say changes: on a handover, when
+//! the Lease lapses, when this process starts as the leader; a standby reads
+//! the slice once at start (and after a refused write), never per heartbeat.
+//!
+//! What the slice should say ([`wanted`]) is pure; what the Lease means now
+//! (the clock) is decided by the caller.
+
+use crate::kube::{Client, KubeError, ObjectRef};
+use crate::status::{Problem, Rule};
+use crate::util::backoff::{Backoff, Jitter};
+use crate::util::reported::Reported;
+use serde_json::{Value, json};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+const API: &str = "/apis/discovery.k8s.io/v1";
+
+/// The field manager of opstatus's writes, and the slice's `managed-by`.
+const MANAGER: &str = "opstatus";
+
+/// Where the permission is granted.
+const GRANT: &str = "see manifests/components/leader-service";
+
+/// A failed request is tried again after 1 s, doubling up to a minute (an
+/// API server that does not serve the API at all is asked once a minute,
+/// not on every check).
+const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(60));
+
+/// The most ports one slice names (the API allows 100; a leader's Service
+/// needs a few).
+pub(crate) const MAX_PORTS: usize = 16;
+
+/// A port of the Service, as its EndpointSlice names it: the name must be
+/// the Service port's name for clients of that port to reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServicePort {
+    /// Empty for the Service's one unnamed port.
+    pub name: String,
+    pub port: u16,
+    /// `TCP`, `UDP` or `SCTP`.
+    pub protocol: &'static str,
+}
+
+/// `[name:]port[/protocol]`: `metrics:8080/TCP`, `8443`, `dns:53/UDP`.
+pub(crate) fn parse_port(v: &str) -> Result<ServicePort, String> {
+    const FORM: &str = "is not [name:]port[/TCP|UDP|SCTP] (e.g. http:8080/TCP, 8443)";
+    let (rest, protocol) = match v.split_once('/') {
+        Some((rest, "TCP")) => (rest, "TCP"),
+        Some((rest, "UDP")) => (rest, "UDP"),
+        Some((rest, "SCTP")) => (rest, "SCTP"),
+        Some(_) => return Err(FORM.into()),
+        None => (v, "TCP"),
+    };
+    let (name, digits) = match rest.split_once(':') {
+        Some(("", _)) => return Err(FORM.into()),
+        Some(split) => split,
+        None => ("", rest),
+    };
+    let port = match digits.parse::<u16>() {
+        Ok(port) if port > 0 && digits.bytes().all(|b| b.is_ascii_digit()) => port,
+        _ => return Err(FORM.into()),
+    };
+    if !name.is_empty() {
+        crate::kube::names::check_dns_label(name).map_err(|why| format!("has a port name that {why}"))?;
+    }
+    Ok(ServicePort { name: name.into(), port, protocol })
+}
+
+/// This pod's IP, where the slice points: `POD_IP` from the downward API's
+/// `status.podIP`.
+pub(crate) fn pod_ip(given: Option<&str>) -> Result<IpAddr, String> {
+    const HOW: &str = "set it from the downward API: env POD_IP, valueFrom.fieldRef.fieldPath: status.podIP";
+    match given {
+        None => Err(format!("--leader-service points its Service at this pod's IP: POD_IP is not set ({HOW})")),
+        Some(given) => {
+            let shown = crate::util::text::sanitize(given, 64);
+            let ip: IpAddr = given
+                .trim()
+                .parse()
+                .map_err(|_| format!("--leader-service: POD_IP {shown:?} is not an IP address ({HOW})"))?;
+            // The API server refuses them in an EndpointSlice (422), and no
+            // client elsewhere could reach them.
+            if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
+                return Err(format!(
+                    "--leader-service: POD_IP {shown:?} is no address a client can reach the pod at (loopback, \
+                     unspecified or multicast: the API server refuses it in an EndpointSlice)"
+                ));
+            }
+            Ok(ip)
+        }
+    }
+}
+
+/// Who leads the operator now, as the caller judged its Lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Leading<'a> {
+    /// Not known: the Lease was not read yet, or its reads fail.
+    Unknown,
+    /// The Lease names no live leader: unrenewed past its duration,
+    /// released, or gone.
+    Nobody,
+    /// The pod the Lease names leads.
+    Pod(&'a str),
+}
+
+/// What the slice says: the one address it points at, or none.
+pub(crate) type Says = Option<IpAddr>;
+
+/// What this pod's sidecar should make the slice say, or `None` to leave
+/// it alone. `known`: what the slice says as last read or written (`None`:
+/// not read yet). The leader points it at its pod; a sidecar whose pod it
+/// points at empties it when nobody leads; everyone else leaves it to the
+/// leader.
+pub(crate) fn wanted(leading: Leading<'_>, me: &str, ip: IpAddr, known: Option<Says>) -> Option<Says> {
+    match leading {
+        Leading::Pod(pod) if pod == me => Some(Some(ip)),
+        Leading::Nobody if known == Some(Some(ip)) => Some(None),
+        _ => None,
+    }
+}
+
+/// The EndpointSlice of the leader's Service, and what it last said.
+#[derive(Clone, Debug)]
+pub(crate) struct LeaderEndpoints {
+    namespace: String,
+    service: String,
+    ports: Vec<ServicePort>,
+    pod: String,
+    ip: IpAddr,
+    /// What the slice says and its `resourceVersion`, as last read or
+    /// written; `None` until read, and after a refused write.
+    known: Option<(Says, String)>,
+    failure: Reported,
+    backoff: Backoff,
+    jitter: Jitter,
+    /// After a failure: not before then.
+    retry_at: Option<Instant>,
+}
+
+impl LeaderEndpoints {
+    pub(crate) fn new(namespace: String, service: String, ports: Vec<ServicePort>, pod: String, ip: IpAddr) -> Self {
+        let (backoff, jitter) = (Backoff::new(RETRY.0, RETRY.1), Jitter::from_os());
+        LeaderEndpoints {
+            namespace,
+            service,
+            ports,
+            pod,
+            ip,
+            known: None,
+            failure: Reported::default(),
+            backoff,
+            jitter,
+            retry_at: None,
+        }
+    }
+
+    fn object(&self) -> ObjectRef<'_> {
+        ObjectRef { api: API, resource: "endpointslices", namespace: Some(&self.namespace), name: &self.service }
+    }
+
+    /// Brings the slice to what it should say given `leading`: at most one
+    /// read (only when what it says is not known and matters) and one write,
+    /// none when nothing changed; after a failure, none until the backoff
+    /// has passed.
+    pub(crate) fn sync(&mut self, client: &mut Client, leading: Leading<'_>, now: Instant) {
+        if self.retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        let failure = match self.try_sync(client, leading) {
+            Ok(()) => {
+                self.backoff.reset();
+                self.retry_at = None;
+                None
+            }
+            Err(e) => {
+                let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
+                self.retry_at = Some(now + delay);
+                Some(self.explain(e))
+            }
+        };
+        self.failure.update(failure, log::Level::Warn, "The leader's EndpointSlice can be written again");
+    }
+
+    fn try_sync(&mut self, client: &mut Client, leading: Leading<'_>) -> Result<(), KubeError> {
+        // Another pod leads: the slice is its sidecar's to rewrite, so what
+        // this one knows of it is stale; read again if it matters again.
+        if matches!(leading, Leading::Pod(pod) if pod != self.pod) {
+            self.known = None;
+        }
+        let known = self.known.as_ref().map(|(says, _)| *says);
+        if known.is_none() && leading == Leading::Nobody {
+            self.read(client)?;
+        }
+        let known = self.known.as_ref().map(|(says, _)| *says);
+        let Some(want) = wanted(leading, &self.pod, self.ip, known) else { return Ok(()) };
+        if known == Some(want) {
+            return Ok(());
+        }
+        // Emptying is conditional on the version last seen: a new leader's
+        // write since then wins (409), and what it says is read again.
+        let version = if want.is_none() { self.known.as_ref().map(|(_, v)| v.as_str()) } else { None };
+        let body = self.body(want, version);
+        match client.apply(&self.object(), MANAGER, true, body.to_string().as_bytes()) {
+            Ok(stored) => {
+                self.known = Some(says(&stored)?);
+                let what = match want {
+                    Some(ip) => format!("points at this pod, {} ({ip})", self.pod),
+                    None => "is emptied: the operator's Lease names no live leader".into(),
+                };
+                log::info!("EndpointSlice {}/{} of the leader's Service {what}", self.namespace, self.service);
+                Ok(())
+            }
+            Err(e) => {
+                self.known = None;
+                match e.code() {
+                    Some(409) => self.read(client),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Reads what the slice says (a missing slice says nothing).
+    fn read(&mut self, client: &mut Client) -> Result<(), KubeError> {
+        self.known = match client.get(&self.object())? {
+            Some(body) => Some(says(&body)?),
+            None => Some((None, String::new())),
+        };
+        Ok(())
+    }
+
+    /// The whole slice as opstatus writes it.
+    fn body(&self, points_at: Says, version: Option<&str>) -> Value {
+        let family = if self.ip.is_ipv4() { "IPv4" } else { "IPv6" };
+        let ports: Vec<Value> =
+            self.ports.iter().map(|p| json!({"name": p.name, "port": p.port, "protocol": p.protocol})).collect();
+        let endpoints: Vec<Value> = points_at
+            .iter()
+            .map(|ip| {
+                json!({
+                    "addresses": [ip.to_string()],
+                    "conditions": {"ready": true, "serving": true, "terminating": false},
+                    "targetRef": {"kind": "Pod", "namespace": self.namespace, "name": self.pod},
+                })
+            })
+            .collect();
+        let mut metadata = json!({
+            "name": self.service,
+            "namespace": self.namespace,
+            "labels": {
+                "kubernetes.io/service-name": self.service,
+                "endpointslice.kubernetes.io/managed-by": MANAGER,
+            },
+        });
+        if let Some(version) = version.filter(|v| !v.is_empty()) {
+            metadata["resourceVersion"] = json!(version);
+        }
+        json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": metadata,
+            "addressType": family,
+            "endpoints": endpoints,
+            "ports": ports,
+        })
+    }
+
+    /// A failure in words an admin can act on.
+    fn explain(&self, e: KubeError) -> String {
+        let slice = format!("EndpointSlice {}/{}", self.namespace, self.service);
+        // An apply creates a missing slice: a 404 is the API not served.
+        if e.code() == Some(404) {
+            return format!(
+                "Cannot write {slice} of the leader's Service: this API server does not serve discovery.k8s.io/v1 \
+                 EndpointSlices; --leader-service needs Kubernetes 1.21 or later"
+            );
+        }
+        format!("Cannot write {slice} of the leader's Service: {}", e.granted_by(GRANT))
+    }
+
+    /// Why the slice cannot be kept, while it cannot: a problem of the
+    /// status (`degraded`: the status itself is still published).
+    pub(crate) fn problem(&self) -> Option<Problem> {
+        self.failure.get().map(|why| Problem::degraded(Rule::Publishing, why.to_string()))
+    }
+}
+
+/// What a stored slice says, and its `resourceVersion`: the first address
+/// of its first endpoint (anything else is not opstatus's, and is written
+/// over by the leader).
+fn says(body: &[u8]) -> Result<(Says, String), KubeError> {
+    let bad = |why: &str| KubeError::Response { message: format!("the EndpointSlice read back {why}") };
+    let slice: Value = serde_json::from_slice(body).map_err(|e| bad(crate::lock::error_kind(&e)))?;
+    let version = slice.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+    let address = slice.pointer("/endpoints/0/addresses/0").and_then(Value::as_str);
+    // An address that is no IP is someone else's: not this pod.
+    let says = address.map(|a| a.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])));
+    Ok((says, crate::util::text::sanitize(version, 64)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ME: &str = "op-0";
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_leader_points_the_slice_at_its_pod_and_only_its_pod_empties_it_when_nobody_leads() {
+        let me = ip("10.0.0.7");
+        let other = ip("10.0.0.9");
+        // The leader: at its pod, whatever was known (or not yet read).
+        for known in [None, Some(None), Some(Some(other)), Some(Some(me))] {
+            assert_eq!(wanted(Leading::Pod(ME), ME, me, known), Some(Some(me)), "{known:?}");
+        }
+        // Another pod leads: its sidecar writes; this one leaves it.
+        for known in [None, Some(None), Some(Some(other)), Some(Some(me))] {
+            assert_eq!(wanted(Leading::Pod("op-1"), ME, me, known), None, "{known:?}");
+        }
+        // Nobody leads: emptied by the sidecar whose pod it points at.
+        assert_eq!(wanted(Leading::Nobody, ME, me, Some(Some(me))), Some(None));
+        assert_eq!(wanted(Leading::Nobody, ME, me, Some(Some(other))), None);
+        assert_eq!(wanted(Leading::Nobody, ME, me, Some(None)), None);
+        // Unknown (not read, failing reads): nobody touches it.
+        assert_eq!(wanted(Leading::Unknown, ME, me, Some(Some(me))), None);
+    }
+
+    #[test]
+    fn the_pod_ip_is_required_and_checked() {
+        assert_eq!(pod_ip(Some("10.1.2.3")), Ok(ip("10.1.2.3")));
+        assert_eq!(pod_ip(Some("fd00::1")), Ok(ip("fd00::1")));
+        let missing = pod_ip(None).unwrap_err();
+        assert!(missing.contains("POD_IP is not set") && missing.contains("status.podIP"), "{missing}");
+        let bad = pod_ip(Some("10.1.2")).unwrap_err();
+        assert!(bad.starts_with(r#"--leader-service: POD_IP "10.1.2" is not an IP address"#), "{bad}");
+        assert!(pod_ip(Some("")).is_err());
+        for unreachable in ["127.0.0.1", "::1", "0.0.0.0", "::", "224.0.0.1"] {
+            let refused = pod_ip(Some(unreachable)).unwrap_err();
+            assert!(refused.contains("the API server refuses it in an EndpointSlice"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn ports_are_name_port_protocol_and_bad_ones_are_refused() {
+        let port = |name: &str, port, protocol| ServicePort { name: name.into(), port, protocol };
+        assert_eq!(parse_port("http:8080/TCP"), Ok(port("http", 8080, "TCP")));
+        assert_eq!(parse_port("8443"), Ok(port("", 8443, "TCP")));
+        assert_eq!(parse_port("dns:53/UDP"), Ok(port("dns", 53, "UDP")));
+        assert_eq!(parse_port("s:9/SCTP"), Ok(port("s", 9, "SCTP")));
+        for bad in
+            ["", "0", "65536", "http:", ":80", "http:80/tcp", "http:80/ICMP", "Http:80", "a b:80", "+80", "8080x"]
+        {
+            assert!(parse_port(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_slice_names_its_service_and_family_and_empties_only_on_the_version_seen() {
+        let mut slice = LeaderEndpoints::new(
+            "ops".into(),
+            "op-leader".into(),
+            vec![ServicePort { name: "http".into(), port: 8080, protocol: "TCP" }],
+            ME.into(),
+            ip("fd00::7"),
+        );
+        let body = slice.body(Some(ip("fd00::7")), Some("41"));
+        assert_eq!(body["metadata"]["labels"]["kubernetes.io/service-name"], "op-leader");
+        assert_eq!(body["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "opstatus");
+        assert_eq!(body["addressType"], "IPv6");
+        assert_eq!(body["endpoints"][0]["addresses"], json!(["fd00::7"]));
+        assert_eq!(body["endpoints"][0]["targetRef"], json!({"kind": "Pod", "namespace": "ops", "name": ME}));
+        assert_eq!(body["ports"], json!([{"name": "http", "port": 8080, "protocol": "TCP"}]));
+        let empty = slice.body(None, Some("41"));
+        assert_eq!(
+            (empty["endpoints"].clone(), empty["metadata"]["resourceVersion"].clone()),
+            (json!([]), json!("41"))
+        );
+        slice.ip = ip("10.1.2.3");
+        assert_eq!(slice.body(None, None)["addressType"], "IPv4");
+        assert!(slice.body(None, None)["metadata"].get("resourceVersion").is_none());
+    }
+
+    #[test]
+    fn a_stored_slice_says_its_first_address_and_version() {
+        let stored = br#"{"metadata":{"resourceVersion":"9"},"endpoints":[{"addresses":["10.0.0.7"]}]}"#;
+        assert_eq!(says(stored).unwrap(), (Some(ip("10.0.0.7")), "9".into()));
+        assert_eq!(says(br#"{"metadata":{"resourceVersion":"10"},"endpoints":[]}"#).unwrap(), (None, "10".into()));
+        let foreign = br#"{"metadata":{"resourceVersion":"11"},"endpoints":[{"addresses":["not-an-ip"]}]}"#;
+        assert_eq!(says(foreign).unwrap().0, Some(ip("0.0.0.0")), "someone else's: not this pod");
+        assert!(says(b"{").is_err());
+    }
+}
