@@ -88,7 +88,7 @@ fn e2e_the_documented_sidecar_setup_with_olm_fits_an_operator_not_shaped_like_th
     // The operator's CRD, installed for real so that `kubectl auth can-i`
     // resolves its resources (nothing else uses Widgets).
     cp.kubectl_ok(&["apply", "-f", &format!("{ROOT}/tests/fixtures/my-operator/widgets.example.com.yaml")]);
-    cp.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=30s", "crd/widgets.example.com"]);
+    cp.wait_established("widgets.example.com");
     let predates_native_sidecars =
         !cp.kubectl(&["explain", "pods.spec.initContainers.restartPolicy"], None).status.success();
 

@@ -108,7 +108,7 @@ fn e2e_node_the_olm_kube9_example_runs_as_a_pod_with_its_status_in_kube9_system(
     let cp = node.cp();
     let started = Instant::now();
     cp.kubectl_ok(&["apply", "-f", &format!("{ROOT}/tests/fixtures/my-operator/widgets.example.com.yaml")]);
-    cp.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.example.com"]);
+    cp.wait_established("widgets.example.com");
     cp.create_namespace(NS);
     install_as_olm(cp);
     widget_migrating(cp, "False");

@@ -95,18 +95,11 @@ fn operator_patch(spec: &str) -> String {
 }
 
 /// How many of kubelet's readiness and liveness probes of opstatus failed
-/// in `ns` so far (kubelet counts repeats in one Event).
+/// in `ns` so far, but those that only ran out of time (`Node::failed_probes`).
 fn failed_probes(node: &Node, ns: &str) -> (u64, u64) {
+    let failed = node.failed_probes(ns, "opstatus");
     let count = |kind: &str| {
-        node.events(ns)
-            .iter()
-            .filter(|e| {
-                e["reason"] == "Unhealthy"
-                    && e["involvedObject"]["fieldPath"].as_str().unwrap_or_default().ends_with("{opstatus}")
-            })
-            .filter(|e| e["message"].as_str().unwrap_or_default().starts_with(&format!("{kind} probe failed")))
-            .map(|e| e["count"].as_u64().unwrap_or(1))
-            .sum()
+        failed.iter().filter(|(_, m)| m.starts_with(&format!("{kind} probe failed"))).map(|(n, _)| n).sum()
     };
     (count("Readiness"), count("Liveness"))
 }

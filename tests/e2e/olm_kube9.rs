@@ -147,7 +147,7 @@ fn e2e_the_olm_kube9_example_writes_the_status_in_kube9_system_and_upgradeable_b
     let cp = shared();
     cp.install_crd("operatorconditions.operators.coreos.com");
     cp.kubectl_ok(&["apply", "-f", &format!("{ROOT}/tests/fixtures/my-operator/widgets.example.com.yaml")]);
-    cp.kubectl_ok(&["wait", "--for=condition=Established", "--timeout=60s", "crd/widgets.example.com"]);
+    cp.wait_established("widgets.example.com");
     // A status another test left in kube9-system is another writer's: start from none.
     cp.kubectl_ok(&["-n", "kube9-system", "delete", "configmap", "kube9-operator-status", "--ignore-not-found"]);
     let ns = unique_namespace("olm-kube9");

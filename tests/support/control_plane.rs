@@ -236,13 +236,30 @@ impl ControlPlane {
             crd = patched;
         }
         self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&crd));
-        // Not `kubectl wait`: it fails at once ("accessor error") on a CRD
-        // that has no status conditions yet, which a fresh one may not.
+        self.wait_established(name);
+    }
+
+    /// Waits (60 s at most) until the CRD `name` is Established.
+    ///
+    /// Not `kubectl wait`, nor a jsonpath filter alone: both fail at once
+    /// ("accessor error", "<nil> is not array or slice") on a CRD that has
+    /// no status conditions yet, which a fresh one may not on a busy
+    /// machine. Until the condition is there, a failed read means "not yet".
+    pub fn wait_established(&self, name: &str) {
         let established = r#"jsonpath={.status.conditions[?(@.type=="Established")].status}"#;
         let crd = format!("crd/{name}");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while self.kubectl_ok(&["get", &crd, "-o", established]).trim() != "True" {
-            assert!(std::time::Instant::now() < deadline, "{crd} not Established within 30 s");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let out = self.kubectl(&["get", &crd, "-o", established], None);
+            if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "True" {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{crd} not Established within 60 s; last read: {} {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }

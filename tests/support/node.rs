@@ -341,6 +341,24 @@ impl Node {
     }
 
     /// The events of `ns`, as JSON.
+    /// kubelet's failed probes of `container` in `ns` as `(count, message)`
+    /// (its `Unhealthy` Events; kubelet counts repeats in one Event), but
+    /// those that only ran out of kubelet's time (one second by default).
+    /// A late answer is what a shared CPU does to any server; the tests
+    /// that use this also require successful probes, which a container that
+    /// hangs would not have. An answer that is not 2xx, or a refused
+    /// connection, is opstatus's own doing and stays.
+    pub fn failed_probes(&self, ns: &str, container: &str) -> Vec<(u64, String)> {
+        let field = format!("{{{container}}}");
+        self.events(ns)
+            .iter()
+            .filter(|e| e["reason"] == "Unhealthy")
+            .filter(|e| e["involvedObject"]["fieldPath"].as_str().unwrap_or_default().ends_with(&field))
+            .map(|e| (e["count"].as_u64().unwrap_or(1), e["message"].as_str().unwrap_or_default().to_string()))
+            .filter(|(_, message)| !kubelet_timed_out(message))
+            .collect()
+    }
+
     pub fn events(&self, ns: &str) -> Vec<Value> {
         let out = self.cp.kubectl_ok(&["-n", ns, "get", "events", "-o", "json"]);
         let list: Value = serde_json::from_str(&out).unwrap();
@@ -405,6 +423,23 @@ impl Node {
         let rendered = self.cp.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
         self.cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered));
     }
+}
+
+/// Whether a kubelet probe failure message says only that its time ran out
+/// (kubelet v1.20 and v1.36 word it as Go's HTTP client does).
+pub fn kubelet_timed_out(message: &str) -> bool {
+    ["Client.Timeout exceeded", "context deadline exceeded", "i/o timeout"].iter().any(|t| message.contains(t))
+}
+
+#[test]
+fn a_probe_that_ran_out_of_time_is_told_from_one_answered_wrong() {
+    assert!(kubelet_timed_out(
+        r#"Readiness probe failed: Get "http://127.0.0.1:8081/readyz": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"#
+    ));
+    assert!(!kubelet_timed_out("Readiness probe failed: HTTP probe failed with statuscode: 503"));
+    assert!(!kubelet_timed_out(
+        r#"Liveness probe failed: Get "http://127.0.0.1:8081/healthz": dial tcp 127.0.0.1:8081: connect: connection refused"#
+    ));
 }
 
 pub fn is_ready(pod: &Value) -> bool {
