@@ -190,13 +190,15 @@ fn minutes(age: Duration) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(in crate::agent) mod tests {
     use super::*;
 
     const GRACE: Duration = Duration::from_secs(14);
     const S: fn(u64) -> Duration = Duration::from_secs;
 
-    fn held(holder: &str, renew_time: &str) -> LeaseRead {
+    /// A read of the Lease `ns/l` held by `holder`, renewed at `renew_time`
+    /// (RFC 3339), for the default duration.
+    pub(in crate::agent) fn held(holder: &str, renew_time: &str) -> LeaseRead {
         LeaseRead::Held(Held {
             lease: "ns/l".into(),
             holder: holder.into(),

@@ -76,20 +76,12 @@ fn view(leading: Leading<'_>, me: &str, leader: &Leader, grace: Duration) -> Lea
 
 #[cfg(test)]
 mod tests {
-    use super::super::leader::{Held, LeaseRead};
+    use super::super::leader::LeaseRead;
+    use super::super::leader::tests::held;
     use super::*;
 
     const GRACE: Duration = Duration::from_secs(14);
     const S: fn(u64) -> Duration = Duration::from_secs;
-
-    fn held(holder: &str, renew_time: &str) -> LeaseRead {
-        LeaseRead::Held(Held {
-            lease: "ns/l".into(),
-            holder: holder.into(),
-            renew_time: Some(renew_time.into()),
-            duration: S(15),
-        })
-    }
 
     #[test]
     fn the_lease_names_the_leader_until_it_is_left_unrenewed_then_nobody_leads() {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
-use support::control_plane::{AuditEvent, ControlPlane, release_bin, shared};
+use support::control_plane::{AuditEvent, ControlPlane, Deployed, release_bin, shared};
 use support::events::{opstatus_events, summaries};
 use support::http::{endpoint_from_log, get};
 use support::replicas::{another_replica, replica_env};
@@ -154,16 +154,30 @@ fn status_writes(cp: &ControlPlane, users: &[&str], from: SystemTime, to: System
     users.iter().flat_map(|u| cp.audit_events(u)).filter(ours).collect()
 }
 
+/// Starts `run` as a fresh deployment's opstatus (in a namespace named
+/// after `label`) and waits until it has published: its deployment and
+/// agent.
+fn publishing(cp: &'static ControlPlane, label: &str, run: Run) -> (Deployed, RunningAgent) {
+    let pod = cp.deploy(label);
+    let agent = run.start(&release_bin(), &cp.pod_env(&pod));
+    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&pod.namespace, CM))
+        .expect("opstatus publishes");
+    (pod, agent)
+}
+
+/// The probe endpoint's address, from the log of an agent run with
+/// `Run::listen`.
+fn endpoint(agent: &RunningAgent) -> std::net::SocketAddr {
+    wait_for(Duration::from_secs(10), Duration::from_millis(50), || endpoint_from_log(&agent.stderr()))
+        .expect("the endpoint's address in the log")
+}
+
 #[test]
 fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_it_stops() {
     let cp = shared();
-    let pod = cp.deploy("foreign-writer");
+    let (pod, agent) = publishing(cp, "foreign-writer", Run::every("2s").checks("1s").listen());
     let ns = pod.namespace.clone();
-    let agent = Run::every("2s").checks("1s").listen().start(&release_bin(), &cp.pod_env(&pod));
-    let addr = wait_for(Duration::from_secs(10), Duration::from_millis(50), || endpoint_from_log(&agent.stderr()))
-        .expect("the endpoint's address in the log");
-    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
-        .expect("opstatus publishes");
+    let addr = endpoint(&agent);
 
     // The stand-in: a pass every 1.5 s, at most 60 passes, until told to stop.
     let standin = StandIn::start(cp, &ns, Duration::from_millis(1500), 60);
@@ -339,11 +353,8 @@ fn e2e_two_replicas_and_a_restarted_one_leave_a_whole_object_writer_alone_then_t
 #[test]
 fn e2e_an_edit_that_keeps_an_old_last_update_is_taken_back_before_readers_call_it_stale() {
     let cp = shared();
-    let pod = cp.deploy("foreign-edit");
+    let (pod, agent) = publishing(cp, "foreign-edit", Run::default_interval().checks("1s"));
     let ns = pod.namespace.clone();
-    let agent = Run::default_interval().checks("1s").start(&release_bin(), &cp.pod_env(&pod));
-    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
-        .expect("opstatus publishes");
     let readers = Readers::start(cp, &ns);
     let edited = SystemTime::now();
     let stamped = edited - Duration::from_secs(230);
@@ -377,11 +388,8 @@ fn opstatus_stale_after() -> Duration {
 #[test]
 fn e2e_a_controller_stamping_an_annotation_does_not_keep_opstatus_yielded() {
     let cp = shared();
-    let pod = cp.deploy("foreign-stamped");
+    let (pod, agent) = publishing(cp, "foreign-stamped", Run::every("2s").checks("1s"));
     let ns = pod.namespace.clone();
-    let agent = Run::every("2s").checks("1s").start(&release_bin(), &cp.pod_env(&pod));
-    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
-        .expect("opstatus publishes");
     let stop = Arc::new(AtomicBool::new(false));
     let stamper = {
         let (stop, path) = (stop.clone(), format!("/api/v1/namespaces/{ns}/configmaps/{CM}?fieldManager=stamper"));
@@ -424,13 +432,9 @@ fn e2e_a_controller_stamping_an_annotation_does_not_keep_opstatus_yielded() {
 #[test]
 fn e2e_a_writer_of_a_stale_status_is_written_over_and_said_once() {
     let cp = shared();
-    let pod = cp.deploy("foreign-stale");
+    let (pod, agent) = publishing(cp, "foreign-stale", Run::every("2s").checks("1s").listen());
     let ns = pod.namespace.clone();
-    let agent = Run::every("2s").checks("1s").listen().start(&release_bin(), &cp.pod_env(&pod));
-    let addr = wait_for(Duration::from_secs(10), Duration::from_millis(50), || endpoint_from_log(&agent.stderr()))
-        .expect("the endpoint's address in the log");
-    wait_for(Duration::from_secs(10), Duration::from_millis(100), || cp.status_document(&ns, CM))
-        .expect("opstatus publishes");
+    let addr = endpoint(&agent);
     let from = SystemTime::now();
     let standin = StandIn::stamping(cp, &ns, Duration::from_secs(3), 10, Duration::from_secs(3600));
     let passes = standin.finish().len();
