@@ -1,7 +1,7 @@
 //! End to end, real kube-apiserver: Kubernetes Events on published health
 //! changes. A watched URL flipping healthy → degraded → healthy gives
 //! exactly two events about the sidecar's Pod (what `kubectl describe pod`
-//! shows); a signal flapping 50 times in 10 s gives a bounded number, the
+//! shows); a signal flapping at every check gives a bounded number, the
 //! repeats counted on the events already recorded; losing the permission
 //! to record events changes nothing in the status and is logged once; and
 //! `--events=false` sends no event request at all.
@@ -117,8 +117,17 @@ fn events_metric(metrics: &str, result: &str) -> u64 {
     line[series.len()..].trim().parse().unwrap()
 }
 
+/// The health each status update published, in order (from the log).
+fn published_health(log: &str) -> Vec<&str> {
+    log.lines().filter_map(|l| l.split("health=").nth(1)).map(|h| h.split(',').next().unwrap()).collect()
+}
+
+/// Published changes of health this test makes: well past the burst, and
+/// past what the bucket refills in the minute a busy machine may take.
+const FLAPS: usize = 16;
+
 #[test]
-fn e2e_fifty_flips_in_ten_seconds_give_a_bounded_number_of_events() {
+fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     let cp = shared();
     let pod = cp.deploy("events-flap");
     let ns = pod.namespace.as_str();
@@ -129,12 +138,17 @@ fn e2e_fifty_flips_in_ten_seconds_give_a_bounded_number_of_events() {
     let endpoint =
         wait_for(Duration::from_secs(5), Duration::from_millis(50), || endpoint_from_log(&agent.stderr())).unwrap();
 
+    // The operator flips as soon as opstatus published its last flip: one
+    // change per check (1 s), however slowly a busy machine runs them.
     let started = Instant::now();
-    for flip in 0..50 {
+    for flip in 0..FLAPS {
+        let before = published_health(&agent.stderr()).len();
         operator.set_code(if flip % 2 == 0 { 503 } else { 200 });
-        std::thread::sleep(Duration::from_millis(200));
+        wait_for(Duration::from_secs(15), Duration::from_millis(20), || {
+            (published_health(&agent.stderr()).len() > before).then_some(())
+        })
+        .unwrap_or_else(|| panic!("flip {flip} was not published: {}", agent.stderr()));
     }
-    operator.set_code(200);
     let flapped = started.elapsed();
     wait_health(cp, ns, "healthy");
     // Let the queue drain (one event per 1 s check) and any refill pass.
@@ -144,9 +158,7 @@ fn e2e_fifty_flips_in_ten_seconds_give_a_bounded_number_of_events() {
     // Every published change is an occurrence; each was created, counted
     // on an earlier event, or dropped by the rate limit.
     let log = agent.stderr();
-    let published: Vec<&str> =
-        log.lines().filter_map(|l| l.split("health=").nth(1)).map(|h| h.split(',').next().unwrap()).collect();
-    let changes = published.windows(2).filter(|w| w[0] != w[1]).count();
+    let changes = published_health(&log).windows(2).filter(|w| w[0] != w[1]).count();
     let (_, metrics, _) = get(endpoint, "/metrics");
     let [created, patched, dropped, failed] =
         ["created", "patched", "dropped", "failed"].map(|r| events_metric(&metrics, r));
@@ -154,9 +166,8 @@ fn e2e_fifty_flips_in_ten_seconds_give_a_bounded_number_of_events() {
     assert_eq!(created + patched + dropped, changes as u64, "{changes} changes: {metrics}");
     let sent = (created + patched) as usize;
     let bound = BURST + (elapsed.as_secs_f64() / REFILL.as_secs_f64()).ceil() as usize;
-    // Checked once a second, 50 flips in 10 s are about ten published
-    // changes: more than the burst.
-    assert!(changes > BURST, "the test must flap past the burst: {changes} changes\n{log}");
+    assert!(changes >= FLAPS, "{changes} changes published\n{log}");
+    assert!(bound < changes, "the test must flap past what the bucket allows: bound {bound}, {changes} changes");
     assert!(sent <= bound, "{sent} event requests for {changes} changes in {elapsed:?} (bound {bound})");
     assert_eq!(event_requests(cp, &pod.user).len(), sent, "one request per event sent");
     let said = log.matches("Too many Kubernetes Events").count();
@@ -170,7 +181,7 @@ fn e2e_fifty_flips_in_ten_seconds_give_a_bounded_number_of_events() {
     assert_eq!(counts.iter().sum::<u64>(), created + patched, "{counts:?}");
     assert!(counts.iter().any(|c| *c > 1), "repeats are counted: {counts:?}");
     println!(
-        "e2e events flapping: 50 flips in {flapped:.1?} published {changes} changes; {sent} event requests \
+        "e2e events flapping: {FLAPS} flips in {flapped:.1?} published {changes} changes; {sent} event requests \
          ({created} created, {patched} counted on them, counts {counts:?}), {dropped} dropped"
     );
 }

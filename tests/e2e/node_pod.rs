@@ -12,7 +12,7 @@ use crate::support;
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
-use support::node::{container_status, shared};
+use support::node::{container_status, shared, tail};
 
 fn proc_field(status: &str, key: &str) -> String {
     status
@@ -99,12 +99,15 @@ fn e2e_node_kubelet_enforces_the_shipped_security_context_and_sigterm_writes_the
                 .map(|l| (l, Instant::now()))
         }
     });
+    // What opstatus logs on its way out, for the message of a failure below.
+    let log = cp.kubectl_follow(&["-n", &ns, "logs", "-f", &name, "-c", "opstatus", "--since=10m"]);
     std::thread::sleep(Duration::from_secs(1));
     let deleted = Instant::now();
     cp.kubectl_ok(&["-n", &ns, "delete", "pod", &name, "--wait=true", "--timeout=120s"]);
     let gone_after = deleted.elapsed();
     let _ = events.kill();
     let _ = events.wait();
+    let log = log.stop();
     let (exit, exited) = exits.join().unwrap().expect("containerd reported the task's exit");
     let exit: Value = serde_json::from_str(&exit[exit.find('{').unwrap()..]).unwrap();
     // Protobuf's JSON leaves a zero status out.
@@ -118,7 +121,12 @@ fn e2e_node_kubelet_enforces_the_shipped_security_context_and_sigterm_writes_the
         "kubelet did not log that {container_id} exited normally (a SIGKILL?)"
     );
     let doc = cp.status_document(&ns, "kube9-operator-status").unwrap();
-    assert_eq!((doc["health"].as_str(), doc["error"].as_str()), (Some("unhealthy"), Some("Shutting down")), "{doc}");
+    assert_eq!(
+        (doc["health"].as_str(), doc["error"].as_str()),
+        (Some("unhealthy"), Some("Shutting down")),
+        "{doc}\nopstatus's log:\n{}",
+        tail(&log, 30)
+    );
     println!(
         "e2e node pod (kubelet {}): Ready {:.1} s after apply; uid 65532, no capabilities, NoNewPrivs, seccomp \
          filter, read-only root, memory limit 16Mi, 5 cpu shares, {rss}; after `kubectl delete pod`: exit 0 within \
