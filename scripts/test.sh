@@ -215,11 +215,12 @@ start_lane() {
 # `node_quick_start::`.
 skip_nodes=()
 for m in "${node_modules[@]}"; do skip_nodes+=(--skip "$m::"); done
-# The longest tests (each minutes of one big list or restart; see
-# `scripts/lib/test-times.py` for how they were found) in a test process of
+# The longest tests (each minutes of a big list, an API server restart or a
+# control plane of its own; each run below names its slowest, see
+# `scripts/lib/test-times.py`) in a test process of
 # their own beside the others': libtest starts tests in name order, so in
 # one process `probe_first_list` started minutes in and set the run's end.
-first_modules=(probe_first_list probe_scale probe_watch)
+first_modules=(apiserver_restart cluster_operator probe_first_list probe_scale probe_watch)
 # LABEL FLAVOR MODULE...: the given modules (all but the nodes' when none)
 # in two processes at once, the longest ones and the others.
 run_e2e_split() {

@@ -8,10 +8,10 @@
 //! only instance is reported, not silenced).
 
 use crate::support;
+use support::operator_endpoint::{free_addr, operator_up};
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -30,31 +30,6 @@ fn published(cp: &ControlPlane, ns: &str) -> Option<(String, Value)> {
     let record: Value = serde_json::from_str(cm["metadata"]["annotations"][ANNOTATION].as_str()?).ok()?;
     let doc: Value = serde_json::from_str(cm["data"]["status"].as_str()?).ok()?;
     Some((record["holderIdentity"].as_str()?.to_string(), doc))
-}
-
-/// A port on 127.0.0.1 nobody listens on (yet).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-/// The operator's health endpoint, answering 200 on `addr` from now on
-/// (one answer per connection) until `stop` is set.
-fn operator_up(addr: SocketAddr, stop: Arc<AtomicBool>) {
-    let listener = TcpListener::bind(addr).expect("the operator's port is still free");
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let Ok(mut stream) = stream else { continue };
-            let mut head = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                line.clear();
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
-        }
-    });
 }
 
 /// A namespace whose status was published by pod-a, which then stopped:

@@ -51,19 +51,28 @@ fn e2e_one_foo_among_thousands_moves_upgradeable() {
     let started = Instant::now();
     let foo_count: usize =
         std::env::var("OPSTATUS_PROBE_SCALE_FOOS").ok().and_then(|n| n.parse().ok()).unwrap_or(FOO_COUNT);
-    let mut admin = cp.admin_client();
-    for i in 0..foo_count {
-        let name = format!("foo-{i:04}");
-        let object = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": name, "namespace": ns}, "spec": {}});
-        let collection = format!("{FOOS}/namespaces/{ns}/foos");
-        let created = admin.create(&collection, object.to_string().as_bytes(), "create foos").unwrap();
-        // The status update must carry the resourceVersion just created.
-        let mut with_status: serde_json::Value = serde_json::from_slice(&created).unwrap();
-        with_status["status"] = json!({"conditions": [condition("Migrating", "False")]});
-        admin
-            .put(&format!("{collection}/{name}/status"), with_status.to_string().as_bytes(), "update foos/status")
-            .unwrap();
-    }
+    // Eight clients at once: the API server, not one client's round trips,
+    // sets the pace.
+    let cp_ref = &cp;
+    std::thread::scope(|scope| {
+        for first in 0..8 {
+            scope.spawn(move || {
+                let mut admin = cp_ref.admin_client();
+                let collection = format!("{FOOS}/namespaces/{ns}/foos");
+                for i in (first..foo_count).step_by(8) {
+                    let name = format!("foo-{i:04}");
+                    let object = json!({"apiVersion": "example.com/v1", "kind": "Foo", "metadata": {"name": name, "namespace": ns}, "spec": {}});
+                    let created = admin.create(&collection, object.to_string().as_bytes(), "create foos").unwrap();
+                    // The status update must carry the resourceVersion just created.
+                    let mut with_status: serde_json::Value = serde_json::from_slice(&created).unwrap();
+                    with_status["status"] = json!({"conditions": [condition("Migrating", "False")]});
+                    admin
+                        .put(&format!("{collection}/{name}/status"), with_status.to_string().as_bytes(), "update foos/status")
+                        .unwrap();
+                }
+            });
+        }
+    });
     println!("created {foo_count} Foos with status in {:.1?}", started.elapsed());
 
     let mut agent = RunningAgent::start(&release_bin(), &[&["run", "--interval", "60s"][..], &args].concat(), &env);

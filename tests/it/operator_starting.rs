@@ -7,10 +7,9 @@
 
 use crate::support;
 use crate::support::run_args::Run;
+use support::operator_endpoint::{free_addr, operator_up};
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -20,32 +19,6 @@ use support::{ServiceAccountDir, opstatus_bin, pod_env, wait_for};
 
 const TOKEN: &str = "sa-token-for-operator-starting-tests";
 const CM_PATH: &str = "/api/v1/namespaces/ops/configmaps/kube9-operator-status";
-
-/// A port on 127.0.0.1 nobody listens on (yet): connections are refused.
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-/// The operator's health endpoint, answering 200 on `addr` from now on
-/// until `stop` is set (then one more connection ends it).
-fn operator_up(addr: SocketAddr, stop: Arc<AtomicBool>) {
-    let listener = TcpListener::bind(addr).expect("the operator's port is still free");
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut head = BufReader::new(stream.try_clone().unwrap());
-            let mut line = String::new();
-            while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
-                line.clear();
-            }
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
-        }
-    });
-}
 
 /// Every status document written to the ConfigMap, with when, in order.
 fn statuses(server: &FakeApiServer) -> Vec<(Instant, Value)> {

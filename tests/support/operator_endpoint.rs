@@ -143,3 +143,32 @@ fn serve(stream: TcpStream, connection: usize, habits: Habits, requests: &Atomic
         }
     }
 }
+
+/// A port on 127.0.0.1 nobody listens on (yet): connections to it are
+/// refused until [`operator_up`] listens there.
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+/// The operator's health endpoint coming up: it answers 200 on `addr` (an
+/// address handed out earlier, as an operator that starts after its
+/// sidecar) from now on, one answer per connection, until `stop` is set
+/// (then one more connection ends it).
+pub fn operator_up(addr: SocketAddr, stop: Arc<AtomicBool>) {
+    let listener = TcpListener::bind(addr).expect("the operator's port is still free");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut head = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n");
+        }
+    });
+}
