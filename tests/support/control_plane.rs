@@ -35,16 +35,31 @@ fn script() -> PathBuf {
 impl ControlPlane {
     /// Starts a control plane; fails the test loudly when the API server
     /// binary is not built (`scripts/test.sh` builds it): never a skip.
+    ///
+    /// The script picks free loopback ports, then etcd and kube-apiserver
+    /// bind them: another process may take one in between (many control
+    /// planes start at once in a test run). That start is tried again, on
+    /// new ports, three times at most.
     pub fn start() -> ControlPlane {
-        let dir = TempDir::new("control-plane");
-        let out = Command::new(script())
-            .arg("start")
-            .arg(dir.path())
-            .arg("--watch-pid")
-            .arg(std::process::id().to_string())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/control-plane.sh");
+        let (mut dir, mut out);
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            dir = TempDir::new("control-plane");
+            out = Command::new(script())
+                .arg("start")
+                .arg(dir.path())
+                .arg("--watch-pid")
+                .arg(std::process::id().to_string())
+                .stdin(Stdio::null())
+                .output()
+                .expect("run scripts/control-plane.sh");
+            let taken = String::from_utf8_lossy(&out.stderr).contains("address already in use");
+            if out.status.success() || !taken || attempts == 3 {
+                break;
+            }
+            let _ = Command::new(script()).arg("stop").arg(dir.path()).status();
+        }
         assert!(
             out.status.success(),
             "could not start the real API server (OPSTATUS_KUBE_VERSION={}; run scripts/test.sh, which \
