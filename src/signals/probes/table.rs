@@ -118,8 +118,9 @@ const BLOCK: usize = 64 * 1024;
 /// Why not one buffer: a list fills the table from nothing to all its
 /// resources, and a buffer that doubles as it grows leaves each outgrown
 /// copy in the allocator's heap, which dlmalloc keeps (it gives back only
-/// a top over 2 MiB free): about as much again as the buffer, 1 MiB at
-/// 50,000 Foos with their rows. Blocks are never outgrown.
+/// a top over 2 MiB free): 1.2 MiB of steady RSS at 50,000 Foos with
+/// their rows (docs/footprint.md, "Probes at scale"). Blocks are never
+/// outgrown.
 #[derive(Clone, Debug, Default)]
 struct Blocks {
     blocks: Vec<Vec<u8>>,
@@ -410,7 +411,7 @@ mod tests {
 
     /// The same figure counts a key and its row's times once, with no
     /// outgrown copy left behind by a list: a block, once allocated, is
-    /// never moved (a buffer that doubled left about 1 MiB at 50,000
+    /// never moved (a buffer that doubled cost 1.2 MiB more at 50,000
     /// Foos), and a settled table holds what its resources need, but for
     /// each block's tail shorter than a record.
     #[test]
