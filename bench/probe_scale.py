@@ -7,7 +7,7 @@ resources grow, beside the peers doing the same job: a kube-rs reflector
 
     python3 bench/probe_scale.py --opstatus PATH [--peer kube-rs=PATH]
         [--peer client-go=PATH] [--scales 1000,10000] [--window 120]
-        [--flips 6]
+        [--flips 6] [--opstatus-also LABEL=PATH[,FLAG...]]
 
 One real kube-apiserver (scripts/control-plane.sh, audit log at Metadata
 level) and, per scale N, a namespace holding N Foos
@@ -24,7 +24,9 @@ the status ConfigMap and events (which only opstatus uses):
     kube-reflector foos-N demo-operator.v2.0.0
     informer foos-N demo-operator.v2.0.0
 
-(opstatus's default check interval: 5 s). Each evaluates
+(opstatus's default check interval: 5 s; `--opstatus-also` runs another
+opstatus beside them, its flags added: two builds, or a flag on and off,
+measured over the same Foos at once). Each evaluates
 `Upgradeable=!Migrating` and writes its OperatorCondition's `Upgradeable`
 (`update`) when it flips. Per scale and tool, from the audit log (the API
 server's own clock) and /proc:
@@ -211,17 +213,18 @@ def oc_updates(events, since):
             and e["_received"] >= since]
 
 
-def argv_of(label, binary, data_ns):
-    if label == "opstatus":
+def argv_of(binary, flags, data_ns):
+    """An opstatus (`flags` a list, maybe empty) or a peer (`flags` None)."""
+    if flags is not None:
         return [binary, "run", "--interval", "60s", "--probe", PROBE, "--probe-namespace", data_ns,
-                "--operator-condition", OC_NAME]
+                "--operator-condition", OC_NAME] + flags
     return [binary, data_ns, OC_NAME]
 
 
 def run_scale(cp, audit, admin, args, work, tools, n, data_ns):
     """Every tool at once over the `n` Foos of `data_ns`; one result each."""
     runs = []
-    for label, binary in tools:
+    for label, binary, flags in tools:
         ns = f"{label}-{n}".replace("_", "-").lower()
         sa_dir, _, user = cp.identity(ns, "prober", OPSTATUS_RULES, work)
         # manifests/olm's probe reader, in the Foos' namespace.
@@ -236,7 +239,8 @@ def run_scale(cp, audit, admin, args, work, tools, n, data_ns):
             "metadata": {"name": OC_NAME, "namespace": ns},
             "spec": {"deployments": ["demo-operator"], "serviceAccounts": ["prober"], "conditions": []}}))
         audit.watch_user(user)
-        runs.append({"label": label, "n": n, "ns": ns, "user": user, "sa_dir": sa_dir, "binary": binary})
+        runs.append({"label": label, "n": n, "ns": ns, "user": user, "sa_dir": sa_dir, "binary": binary,
+                     "flags": flags})
     audit.poll()
     # A rotated start order per scale: none always starts first.
     shift = args.scales.index(n) % len(runs)
@@ -248,7 +252,7 @@ def run_scale(cp, audit, admin, args, work, tools, n, data_ns):
         r["log"] = f"{work}/{r['ns']}.log"
         logf = open(r["log"], "wb")
         r["start"] = time.time()
-        r["proc"] = subprocess.Popen(argv_of(r["label"], r["binary"], data_ns), env=env, stdout=logf, stderr=logf)
+        r["proc"] = subprocess.Popen(argv_of(r["binary"], r["flags"], data_ns), env=env, stdout=logf, stderr=logf)
     try:
         for r in runs:
             first = wait_for(lambda: oc_updates(audit.of(r["user"]), r["start"]), args.initial_timeout, 0.05)
@@ -343,9 +347,17 @@ def main():
     ap.add_argument("--window", type=float, default=120, help="seconds of nothing changing, counted")
     ap.add_argument("--flips", type=int, default=6, help="condition flips per scale (alternating)")
     ap.add_argument("--initial-timeout", type=float, default=300, help="seconds to wait for a first answer")
+    ap.add_argument("--opstatus-also", action="append", default=[], metavar="LABEL=PATH[,FLAG...]",
+                    help="another opstatus beside the first, with these flags added (repeatable), e.g. "
+                         "off=target/x86_64-unknown-linux-musl/release/opstatus,--condition-metrics-max-types=0; "
+                         "LABEL names its namespace (lower case, digits, '-')")
     args = ap.parse_args()
-    tools = [("opstatus", os.path.abspath(args.opstatus))]
-    tools += [(a.split("=", 1)[0], os.path.abspath(a.split("=", 1)[1])) for a in args.peer]
+    tools = [("opstatus", os.path.abspath(args.opstatus), [])]
+    for also in args.opstatus_also:
+        label, rest = also.split("=", 1)
+        binary, *flags = rest.split(",")
+        tools.append((label, os.path.abspath(binary), flags))
+    tools += [(a.split("=", 1)[0], os.path.abspath(a.split("=", 1)[1]), None) for a in args.peer]
 
     work = tempfile.mkdtemp(prefix="opstatus-probe-scale-")
     cp = ControlPlane(f"{work}/control-plane")
@@ -395,7 +407,7 @@ def main():
     print("\nopstatus's published health from start to stop: " + "; ".join(
         f"{r['n']:,}: {' → '.join(r['health']) or 'none'}" for r in results if r["label"] == "opstatus"))
     print("\nGrowth (steady RSS per 1,000 Foos, smallest to largest scale):")
-    for label, _ in tools:
+    for label, _, _ in tools:
         mine = sorted((r for r in ok if r["label"] == label), key=lambda r: r["n"])
         if len(mine) >= 2 and mine[-1]["n"] > mine[0]["n"]:
             per = (mine[-1]["steady_rss_kib"] - mine[0]["steady_rss_kib"]) / ((mine[-1]["n"] - mine[0]["n"]) / 1000)
@@ -403,7 +415,7 @@ def main():
     top = max((r["n"] for r in ok), default=None)
     at_top = {r["label"]: r for r in ok if r["n"] == top}
     me = at_top.get("opstatus")
-    peers = [r for label, r in at_top.items() if label != "opstatus"]
+    peers = [r for label, r in at_top.items() if dict((t[0], t[2]) for t in tools)[label] is None]
     if me and peers:
         rss = min(p["steady_rss_kib"] for p in peers) / me["steady_rss_kib"]
         fastest = min(p["initial_s"] for p in peers)

@@ -2,9 +2,9 @@
 //! keeps its resources in, as small as a resource can be kept: 16 bytes
 //! an entry, its key's bytes and 4 bytes per condition type counted for
 //! the metrics ([`Row`]). The keys (`namespace/name`) lie end to end
-//! in one buffer, each followed by its row's transition times, each entry
-//! pointing at its own; the entry holds the row's statuses in 2 bits a
-//! type; the marks of the usual
+//! in blocks of 64 KiB ([`Blocks`]), each followed by its row's transition
+//! times, each entry pointing at its own; the entry holds the row's
+//! statuses in 2 bits a type; the marks of the usual
 //! resource (it neither blocks nor needs attention) are nothing, and the
 //! few distinct marks many resources share (the same terms decided them)
 //! are one shared copy each. At 50,000 resources that is ~2 MB, where a
@@ -83,7 +83,7 @@ pub(super) struct Table {
     /// compaction). At most [`super::MAX_RESOURCES`] keys of at most
     /// ~317 bytes and 32 bytes of times, and as many unused: far within a
     /// `u32`.
-    names: Vec<u8>,
+    names: Blocks,
     /// Times per entry: the condition types counted so far.
     stride: usize,
     entries: Vec<Entry>,
@@ -105,13 +105,95 @@ const MAX_SHARED: usize = 64;
 /// [`Table::names`].
 const COMPACT_AFTER: usize = 64 * 1024;
 
+/// The size of a block of [`Blocks`]: far more than a key and its row
+/// (at most 32,767 + 32 bytes; ~350 for a Kubernetes name), so a block's
+/// unused tail is a small part of it, and few enough bytes that the last
+/// block's unused part is nothing beside 50,000 resources.
+const BLOCK: usize = 64 * 1024;
+
+/// Bytes appended in blocks of [`BLOCK`] bytes, each allocated whole when
+/// the one before is full and never moved, a record (a key and its row)
+/// always within one block, at `block * BLOCK + offset`.
+///
+/// Why not one buffer: a list fills the table from nothing to all its
+/// resources, and a buffer that doubles as it grows leaves each outgrown
+/// copy in the allocator's heap, which dlmalloc keeps (it gives back only
+/// a top over 2 MiB free): 1.2 MiB of steady RSS at 50,000 Foos with
+/// their rows (docs/footprint.md, "Probes at scale"). Blocks are never
+/// outgrown.
+#[derive(Clone, Debug, Default)]
+struct Blocks {
+    blocks: Vec<Vec<u8>>,
+    /// Bytes written, in all blocks.
+    len: usize,
+}
+
+impl Blocks {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn get(&self, at: u32, len: usize) -> &[u8] {
+        let (block, from) = (at as usize / BLOCK, at as usize % BLOCK);
+        &self.blocks[block][from..from + len]
+    }
+
+    fn get_mut(&mut self, at: u32, len: usize) -> &mut [u8] {
+        let (block, from) = (at as usize / BLOCK, at as usize % BLOCK);
+        &mut self.blocks[block][from..from + len]
+    }
+
+    /// Appends `bytes` and `zeros` zero bytes as one record; where it
+    /// starts.
+    fn push(&mut self, bytes: &[u8], zeros: usize) -> u32 {
+        let span = bytes.len() + zeros;
+        debug_assert!(span <= BLOCK, "a record fits in a block");
+        match self.blocks.last_mut() {
+            Some(last) if last.len() + span <= BLOCK => {
+                // Only the last block, once shrunk, is short of a whole one.
+                if last.capacity() < last.len() + span {
+                    last.reserve_exact(BLOCK - last.len());
+                }
+            }
+            _ => self.blocks.push(Vec::with_capacity(BLOCK)),
+        }
+        let index = self.blocks.len() - 1;
+        let block = &mut self.blocks[index];
+        let at = index * BLOCK + block.len();
+        block.extend_from_slice(bytes);
+        block.resize(block.len() + zeros, 0);
+        self.len += span;
+        at as u32
+    }
+
+    /// Gives back the last block's unused part.
+    fn shrink_to_fit(&mut self) {
+        if let Some(last) = self.blocks.last_mut() {
+            last.shrink_to_fit();
+        }
+        self.blocks.shrink_to_fit();
+    }
+
+    /// The bytes the blocks hold room for.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.blocks.iter().map(Vec::capacity).sum()
+    }
+
+    /// Every block's bytes, end to end.
+    #[cfg(test)]
+    fn concat(&self) -> Vec<u8> {
+        self.blocks.concat()
+    }
+}
+
 impl Table {
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
 
     fn key_bytes(&self, entry: &Entry) -> &[u8] {
-        &self.names[entry.at as usize..entry.at as usize + entry.key_len()]
+        self.names.get(entry.at, entry.key_len())
     }
 
     fn key(&self, entry: &Entry) -> &str {
@@ -126,7 +208,7 @@ impl Table {
 
     fn row(&self, entry: &Entry) -> Row {
         let mut row = Row { statuses: entry.statuses, untracked: entry.len & UNTRACKED != 0, ..Row::default() };
-        let times = &self.names[entry.at as usize + entry.key_len()..entry.at as usize + self.span(entry)];
+        let times = &self.names.get(entry.at, self.span(entry))[entry.key_len()..];
         for (time, bytes) in row.times.iter_mut().zip(times.chunks_exact(4)) {
             *time = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
         }
@@ -145,13 +227,10 @@ impl Table {
         if stride <= self.stride {
             return;
         }
-        let mut names =
-            Vec::with_capacity(self.names.len() - self.unused + self.entries.len() * 4 * (stride - self.stride));
+        let mut names = Blocks::default();
         for entry in &mut self.entries {
-            let (from, len) = (entry.at as usize, entry.key_len() + 4 * self.stride);
-            entry.at = names.len() as u32;
-            names.extend_from_slice(&self.names[from..from + len]);
-            names.resize(names.len() + 4 * (stride - self.stride), 0);
+            let record = self.names.get(entry.at, entry.key_len() + 4 * self.stride);
+            entry.at = names.push(record, 4 * (stride - self.stride));
         }
         (self.names, self.unused, self.stride) = (names, 0, stride);
     }
@@ -161,9 +240,10 @@ impl Table {
         let entry = &mut self.entries[at];
         entry.statuses = row.statuses;
         entry.len = (entry.len & !UNTRACKED) | if row.untracked { UNTRACKED } else { 0 };
-        let from = entry.at as usize + entry.key_len();
-        for (i, time) in row.times.iter().take(self.stride).enumerate() {
-            self.names[from + 4 * i..from + 4 * i + 4].copy_from_slice(&time.to_le_bytes());
+        let (at, key_len) = (entry.at, entry.key_len());
+        let times = &mut self.names.get_mut(at, key_len + 4 * self.stride)[key_len..];
+        for (bytes, time) in times.chunks_exact_mut(4).zip(&row.times) {
+            bytes.copy_from_slice(&time.to_le_bytes());
         }
     }
 
@@ -202,10 +282,9 @@ impl Table {
     /// Inserts `key` at `at` (from [`Table::find`]).
     pub(super) fn insert(&mut self, at: usize, key: &str, marks: Marks, row: &Row) {
         let len = key.len().min(usize::from(!UNTRACKED)) as u16;
-        let entry = Entry { at: self.names.len() as u32, len, statuses: 0, marks: self.share(marks) };
-        self.names.extend_from_slice(&key.as_bytes()[..usize::from(len)]);
-        self.names.resize(self.names.len() + 4 * self.stride, 0);
-        self.entries.insert(at, entry);
+        let marks = self.share(marks);
+        let written = self.names.push(&key.as_bytes()[..usize::from(len)], 4 * self.stride);
+        self.entries.insert(at, Entry { at: written, len, statuses: 0, marks });
         self.write_row(at, row);
     }
 
@@ -232,7 +311,7 @@ impl Table {
             return;
         }
         let (names, times) = (&self.names, 4 * self.stride);
-        let key = |e: &Entry| &names[e.at as usize..e.at as usize + e.key_len()];
+        let key = |e: &Entry| names.get(e.at, e.key_len());
         // Reversed, then a stable sort: of equal keys the last pushed
         // comes first, and is the one `dedup` keeps.
         self.entries.reverse();
@@ -276,12 +355,10 @@ impl Table {
         if self.unused == 0 {
             return;
         }
-        let mut names = Vec::with_capacity(self.names.len() - self.unused);
+        let mut names = Blocks::default();
         let times = 4 * self.stride;
         for entry in &mut self.entries {
-            let at = names.len() as u32;
-            names.extend_from_slice(&self.names[entry.at as usize..entry.at as usize + entry.key_len() + times]);
-            entry.at = at;
+            entry.at = names.push(self.names.get(entry.at, entry.key_len() + times), 0);
         }
         (self.names, self.unused) = (names, 0);
     }
@@ -323,9 +400,49 @@ mod tests {
         table.iter().map(|(k, _)| k).collect()
     }
 
+    /// The steady RSS with probes over 50,000 Foos (docs/footprint.md,
+    /// "Probes at scale"; docs/probes-and-metrics.md, the cost of the
+    /// metrics per condition) counts 16 bytes an entry: the row's statuses
+    /// ride in the entry's padding.
     #[test]
     fn an_entry_is_sixteen_bytes() {
         assert_eq!(std::mem::size_of::<Entry>(), 16);
+    }
+
+    /// The same figure counts a key and its row's times once, with no
+    /// outgrown copy left behind by a list: a block, once allocated, is
+    /// never moved (a buffer that doubled cost 1.2 MiB more at 50,000
+    /// Foos), and a settled table holds what its resources need, but for
+    /// each block's tail shorter than a record.
+    #[test]
+    fn a_listed_table_never_copies_its_keys_and_keeps_no_room_to_grow() {
+        let (mut table, n) = (Table::default(), 50_000);
+        table.widen(3);
+        let mut placed = Vec::new();
+        for i in 0..n {
+            // The watch cache's order: not sorted.
+            let key = format!("foos-50000/foo-{:05}", (i * 7_919) % n);
+            let mut row = Row::default();
+            row.set(2, TRUE, i as u32);
+            table.push(&key, Marks::default(), &row);
+            if table.names.blocks.len() > placed.len() {
+                placed.push(table.names.blocks[placed.len()].as_ptr());
+            }
+        }
+        let now: Vec<*const u8> = table.names.blocks.iter().map(|b| b.as_ptr()).collect();
+        assert_eq!(now, placed, "no block moved as the table grew");
+        table.shrink_to_fit();
+        let record = "foos-50000/foo-00000".len() + 3 * 4;
+        assert_eq!(table.names.len(), n * record);
+        assert!(
+            table.names.capacity() - table.names.len() < table.names.blocks.len() * record,
+            "{} bytes held for {} written",
+            table.names.capacity(),
+            table.names.len()
+        );
+        assert_eq!(table.entries.capacity(), n, "no room to grow once listed");
+        assert_eq!(table.rows().filter(|(r, _)| r.times[2] == 7 && r.status(2) == TRUE).count(), 1);
+        assert_eq!(table.find("foos-50000/foo-31415"), Ok(31_415));
     }
 
     #[test]
@@ -341,7 +458,7 @@ mod tests {
         assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
         assert_eq!(table.unused, 4, "the removed key's bytes wait for a compaction");
         table.shrink_to_fit();
-        assert_eq!((table.unused, table.names.as_slice()), (0, &b"ns/ans/cns/d"[..]));
+        assert_eq!((table.unused, table.names.concat()), (0, b"ns/ans/cns/d".to_vec()));
         assert_eq!(keys(&table), ["ns/a", "ns/c", "ns/d"]);
     }
 
@@ -360,7 +477,7 @@ mod tests {
         assert_eq!(marks, [Marks::default(), blocking("again"), blocking("second")]);
         assert_eq!(table.find("ns/b"), Ok(1));
         table.shrink_to_fit();
-        assert_eq!(table.names, b"ns/ans/bns/c", "the dropped duplicate's bytes are gone");
+        assert_eq!(table.names.concat(), b"ns/ans/bns/c", "the dropped duplicate's bytes are gone");
     }
 
     #[test]
