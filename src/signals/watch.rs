@@ -161,7 +161,7 @@ impl Lateness {
                 URL_TIMEOUT.as_secs()
             )),
             Verdict::OftenMissed { refused: true } => Some(format!(
-                "no answer within {}s, or the connection refused, on {LATE_IN_WINDOW} or more of the last {WINDOW} \
+                "no answer within {}s, or the connection refused or reset, on {LATE_IN_WINDOW} or more of the last {WINDOW} \
                  checks",
                 URL_TIMEOUT.as_secs()
             )),
@@ -351,7 +351,8 @@ mod tests {
     const HUNG: &str = "no answer within 1s";
     const OFTEN_LATE: &str = "no answer within 1s on 3 or more of the last 6 checks";
 
-    const OFTEN_MISSED: &str = "no answer within 1s, or the connection refused, on 3 or more of the last 6 checks";
+    const OFTEN_MISSED: &str =
+        "no answer within 1s, or the connection refused or reset, on 3 or more of the last 6 checks";
 
     /// The verdicts of a URL answering `answers` in turn: `.` in time, `L`
     /// late, `F` failed (HTTP 500), `R` refused; `-` for passing, `h` hung
