@@ -4,10 +4,10 @@
 //! Checked on every check tick ([`Signal`]), every watch on every check.
 //! The first failing watch is the reason; a failing watch makes the status
 //! `degraded` (`unhealthy` when the watches are critical) and the
-//! ClusterOperator `Available=False`. A refusal, a reset or an error status
-//! fails at once; a URL that answers nothing within its second is judged
-//! over its recent checks ([`Lateness`]). [`file_problem`] is the pure part
-//! of the file rule.
+//! ClusterOperator `Available=False`. An error status fails at once; a URL
+//! that answers nothing within its second, or refuses the connection right
+//! after passing, is judged over its recent checks ([`Lateness`]).
+//! [`file_problem`] is the pure part of the file rule.
 
 use super::{Observation, OperatorAnswer, Signal};
 use crate::kube::Client;
@@ -47,37 +47,60 @@ pub(crate) enum Answer {
     Passed,
     /// No answer within [`URL_TIMEOUT`].
     Late,
+    /// The connection refused or reset: nothing serves the port (the
+    /// operator's process exited, or is starting again).
+    Gone(String),
+    /// An error status, or an answer that is no HTTP.
     Failed(String),
 }
 
 /// How many of a URL's most recent checks the lateness rule looks at.
 const WINDOW: u32 = 6;
 
-/// A URL late on this many of its last [`WINDOW`] checks fails: half of
+/// A URL missed on this many of its last [`WINDOW`] checks fails: half of
 /// them, an operator that misses every other check.
 const LATE_IN_WINDOW: u32 = 3;
 
 // The window is kept as the bits of a `u8`.
 const _: () = assert!(WINDOW <= u8::BITS && LATE_IN_WINDOW <= WINDOW);
 
-/// One URL's late answers, check after check, and its verdict.
+/// One URL's missed checks, check after check, and its verdict.
 ///
 /// A single late answer is what a busy node gives a healthy process now and
 /// then (a CPU-starved moment while kubelet starts containers): kubelet's
 /// own probes, with the same 1 s timeout, wait for three failures in a row.
 /// So a late answer is no answer: it neither makes nor clears a failure,
 /// and the URL keeps its last verdict (an `HTTP 500` stays until an answer
-/// in time). It fails the URL when the check before was late too (the
+/// in time). It fails the URL when the check before was missed too (the
 /// operator is hung or starved for longer than a check interval), or when
-/// [`LATE_IN_WINDOW`] of the last [`WINDOW`] checks were late (an operator
-/// half hung, answering in time only now and then). A URL failing for
-/// lateness passes again once fewer of its last checks were late: after a
-/// hang, on its fourth answer in time in a row.
+/// [`LATE_IN_WINDOW`] of the last [`WINDOW`] checks were missed (an
+/// operator half hung, answering in time only now and then). A URL failing
+/// for lateness passes again once fewer of its last checks were missed:
+/// after a hang, on its fourth answer in time in a row.
+///
+/// A refused or reset connection right after a passing answer is missed
+/// the same way, and for the same reason kubelet waits for a second
+/// failure: when a pod is deleted, kubelet sends the operator its SIGTERM
+/// and runs opstatus's preStop hook at the same time, unordered, so the
+/// operator's port may refuse a check a moment before the hook tells
+/// opstatus the pod is stopping (a native sidecar is stopped only once the
+/// operator has exited). It keeps the URL passing for that one check, so
+/// the hook has a check interval to arrive; on the next check the URL
+/// fails with the refusal's own reason unless it answered in time. A
+/// refusal at any other time (after a miss, a failure, or before the
+/// first answer: an operator still starting) fails at once, and so counts
+/// as an answer, as an error status does: only a refusal taken as no
+/// answer counts towards the window's share of missed checks.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Lateness {
-    /// Bit `i` set: the check `i` checks ago got no answer in time (bit 0
-    /// is the last check); [`WINDOW`] bits.
-    late: u8,
+    /// Bit `i` set: the check `i` checks ago got no answer (late, or a
+    /// refusal right after a passing answer; bit 0 is the last check);
+    /// [`WINDOW`] bits.
+    missed: u8,
+    /// Of those, the refusals.
+    refused: u8,
+    /// The last check was answered in time and passed the URL.
+    passed_last: bool,
     verdict: Verdict,
 }
 
@@ -86,38 +109,60 @@ enum Verdict {
     #[default]
     Passing,
     Failing(String),
-    /// Late on this check and the one before.
+    /// Late on this check, and the one before missed.
     LateInARow,
-    /// Late on [`LATE_IN_WINDOW`] or more of the last [`WINDOW`] checks.
-    OftenLate,
+    /// Missed on [`LATE_IN_WINDOW`] or more of the last [`WINDOW`] checks;
+    /// `refused`: some of them were refusals when the episode began.
+    OftenMissed {
+        refused: bool,
+    },
 }
 
 impl Lateness {
     /// This check's answer judged with the URL's recent checks: why the URL
     /// fails, if it does.
     pub(crate) fn judge(&mut self, answer: Answer) -> Option<String> {
-        let late = matches!(answer, Answer::Late);
-        let late_before = self.late & 1 == 1;
-        self.late = ((self.late << 1) | u8::from(late)) & ((1 << WINDOW) - 1);
-        let often_late = self.late.count_ones() >= LATE_IN_WINDOW;
-        let failing_for_lateness = matches!(self.verdict, Verdict::LateInARow | Verdict::OftenLate);
+        // A refusal right after a passing answer is taken as no answer.
+        let taken_as_missed = match answer {
+            Answer::Late => true,
+            Answer::Gone(_) => self.passed_last,
+            Answer::Passed | Answer::Failed(_) => false,
+        };
+        let refusal = taken_as_missed && matches!(answer, Answer::Gone(_));
+        let missed_before = self.missed & 1 == 1;
+        let window = (1u8 << WINDOW) - 1;
+        self.missed = ((self.missed << 1) | u8::from(taken_as_missed)) & window;
+        self.refused = ((self.refused << 1) | u8::from(refusal)) & window;
+        self.passed_last = matches!(answer, Answer::Passed);
+        let often_missed = self.missed.count_ones() >= LATE_IN_WINDOW;
+        let failing_for_lateness = matches!(self.verdict, Verdict::LateInARow | Verdict::OftenMissed { .. });
+        let often = Verdict::OftenMissed { refused: self.refused & self.missed != 0 };
         match answer {
             Answer::Failed(why) => self.verdict = Verdict::Failing(why),
+            // After a miss, a failure or before any answer: the operator
+            // is down, or has not come up yet.
+            Answer::Gone(why) if !taken_as_missed => self.verdict = Verdict::Failing(why),
             // One episode of lateness is one reason, one status.
-            Answer::Late if failing_for_lateness => {}
-            Answer::Late if late_before => self.verdict = Verdict::LateInARow,
-            Answer::Late if often_late => self.verdict = Verdict::OftenLate,
+            Answer::Late | Answer::Gone(_) if failing_for_lateness => {}
+            Answer::Late if missed_before => self.verdict = Verdict::LateInARow,
+            Answer::Late | Answer::Gone(_) if often_missed => self.verdict = often,
             // No answer: the last verdict stands.
-            Answer::Late => {}
-            Answer::Passed if often_late => self.verdict = Verdict::OftenLate,
+            Answer::Late | Answer::Gone(_) => {}
+            Answer::Passed if often_missed && matches!(self.verdict, Verdict::OftenMissed { .. }) => {}
+            Answer::Passed if often_missed => self.verdict = often,
             Answer::Passed => self.verdict = Verdict::Passing,
         }
         match &self.verdict {
             Verdict::Passing => None,
             Verdict::Failing(why) => Some(why.clone()),
             Verdict::LateInARow => Some(format!("no answer within {}s", URL_TIMEOUT.as_secs())),
-            Verdict::OftenLate => Some(format!(
+            Verdict::OftenMissed { refused: false } => Some(format!(
                 "no answer within {}s on {LATE_IN_WINDOW} or more of the last {WINDOW} checks",
+                URL_TIMEOUT.as_secs()
+            )),
+            Verdict::OftenMissed { refused: true } => Some(format!(
+                "no answer within {}s, or the connection refused or reset, on {LATE_IN_WINDOW} or more of the last {WINDOW} \
+                 checks",
                 URL_TIMEOUT.as_secs()
             )),
         }
@@ -155,7 +200,9 @@ impl Watches {
         let mut first_failure = None;
         for (url, late) in self.urls.iter().zip(&mut self.late) {
             let answer = url_answer(&self.agent, url);
-            self.pending |= matches!(answer, Answer::Late);
+            // Late, or refused: no answer yet, unless it fails the URL
+            // (then the failure is what the check says).
+            self.pending |= matches!(answer, Answer::Late | Answer::Gone(_));
             if let Some(why) = late.judge(answer) {
                 // Userinfo is refused at start; shown redacted all the same.
                 let shown = crate::util::url::redacted(url);
@@ -188,12 +235,23 @@ fn url_answer(agent: &ureq::Agent, url: &str) -> Answer {
             if status.is_success() { Answer::Passed } else { Answer::Failed(format!("HTTP {}", status.as_u16())) }
         }
         Err(ureq::Error::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-            Answer::Failed("connection refused".into())
+            Answer::Gone("connection refused".into())
+        }
+        // The operator's process went away under the check (its own close
+        // under a kept connection was sent again above).
+        Err(ureq::Error::Io(e)) if gone(e.kind()) => {
+            Answer::Gone(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN))
         }
         Err(ureq::Error::Timeout(_)) => Answer::Late,
         // May quote what the endpoint sent (a bad header, a bad status line).
         Err(e) => Answer::Failed(crate::util::text::sanitize(&e.to_string(), crate::util::text::MAX_FOREIGN)),
     }
+}
+
+/// A connection the operator's side closed under the check.
+fn gone(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, NotConnected, UnexpectedEof};
+    matches!(kind, ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof | NotConnected)
 }
 
 impl Signal for Watches {
@@ -293,16 +351,22 @@ mod tests {
     const HUNG: &str = "no answer within 1s";
     const OFTEN_LATE: &str = "no answer within 1s on 3 or more of the last 6 checks";
 
+    const OFTEN_MISSED: &str =
+        "no answer within 1s, or the connection refused or reset, on 3 or more of the last 6 checks";
+
     /// The verdicts of a URL answering `answers` in turn: `.` in time, `L`
-    /// late, `F` failed (HTTP 500); `-` for passing, `h` hung (late twice in
-    /// a row), `o` often late, `F` failing with the answer's own reason.
+    /// late, `F` failed (HTTP 500), `R` refused; `-` for passing, `h` hung
+    /// (late twice in a row), `o` often late, `m` often missed (some of the
+    /// misses refusals), `F` and `R` failing with the answer's own reason.
     fn verdicts(answers: &str) -> String {
         let mut url = Lateness::default();
         let verdict = |why: Option<String>| match why.as_deref() {
             None => '-',
             Some(HUNG) => 'h',
             Some(OFTEN_LATE) => 'o',
+            Some(OFTEN_MISSED) => 'm',
             Some("HTTP 500") => 'F',
+            Some("connection refused") => 'R',
             Some(other) => panic!("unexpected reason {other:?}"),
         };
         answers
@@ -311,6 +375,7 @@ mod tests {
                 '.' => Answer::Passed,
                 'L' => Answer::Late,
                 'F' => Answer::Failed("HTTP 500".into()),
+                'R' => Answer::Gone("connection refused".into()),
                 _ => panic!("no answer {c:?}"),
             })
             .map(|answer| verdict(url.judge(answer)))
@@ -348,6 +413,56 @@ mod tests {
         assert_eq!(verdicts("LLLLLL....."), "-hhhhhooo--");
         // Hung after a half hang: still one episode, one reason.
         assert_eq!(verdicts(".L.L.LLL"), "-----ooo");
+    }
+
+    #[test]
+    fn a_refusal_right_after_a_pass_is_judged_at_the_next_check_and_any_other_fails_at_once() {
+        // The operator's port refuses a check as it exits with its pod
+        // (before the preStop hook reached opstatus): nothing yet.
+        assert_eq!(verdicts("..R"), "---", "one refusal after a pass keeps the URL passing");
+        assert_eq!(verdicts("..R."), "----", "answered again: nothing happened");
+        assert_eq!(verdicts("..RR"), "---R", "refused on the next check too: down, with the refusal's reason");
+        assert_eq!(verdicts("..RRRR"), "---RRR", "and on every check after");
+        assert_eq!(verdicts("..RR."), "---R-", "back at its first answer in time");
+        assert_eq!(verdicts("..RF"), "---F", "an error status after it fails");
+        assert_eq!(verdicts("..RL"), "---h", "late after it: two checks in a row without an answer");
+        // Not after anything but a pass.
+        assert_eq!(verdicts("R"), "R", "before the first answer (the start-up allowance judges that)");
+        assert_eq!(verdicts("RR."), "RR-");
+        assert_eq!(verdicts(".FR"), "-FR", "after an error status: still down");
+        assert_eq!(verdicts(".LR"), "--R", "after a late answer: the second check in a row without an answer");
+        assert_eq!(verdicts(".LLR"), "--hR", "after a hang: down");
+    }
+
+    #[test]
+    fn refusals_count_among_the_recent_checks_missed() {
+        // Refused every other check: each refusal follows a pass, and the
+        // third in six checks fails the URL, one episode while it goes on.
+        assert_eq!(verdicts(".R.R.R.R.R"), "-----mmmmm");
+        assert_eq!(verdicts(".L.R.L"), "-----m", "late and refused, three in six checks");
+        assert_eq!(verdicts(".L.L.L"), "-----o", "late only: the reason says so");
+        // A refusal that failed the URL is an answer (the operator is
+        // down), as an error status is: an operator back from a restart is
+        // shown well at its first answer in time.
+        assert_eq!(verdicts(".RRRRR."), "--RRRR-");
+        // A URL failing for lateness keeps its reason through a refusal
+        // after a pass, and fails with the refusal's reason on a second.
+        assert_eq!(verdicts(".L.L.L.R"), "-----ooo");
+        assert_eq!(verdicts(".L.L.L.RR"), "-----oooR");
+    }
+
+    #[test]
+    fn a_refusal_after_a_pass_is_no_answer_yet_and_one_before_any_pass_fails() {
+        // Before its first answer the operator is not answering: the
+        // check is no pass (the start-up allowance waits for one), and a
+        // refusal after a pass is no answer either.
+        let refused = refusing();
+        let mut watches = Watches::new(vec![refused], None, false);
+        assert!(watches.check(SystemTime::now()).is_some(), "refused before any answer: failing");
+        watches.late[0] = Lateness { passed_last: true, ..Lateness::default() };
+        assert_eq!(watches.check(SystemTime::now()), None, "refused after a pass: not failing yet");
+        assert!(watches.pending, "and not answered either");
+        assert!(watches.check(SystemTime::now()).is_some(), "refused again: failing");
     }
 
     /// A URL where nothing listens: every check is refused at once.

@@ -1,11 +1,17 @@
 //! The operator's own health as a signal: a failing watched URL or a stale
 //! heartbeat file reaches the status ConfigMap at the check that saw it,
-//! and recovery clears it.
+//! and recovery clears it. A connection the operator's side resets right
+//! after a passing answer (its process exiting) is judged at the next
+//! check.
 
 use crate::support;
 use crate::support::run_args::Run;
 
 use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use support::fake_apiserver::FakeApiServer;
 use support::http::FakeOperator;
@@ -60,6 +66,119 @@ fn a_failing_health_url_degrades_at_once_and_recovery_clears_it() {
         (operator.answers() >= checks + 4).then_some(())
     });
     assert!(more.is_some(), "{} checks in 10 s at a 1 s check interval", operator.answers() - checks);
+}
+
+/// The operator's `/healthz` on 127.0.0.1, one connection per check (it
+/// answers `Connection: close`), numbered from 0: the connections in
+/// `resets` are reset once the request arrived (closed with the request
+/// unread, so the kernel sends a reset), as when the operator's process
+/// exits under a check; the others are answered 200. `checks` counts the
+/// connections handled. It stops when `stop` is set (and one more
+/// connection comes).
+fn resetting_operator(resets: &'static [usize], stop: Arc<AtomicBool>) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/healthz", listener.local_addr().unwrap());
+    let checks = Arc::new(AtomicUsize::new(0));
+    let handled = checks.clone();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            if resets.contains(&n) {
+                // Wait for the request, then close without reading it.
+                let _ = stream.peek(&mut [0; 1]);
+                drop(stream);
+            } else {
+                let mut head = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while head.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+            }
+            handled.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (url, checks)
+}
+
+/// The health of each status opstatus published, in order, once
+/// `resetting_operator` has handled `checks` checks (the last but one has
+/// ended), and the log.
+fn published_over_checks(resets: &'static [usize], checks: usize) -> (Vec<String>, String) {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (url, handled) = resetting_operator(resets, stop.clone());
+    let agent = Run::every("60s")
+        .checks("1s")
+        .flag("--watch-url", &url)
+        .switch("--events=false")
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    wait_for(Duration::from_secs(60), Duration::from_millis(50), || {
+        (handled.load(Ordering::SeqCst) >= checks).then_some(())
+    })
+    .unwrap_or_else(|| panic!("{checks} checks not seen in 60 s:\n{}", agent.stderr()));
+    stop.store(true, Ordering::SeqCst);
+    let log = agent.stderr();
+    let published = log
+        .lines()
+        .filter(|l| l.contains("Status updated:"))
+        .filter_map(|l| Some(l.split("health=").nth(1)?.split(',').next()?.to_string()))
+        .collect();
+    (published, log)
+}
+
+/// An operator that answered, then resets one check (its process exited
+/// under it, say as its pod is deleted, a moment before the preStop hook
+/// reaches opstatus), then answers again: nothing is published but
+/// healthy. Reset on two checks in a row, it is published `degraded` with
+/// the reset as the reason, and healthy again at its answer.
+#[test]
+fn one_reset_after_a_pass_publishes_nothing_and_two_in_a_row_degrade() {
+    // Checks 0 to 2 pass, 3 is reset, 4 to 6 pass.
+    let (published, log) = published_over_checks(&[3], 7);
+    assert_eq!(published, ["healthy"], "{log}");
+    let warned = log.lines().any(|l| l.contains("WARN") && l.contains("health check"));
+    assert!(!warned, "a reset after a pass is no warning yet:\n{log}");
+
+    // Checks 3 and 4 reset.
+    let (published, log) = published_over_checks(&[3, 4], 7);
+    assert_eq!(published, ["healthy", "degraded", "healthy"], "{log}");
+    let said = log.lines().find(|l| l.contains("WARN") && l.contains("health check")).unwrap_or_default();
+    assert!(said.to_lowercase().contains("reset"), "the reset is the reason: {said}\n{log}");
+}
+
+/// An operator whose port refuses connections once it answered (it
+/// exited) is shown `degraded` with the refusal as the reason: the one
+/// check a refusal right after a pass waits (the preStop hook's chance)
+/// hides no operator that stays down. Judged by order: healthy, then
+/// degraded, nothing between.
+#[test]
+fn an_operator_that_went_away_is_degraded_with_the_refusal() {
+    let server = FakeApiServer::start(TOKEN);
+    let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
+    let operator = FakeOperator::start();
+    let url = operator.url();
+    let agent = Run::every("60s")
+        .checks("1s")
+        .flag("--watch-url", &url)
+        .switch("--events=false")
+        .start(&opstatus_bin(), &pod_env(server.port(), &sa));
+    wait_health(&server, "healthy");
+    drop(operator);
+    let (_, error) = wait_health(&server, "degraded");
+    assert_eq!(error, format!("Operator health check {url} failed: connection refused"), "{}", agent.stderr());
+    let log = agent.stderr();
+    let published: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Status updated:"))
+        .filter_map(|l| l.split("health=").nth(1)?.split(',').next())
+        .collect();
+    assert_eq!(published, ["healthy", "degraded"], "{log}");
 }
 
 #[test]
