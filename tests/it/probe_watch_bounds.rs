@@ -30,7 +30,9 @@ fn start(api: &FakeApiServer) -> RunningAgent {
     let crd = ["--probe-from-crd-annotations", "foos.example.com", "--probe-namespace", "ops", "--events=false"];
     let args = [&["run", "--interval", "60s", "--check-interval", "1s"][..], &crd].concat();
     let agent = RunningAgent::start(&opstatus_bin(), &args, &pod_env(api.port(), &sa));
-    let watching = wait_for(Duration::from_secs(10), Duration::from_millis(20), || {
+    // Generous bounds: on a busy machine the agent's start and its reading
+    // of a 5 MiB event take seconds; each wait ends as soon as it is met.
+    let watching = wait_for(Duration::from_secs(60), Duration::from_millis(20), || {
         api.requests().iter().any(|r| r.query.contains("watch=1")).then_some(())
     });
     assert!(watching.is_some(), "never watching\n{}", agent.stderr());
@@ -69,7 +71,7 @@ fn a_watch_event_over_the_line_limit_is_reported() {
     let mut big = foo("big");
     big["spec"] = json!({"blob": "x".repeat(5 << 20)});
     api.put_custom(&format!("{FOOS}/big"), big);
-    let said = error_with(&api, "larger than", Duration::from_secs(10));
+    let said = error_with(&api, "larger than", Duration::from_secs(60));
     let said = said.unwrap_or_else(|| {
         panic!(
             "the over-long event was never reported: {:?}\n{}",
@@ -81,7 +83,7 @@ fn a_watch_event_over_the_line_limit_is_reported() {
     println!("a 5 MiB event: {said:?}");
     // Listed again: that one object is over the limit on its own: said
     // so, not taken for a failing server.
-    let listed = error_with(&api, "a single Foo", Duration::from_secs(20));
+    let listed = error_with(&api, "a single Foo", Duration::from_secs(60));
     let listed = listed
         .unwrap_or_else(|| panic!("{:?}\n{}", api.status_document("ops", "kube9-operator-status"), agent.stderr()));
     assert_eq!(
