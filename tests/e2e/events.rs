@@ -117,11 +117,6 @@ fn events_metric(metrics: &str, result: &str) -> u64 {
     line[series.len()..].trim().parse().unwrap()
 }
 
-/// The health each status update published, in order (from the log).
-fn published_health(log: &str) -> Vec<&str> {
-    log.lines().filter_map(|l| l.split("health=").nth(1)).map(|h| h.split(',').next().unwrap()).collect()
-}
-
 /// Published changes of health this test makes: well past the burst, and
 /// past what the bucket refills in the minute a busy machine may take.
 const FLAPS: usize = 16;
@@ -142,10 +137,10 @@ fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     // change per check (1 s), however slowly a busy machine runs them.
     let started = Instant::now();
     for flip in 0..FLAPS {
-        let before = published_health(&agent.stderr()).len();
+        let before = support::published_health(&agent.stderr()).len();
         operator.set_code(if flip % 2 == 0 { 503 } else { 200 });
         wait_for(Duration::from_secs(15), Duration::from_millis(20), || {
-            (published_health(&agent.stderr()).len() > before).then_some(())
+            (support::published_health(&agent.stderr()).len() > before).then_some(())
         })
         .unwrap_or_else(|| panic!("flip {flip} was not published: {}", agent.stderr()));
     }
@@ -158,7 +153,7 @@ fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     // Every published change is an occurrence; each was created, counted
     // on an earlier event, or dropped by the rate limit.
     let log = agent.stderr();
-    let changes = published_health(&log).windows(2).filter(|w| w[0] != w[1]).count();
+    let changes = support::published_health(&log).windows(2).filter(|w| w[0] != w[1]).count();
     let (_, metrics, _) = get(endpoint, "/metrics");
     let [created, patched, dropped, failed] =
         ["created", "patched", "dropped", "failed"].map(|r| events_metric(&metrics, r));

@@ -70,11 +70,7 @@ fn published_while(endpoint: &OperatorEndpoint, requests: usize) -> (Vec<String>
     wait_for(Duration::from_secs(60), Duration::from_millis(50), || (endpoint.seen().len() >= requests).then_some(()))
         .unwrap_or_else(|| panic!("{requests} checks not seen in 60 s:\n{}", agent.stderr()));
     let log = agent.stderr();
-    let published = log
-        .lines()
-        .filter(|l| l.contains("Status updated:"))
-        .filter_map(|l| Some(l.split("health=").nth(1)?.split(',').next()?.to_string()))
-        .collect();
+    let published = support::published_health(&log).into_iter().map(String::from).collect();
     let doc =
         cp.status_document(&pod.namespace, "kube9-operator-status").unwrap_or_else(|| panic!("no status:\n{log}"));
     (published, doc["health"].as_str().unwrap_or_default().to_string())

@@ -124,11 +124,7 @@ fn published_over_checks(resets: &'static [usize], checks: usize) -> (Vec<String
     .unwrap_or_else(|| panic!("{checks} checks not seen in 60 s:\n{}", agent.stderr()));
     stop.store(true, Ordering::SeqCst);
     let log = agent.stderr();
-    let published = log
-        .lines()
-        .filter(|l| l.contains("Status updated:"))
-        .filter_map(|l| Some(l.split("health=").nth(1)?.split(',').next()?.to_string()))
-        .collect();
+    let published = support::published_health(&log).into_iter().map(String::from).collect();
     (published, log)
 }
 

@@ -233,6 +233,15 @@ pub fn problems_logged(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The health each status update published, in order, from the agent's
+/// log (`Status updated: … health=H, …`).
+pub fn published_health(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("Status updated:"))
+        .filter_map(|l| l.split("health=").nth(1)?.split(',').next())
+        .collect()
+}
+
 /// Checks a heartbeat cadence as a server saw it, without racing the
 /// clock: `offsets[k]` is when write k arrived, counted from a moment
 /// taken before the agent started.
