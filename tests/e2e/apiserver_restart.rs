@@ -28,7 +28,7 @@ fn e2e_apiserver_stopped_and_restarted() {
     assert!(agent.exited().is_none(), "opstatus must not exit while the API server is down");
     // Base 1 s, cap 2 s: between 4 and 10 attempts in 10 s.
     assert!((3..=11).contains(&failures), "{failures} failed attempts in {outage:?}");
-    assert!(agent.stderr().contains("connection refused by https://127.0.0.1:"), "{}", agent.stderr());
+    assert!(agent.logged("connection refused by https://127.0.0.1:"), "{}", agent.stderr());
 
     cp.start_apiserver();
     let ready = SystemTime::now();

@@ -231,7 +231,7 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
     assert_eq!(back["version"], "0.0.0-unknown");
     let cm = cp.configmap(&ns, CM).unwrap();
     assert!(cm["metadata"]["annotations"]["opstatus.kube9.dev/publisher"].is_string(), "{cm}");
-    assert!(agent.stderr().contains("taking it back"), "{}", agent.stderr());
+    assert!(agent.logged("taking it back"), "{}", agent.stderr());
     let (_, metrics, _) = get(addr, "/metrics");
     assert_eq!(metric(&metrics, "opstatus_status_yielded"), Some(0.0), "{metrics}");
     println!(
@@ -410,7 +410,7 @@ fn e2e_a_controller_stamping_an_annotation_does_not_keep_opstatus_yielded() {
         })
     };
     let writes = StandIn::start(cp, &ns, Duration::from_millis(1500), 5).finish();
-    assert!(agent.stderr().contains(YIELD_WARNING), "{}", agent.stderr());
+    assert!(agent.logged(YIELD_WARNING), "{}", agent.stderr());
     let last = *writes.last().expect("the stand-in wrote");
     let back = taken_back(cp, &ns, Duration::from_secs(30));
     stop.store(true, Ordering::Relaxed);

@@ -260,7 +260,7 @@ fn e2e_the_leaders_service_points_at_the_leaders_pod_follows_a_handover_and_empt
     // slice points at nobody, emptied by the sidecar whose pod it named.
     stand_in.hand_over(None);
     wait_for_addresses(&mut client, ns, &[], &[&a, &b]);
-    assert!(b.stderr().contains("is emptied: the operator's Lease names no live leader"), "{}", b.stderr());
+    assert!(b.logged("is emptied: the operator's Lease names no live leader"), "{}", b.stderr());
     // op-a, which led before op-b, reads it once (is it still its pod?) and
     // leaves it: it never writes once it lost the lead.
     let a_since: Vec<String> = slice_requests(cp, &pod.user).split_off(before.0.len());

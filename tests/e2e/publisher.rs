@@ -84,7 +84,7 @@ fn e2e_rolling_update_hands_over_and_readers_never_see_shutting_down() {
     }
     let (seen_b, exited) = (seen_b.expect("pod-b took over"), exited.expect("pod-a exited"));
     assert_eq!(a.exited().and_then(|s| s.code()), Some(0));
-    assert!(a.stderr().contains("Handed over to pod-b"), "{}", a.stderr());
+    assert!(a.logged("Handed over to pod-b"), "{}", a.stderr());
     // pod-b's status is there by the time pod-a is gone: the old pod waits
     // for its standby (which looks once per check interval) and says it saw
     // it take over before it exits (above). The readers' view here is
@@ -93,7 +93,7 @@ fn e2e_rolling_update_hands_over_and_readers_never_see_shutting_down() {
         seen_b <= exited + CHECK_INTERVAL + Duration::from_secs(2),
         "pod-b took over {seen_b:?} after SIGTERM, pod-a exited after {exited:?}"
     );
-    assert!(b.stderr().contains("Publishing as pod-b"), "{}", b.stderr());
+    assert!(b.logged("Publishing as pod-b"), "{}", b.stderr());
 
     // The last instance stopping still says so.
     b.signal("TERM");
@@ -137,7 +137,7 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     assert!(writes_a <= heartbeats + 1, "one write per heartbeat (and the first read): {writes_a} for {heartbeats}");
     // The ClusterOperator was created and is written by the holder only.
     assert!(cp.cluster_operator(&name).is_some());
-    assert!(a.stderr().contains(&format!("ClusterOperator {name} updated")), "{}", a.stderr());
+    assert!(a.logged(&format!("ClusterOperator {name} updated")), "{}", a.stderr());
     let _ = cp.kubectl(&["delete", "clusteroperators.config.openshift.io", &name], None);
     println!(
         "e2e replicas: in {elapsed:.1?} the standby made {reads} reads ({:.2}/s), the holder {writes_a} writes",
@@ -226,7 +226,7 @@ fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
     let a_first_write = cp.audit_events(&pod.user).iter().filter(written).map(|e| e.received).min();
     assert!(b_last_write < a_first_write, "pod-b stopped writing before pod-a started");
     assert_eq!(holder(cp, ns).as_deref(), Some("pod-a"));
-    assert!(b.stderr().contains("Standing by: pod-a publishes (the operator's leader)"), "{}", b.stderr());
+    assert!(b.logged("Standing by: pod-a publishes (the operator's leader)"), "{}", b.stderr());
     println!("e2e follow leader: pod-a published {moved:.2?} after the Lease moved to it");
 }
 
@@ -322,7 +322,7 @@ fn e2e_an_unreadable_lock_is_taken_as_expired_with_a_warning() {
     cp.kubectl_ok(&["-n", ns, "annotate", "configmap", CM, &format!("{ANNOTATION}=not a lock record")]);
     let a = start(cp, &pod.sa, "pod-a", &[]);
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("publishes over an unreadable lock");
-    assert!(a.stderr().contains("is not a lock record"), "{}", a.stderr());
+    assert!(a.logged("is not a lock record"), "{}", a.stderr());
 }
 
 /// The heartbeat interval has one owner: when kube9-server asks for a

@@ -45,7 +45,7 @@ fn the_service_account_is_named_at_start_and_in_status_never_the_token() {
         "Kubernetes credentials: service account ops/opstatus-sa (in-cluster, token in {})",
         sa.path().display()
     );
-    assert!(agent.stderr().contains(&said), "{}", agent.stderr());
+    assert!(agent.logged(&said), "{}", agent.stderr());
     let (code, body, _) = get(addr, "/status");
     assert_eq!(code, 200);
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();

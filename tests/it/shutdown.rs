@@ -30,7 +30,7 @@ fn sigterm_sigint_and_sighup_exit_0_within_the_handover_wait_and_two_seconds() {
         let bound = Duration::from_secs(2) + Duration::from_secs(2);
         assert!(sent.elapsed() < bound, "SIG{signal}: took {:?}", sent.elapsed());
         assert_eq!(status.code(), Some(0), "SIG{signal}");
-        assert!(agent.stderr().contains("Shutting down"), "{}", agent.stderr());
+        assert!(agent.logged("Shutting down"), "{}", agent.stderr());
     }
 }
 
@@ -131,7 +131,7 @@ fn prestop_tells_the_running_agent_its_pod_is_stopping_and_the_final_status_stil
         agent.stderr().contains("Nobody took the status over: publishing on").then_some(())
     });
     assert!(told.is_some(), "alone, it hands over to nobody and publishes on:\n{}", agent.stderr());
-    assert!(agent.stderr().contains("The pod is stopping (kubelet's preStop hook)"), "{}", agent.stderr());
+    assert!(agent.logged("The pod is stopping (kubelet's preStop hook)"), "{}", agent.stderr());
     agent.signal("TERM");
     assert_eq!(agent.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0), "{}", agent.stderr());
     let doc = server.status_document("ops", "kube9-operator-status").unwrap();

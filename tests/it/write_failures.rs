@@ -92,7 +92,7 @@ fn a_hung_server_times_out_and_the_next_attempt_succeeds() {
     // The response timeout is 5 s, then a backoff of 1 s (the first step):
     // not before; and long before the server's 30 s hang ends.
     assert!(gap >= Duration::from_secs(5) && gap < Duration::from_secs(15), "retried after {gap:?}");
-    assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
+    assert!(agent.logged("timed out"), "{}", agent.stderr());
     agent.assert_memory_bounded();
 }
 
@@ -121,7 +121,7 @@ fn a_conflict_is_retried_like_any_failed_write() {
     let agent = agent(&server, &sa, "30s");
     let written = server.wait_status_configmap(Duration::from_secs(10));
     assert!(written.is_some(), "the retry after the 409 wrote the status");
-    assert!(agent.stderr().contains("409 Conflict: injected fault"), "{}", agent.stderr());
+    assert!(agent.logged("409 Conflict: injected fault"), "{}", agent.stderr());
     agent.assert_memory_bounded();
 }
 
@@ -138,7 +138,7 @@ fn a_server_answering_one_byte_a_second_times_out_and_is_retried() {
     // backoff: not before, and bounded by the timeout, not by the trickle
     // (a read timeout that each byte renewed would never fire).
     assert!(gap >= Duration::from_secs(5) && gap < Duration::from_secs(15), "retried after {gap:?}");
-    assert!(agent.stderr().contains("timed out"), "{}", agent.stderr());
+    assert!(agent.logged("timed out"), "{}", agent.stderr());
     agent.assert_memory_bounded();
 }
 
@@ -151,7 +151,7 @@ fn a_connection_reset_mid_body_is_a_failure_then_recovers() {
     let requests = server.wait_requests(2, Duration::from_secs(10)).expect("a retry after the reset");
     assert!(requests[1].at - requests[0].at >= Duration::from_millis(950), "backed off before retrying");
     assert!(agent.exited().is_none());
-    assert!(agent.stderr().contains("WARN  Failed to write status ConfigMap"), "{}", agent.stderr());
+    assert!(agent.logged("WARN  Failed to write status ConfigMap"), "{}", agent.stderr());
     agent.assert_memory_bounded();
 }
 

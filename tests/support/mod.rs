@@ -158,6 +158,13 @@ impl RunningAgent {
         fs::read_to_string(self.log.path().join("stderr")).unwrap_or_default()
     }
 
+    /// Whether the log says `line` within 15 s. What the agent did is often
+    /// seen on the API server before the agent, given its answer, logs it.
+    pub fn logged(&self, line: &str) -> bool {
+        wait_for(Duration::from_secs(15), Duration::from_millis(50), || self.stderr().contains(line).then_some(()))
+            .is_some()
+    }
+
     /// The process's peak resident set size so far, in KiB (`VmHWM`).
     pub fn peak_rss_kib(&self) -> u64 {
         let status = fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
