@@ -31,9 +31,12 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// How long the agent has to publish its last status and clean up after a
-/// signal before the watchdog exits for it: the whole shutdown stays under
-/// 2 s whatever the API server does.
-pub(crate) const GRACE: Duration = Duration::from_millis(1500);
+/// signal before the watchdog exits for it, whatever the API server does.
+/// Long enough for the handover write and the final status where the CPU
+/// is shared out thinly (the manifests' 5m request on a busy node, a slow
+/// ARM board: 1.5 s lost the final status there); short enough that a hung
+/// API server delays a pod's stop by seconds, far inside kubelet's 30 s.
+pub(crate) const GRACE: Duration = Duration::from_secs(5);
 
 pub(crate) struct Shutdown {
     /// The thread that installed this and waits in [`Shutdown::wait_until`].

@@ -79,7 +79,7 @@ fn as_in_a_pod(arch: &Arch) {
 
     // SIGTERM: exit 0, the final status published, the ready file removed.
     agent.signal("TERM");
-    assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0), "{}", arch.label);
+    assert_eq!(agent.wait_exit(Duration::from_secs(15)).and_then(|s| s.code()), Some(0), "{}", arch.label);
     let last = cp.status_document(&pod.namespace, CM).unwrap();
     assert_eq!((last["health"].as_str(), last["error"].as_str()), (Some("unhealthy"), Some("Shutting down")));
     assert!(!run.path().join("ready").exists(), "the ready file is removed at exit");
@@ -134,7 +134,7 @@ fn e2e_arch_x86_64_steady_rss_at_the_default_interval_within_1900_kib() {
     };
     let (rss, file, anon) = (kib("VmRSS:"), kib("RssFile:"), kib("RssAnon:"));
     agent.signal("TERM");
-    assert_eq!(agent.wait_exit(Duration::from_secs(5)).and_then(|s| s.code()), Some(0));
+    assert_eq!(agent.wait_exit(Duration::from_secs(15)).and_then(|s| s.code()), Some(0));
     println!("e2e arch x86_64 steady RSS at 60 s: {rss} KiB ({file} KiB of the binary's pages, {anon} KiB anonymous)");
     assert!(
         rss <= STEADY_RSS_KIB,

@@ -55,7 +55,7 @@ fn the_final_status_says_shutting_down_unless_disabled() {
 }
 
 #[test]
-fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
+fn sigterm_during_a_hung_api_call_exits_within_the_grace() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     server.set_sticky_fault(Fault::Hang(Duration::from_secs(30)));
@@ -66,16 +66,16 @@ fn sigterm_during_a_hung_api_call_exits_within_two_seconds() {
     let sent = Instant::now();
     agent.signal("TERM");
     let status = agent.wait_exit(Duration::from_secs(10)).expect("exited");
-    assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
+    assert!(sent.elapsed() < Duration::from_secs(6), "took {:?}", sent.elapsed());
     assert_eq!(status.code(), Some(0));
 }
 
 /// The API server hangs only once the signal came: the handover write
 /// hangs. The handover wait is granted only after that write went
-/// through, so the process still ends within two seconds of SIGTERM
+/// through, so the process still ends within the grace (5 s) of SIGTERM
 /// (not the wait plus the grace).
 #[test]
-fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
+fn sigterm_with_a_hung_handover_write_exits_within_the_grace() {
     let server = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &server.pki.ca_pem, "ops");
     let mut agent = Run::default_interval().checks("5s").start(&opstatus_bin(), &pod_env(server.port(), &sa));
@@ -85,7 +85,7 @@ fn sigterm_with_a_hung_handover_write_exits_within_two_seconds() {
     let sent = Instant::now();
     agent.signal("TERM");
     let status = agent.wait_exit(Duration::from_secs(15)).expect("exited");
-    assert!(sent.elapsed() < Duration::from_secs(2), "took {:?}", sent.elapsed());
+    assert!(sent.elapsed() < Duration::from_secs(6), "took {:?}", sent.elapsed());
     assert_eq!(status.code(), Some(0));
 }
 
