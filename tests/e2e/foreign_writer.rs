@@ -239,10 +239,6 @@ fn e2e_another_whole_object_writer_is_yielded_to_and_the_status_taken_back_when_
     );
 }
 
-fn wait_log(agent: &RunningAgent, line: &str, within: Duration) -> bool {
-    wait_for(within, Duration::from_millis(100), || agent.stderr().contains(line).then_some(())).is_some()
-}
-
 /// The status back from the stand-in: when readers first saw opstatus's.
 fn taken_back(cp: &ControlPlane, ns: &str, within: Duration) -> Option<SystemTime> {
     wait_for(within, Duration::from_millis(200), || {
@@ -276,16 +272,16 @@ fn e2e_two_replicas_and_a_restarted_one_leave_a_whole_object_writer_alone_then_t
     ]);
     let run = Run::every("2s").checks("1s").listen().flag("--cluster-operator", &name);
     let a = run.start(&release_bin(), &replica_env(cp, &pod.sa, "pod-a"));
-    assert!(wait_log(&a, "Publishing as pod-a", Duration::from_secs(10)), "{}", a.stderr());
+    assert!(a.logged_within("Publishing as pod-a", Duration::from_secs(10)), "{}", a.stderr());
     let b = run.start(&release_bin(), &replica_env(cp, &sa_b, "pod-b"));
-    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    assert!(b.logged_within("Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
     let readers = Readers::start(cp, &ns);
     let standin = StandIn::start(cp, &ns, Duration::from_secs(3), 12);
 
     // What each says once the holder met the other writer (asserted
     // below, after what counts most: whether anyone fought it).
-    let a_yielded = wait_log(&a, YIELD_WARNING, Duration::from_secs(15));
-    let b_yielded = wait_log(&b, YIELD_WARNING, Duration::from_secs(5));
+    let a_yielded = a.logged_within(YIELD_WARNING, Duration::from_secs(15));
+    let b_yielded = b.logged_within(YIELD_WARNING, Duration::from_secs(5));
     let both_yielded = SystemTime::now();
     std::thread::sleep(Duration::from_secs(3));
     let metrics: Vec<_> = [&a, &b]
@@ -300,7 +296,7 @@ fn e2e_two_replicas_and_a_restarted_one_leave_a_whole_object_writer_alone_then_t
     let a_log = a.stderr();
     drop(a);
     let a2 = run.start(&release_bin(), &replica_env(cp, &pod.sa, "pod-a2"));
-    let a2_yielded = wait_log(&a2, YIELD_WARNING, Duration::from_secs(15));
+    let a2_yielded = a2.logged_within(YIELD_WARNING, Duration::from_secs(15));
     let writes = standin.finish();
     assert!(writes.len() >= 8, "the stand-in replaced the ConfigMap only {} times", writes.len());
     let (first, last) = (writes[0], *writes.last().unwrap());

@@ -39,10 +39,6 @@ fn wait_holder(cp: &ControlPlane, ns: &str, who: &str, within: Duration) -> Opti
     wait_for(within, Duration::from_millis(50), || (holder(cp, ns).as_deref() == Some(who)).then(|| started.elapsed()))
 }
 
-fn wait_log(agent: &RunningAgent, line: &str, within: Duration) -> bool {
-    wait_for(within, Duration::from_millis(50), || agent.stderr().contains(line).then_some(())).is_some()
-}
-
 /// Two replicas of one operator: pod-a with the Deployment's
 /// ServiceAccount, pod-b with a second one bound to the same Role.
 fn two_replicas(label: &str) -> (&'static ControlPlane, Deployed, ServiceAccountDir, String) {
@@ -59,7 +55,7 @@ fn e2e_rolling_update_hands_over_and_readers_never_see_shutting_down() {
     let mut a = start(cp, &pod.sa, "pod-a", &[]);
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes first");
     let mut b = start(cp, &sa_b, "pod-b", &[]);
-    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    assert!(b.logged_within("Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
 
     // The rolling update stops the old pod; readers look all along.
     a.signal("TERM");
@@ -116,7 +112,7 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     // Every read of pod-b's is counted, from its start.
     let started_b = Instant::now();
     let b = start(cp, &sa_b, "pod-b", &sinks);
-    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    assert!(b.logged_within("Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
     std::thread::sleep(Duration::from_secs(8));
 
     let writes_a = cp.audit_events(&pod.user).iter().filter(|e| e.verb == "patch").count();
@@ -152,7 +148,7 @@ fn e2e_a_killed_holder_is_replaced_within_the_lease_and_a_check() {
     let a = start(cp, &pod.sa, "pod-a", &[]);
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes");
     let b = start(cp, &sa_b, "pod-b", &[]);
-    assert!(wait_log(&b, "Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    assert!(b.logged_within("Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
     a.signal("KILL");
     let killed = Instant::now();
     let took = wait_holder(cp, ns, "pod-b", LEASE + Duration::from_secs(10)).expect("pod-b took over");
@@ -207,7 +203,7 @@ fn e2e_the_sidecar_beside_the_operators_leader_publishes() {
 
     // No Lease yet: nobody publishes, and each says why.
     let why = format!("Lease {ns}/{lease} does not exist");
-    assert!(wait_log(&a, &why, Duration::from_secs(10)) && wait_log(&b, &why, Duration::from_secs(10)));
+    assert!(a.logged_within(&why, Duration::from_secs(10)) && b.logged_within(&why, Duration::from_secs(10)));
     std::thread::sleep(Duration::from_secs(2));
     assert!(cp.configmap(ns, CM).is_none(), "nothing is published without a leader");
 
@@ -250,7 +246,7 @@ fn e2e_a_failing_lease_read_keeps_the_leader_then_is_a_reported_problem() {
 
     cp.kubectl_ok(&["-n", ns, "delete", "rolebinding", "opstatus-leader-lease"]);
     let revoked = Instant::now();
-    assert!(wait_log(&a, "Cannot read Lease", Duration::from_secs(5)), "{}", a.stderr());
+    assert!(a.logged_within("Cannot read Lease", Duration::from_secs(5)), "{}", a.stderr());
     // Within the grace: pod-a goes on publishing (heartbeats every 2 s).
     let before = last_update();
     std::thread::sleep(Duration::from_secs(5));
@@ -388,7 +384,7 @@ fn e2e_a_lease_nobody_renews_leaves_it_to_the_lock_and_the_status_names_its_hold
     let started = Instant::now();
     for agent in [&a, &b] {
         let standing = "Standing by: pod-c publishes (the operator's leader)";
-        assert!(wait_log(agent, standing, Duration::from_secs(10)), "{}", agent.stderr());
+        assert!(agent.logged_within(standing, Duration::from_secs(10)), "{}", agent.stderr());
     }
     let degraded = wait_for(Duration::from_secs(45), Duration::from_millis(200), || {
         cp.status_document(ns, CM).filter(|d| d["health"] == "degraded")

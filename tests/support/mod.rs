@@ -161,8 +161,12 @@ impl RunningAgent {
     /// Whether the log says `line` within 15 s. What the agent did is often
     /// seen on the API server before the agent, given its answer, logs it.
     pub fn logged(&self, line: &str) -> bool {
-        wait_for(Duration::from_secs(15), Duration::from_millis(50), || self.stderr().contains(line).then_some(()))
-            .is_some()
+        self.logged_within(line, Duration::from_secs(15))
+    }
+
+    /// Whether the log says `line` within `within`.
+    pub fn logged_within(&self, line: &str, within: Duration) -> bool {
+        wait_for(within, Duration::from_millis(50), || self.stderr().contains(line).then_some(())).is_some()
     }
 
     /// The process's peak resident set size so far, in KiB (`VmHWM`).
