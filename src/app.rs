@@ -133,7 +133,10 @@ fn agent_for(
     }
     let watch = &settings.watch;
     let file = watch.file.clone().map(|f| (f, watch.max_age));
-    let watches = Watches::new(watch.urls.clone(), file, watch.critical);
+    let mut watches = Watches::new(watch.urls.clone(), file, watch.critical);
+    if let Some(name) = pod.name.clone().filter(|_| !watch.urls.is_empty()) {
+        watches = watches.own_pod(operator_namespace.clone(), name);
+    }
     if !watches.is_empty() {
         signals.push(Box::new(watches));
     }

@@ -39,7 +39,7 @@ mod write_log;
 use crate::endpoint::Shared;
 use crate::kube::Client;
 use crate::ready_file;
-use crate::signals::{Observation, Signal};
+use crate::signals::{Observation, OperatorAnswer, Signal};
 use crate::sinks::Sinks;
 use crate::sinks::configmap::StatusConfigMap;
 use crate::sinks::events::{Events, Recorder};
@@ -292,6 +292,10 @@ impl Agent {
         // A starting instance publishes nothing until its operator answers
         // or the allowance is spent, then says it never answered ([`startup`]).
         if let Some(answer) = observation.operator.as_ref().filter(|_| !eager) {
+            // Its operator exits with its pod: as kubelet's preStop hook says.
+            if *answer == OperatorAnswer::PodDeleted {
+                self.shared.lock().unwrap_or_else(|p| p.into_inner()).pod_stopping = true;
+            }
             self.publisher.note_operator(answer, now);
             if self.publisher.startup() == startup::Startup::Spent {
                 startup::never_answered(&mut observation.problems, self.config.settings.startup_allowance);
@@ -379,6 +383,8 @@ impl Agent {
             if now >= schedule.next_check(self.check_cadence()) {
                 self.check();
                 schedule.checked(now);
+                // The check may have found the pod being deleted.
+                self.note_pod_stopping(shutdown);
             }
             // A write never changes the content (its own failure is left
             // out of it), so this serves after_tick too.
@@ -406,7 +412,9 @@ impl Agent {
         self.stop(shutdown);
     }
 
-    /// Once kubelet's preStop hook said the pod is stopping: a native
+    /// Once kubelet's preStop hook, or the Pod's own deletion seen after its
+    /// operator's port refused ([`OperatorAnswer::PodDeleted`]), said the
+    /// pod is stopping: a native
     /// sidecar's hook runs as the operator beside it is sent SIGTERM, while
     /// opstatus is stopped only after the operator exits. A holder hands
     /// the status over now, as it stands, rather than publish its
@@ -419,7 +427,7 @@ impl Agent {
         if !stopping || std::mem::replace(&mut self.pod_stopping, true) || shutdown.requested() {
             return;
         }
-        log::info!("The pod is stopping (kubelet's preStop hook): handing the status over");
+        log::info!("The pod is stopping: handing the status over");
         self.publisher.pod_stopping(Instant::now());
         let was_publishing = self.publisher.publishing();
         let Some(last) = self.last_written.clone().filter(|_| was_publishing) else { return };

@@ -7,12 +7,14 @@
 //! sinks publish. Adding one is a file implementing [`Signal`] and one line
 //! where the agent is composed (`app.rs`); health needs no new field.
 //!
-//! - [`watch`]: the operator's own health URLs and heartbeat file.
+//! - [`watch`]: the operator's own health URLs and heartbeat file (and
+//!   [`own_pod`], whether a refusal is the pod being deleted).
 //! - [`container`]: the operator container's restarts and crash loops.
 //! - [`probes`]: conditions computed from the operator's own resources.
 //! - the pro tier ([`crate::pro`]): the API key and kube9-server registration.
 
 pub(crate) mod container;
+pub(crate) mod own_pod;
 pub(crate) mod probes;
 pub(crate) mod watch;
 
@@ -48,6 +50,11 @@ pub(crate) enum OperatorAnswer {
     Pending,
     /// The operator is down (its checks fail): why.
     Down(String),
+    /// A health check's connection was refused or reset right after it
+    /// passed, and this instance's own Pod is being deleted (its
+    /// `deletionTimestamp` is set): the operator is exiting with its pod,
+    /// as kubelet's preStop hook would say ([`own_pod`]).
+    PodDeleted,
 }
 
 impl Observation {

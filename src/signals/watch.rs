@@ -9,6 +9,7 @@
 //! after passing, is judged over its recent checks ([`Lateness`]).
 //! [`file_problem`] is the pure part of the file rule.
 
+use super::own_pod::OwnPod;
 use super::{Observation, OperatorAnswer, Signal};
 use crate::kube::Client;
 use crate::status::{Problem, Rule};
@@ -36,6 +37,12 @@ pub(crate) struct Watches {
     /// The last check got no answer in time from a URL: not an answer,
     /// whether or not it fails the URL yet.
     pending: bool,
+    /// A URL's connection was refused or reset on the last check right
+    /// after passing ([`Lateness`] holds its verdict for that check).
+    refused_after_pass: bool,
+    /// This instance's Pod, read when a refusal may be the pod being
+    /// deleted; `None` without `POD_NAME`.
+    own_pod: Option<OwnPod>,
     /// The checks have passed once since opstatus started.
     answered: bool,
     problem: Reported,
@@ -121,6 +128,12 @@ enum Verdict {
 impl Lateness {
     /// This check's answer judged with the URL's recent checks: why the URL
     /// fails, if it does.
+    /// Whether the last check was a refusal taken as no answer (right
+    /// after a passing one).
+    pub(crate) fn refused_last(&self) -> bool {
+        self.refused & 1 == 1
+    }
+
     pub(crate) fn judge(&mut self, answer: Answer) -> Option<String> {
         // A refusal right after a passing answer is taken as no answer.
         let taken_as_missed = match answer {
@@ -185,7 +198,16 @@ impl Watches {
         // so ureq's own TCP and TLS stack is not linked at all.
         let agent = transport::agent(config, None);
         let late = vec![Lateness::default(); urls.len()];
-        Watches { urls, file, critical, agent, late, pending: false, answered: false, problem: Reported::default() }
+        let (pending, refused_after_pass, answered, problem) = (false, false, false, Reported::default());
+        Watches { urls, file, critical, agent, late, pending, refused_after_pass, own_pod: None, answered, problem }
+    }
+
+    /// Reads this Pod (`namespace`/`name`) when a URL refuses right after
+    /// passing: a pod being deleted hands its status over at once, as at
+    /// kubelet's preStop hook ([`OwnPod`]).
+    pub(crate) fn own_pod(mut self, namespace: String, name: String) -> Watches {
+        self.own_pod = Some(OwnPod::new(namespace, name));
+        self
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -197,13 +219,16 @@ impl Watches {
     /// or `None` when all are well.
     pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
         self.pending = false;
+        self.refused_after_pass = false;
         let mut first_failure = None;
         for (url, late) in self.urls.iter().zip(&mut self.late) {
             let answer = url_answer(&self.agent, url);
             // Late, or refused: no answer yet, unless it fails the URL
             // (then the failure is what the check says).
             self.pending |= matches!(answer, Answer::Late | Answer::Gone(_));
-            if let Some(why) = late.judge(answer) {
+            let why = late.judge(answer);
+            self.refused_after_pass |= late.refused_last();
+            if let Some(why) = why {
                 // Userinfo is refused at start; shown redacted all the same.
                 let shown = crate::util::url::redacted(url);
                 first_failure.get_or_insert_with(|| format!("Operator health check {shown} failed: {why}"));
@@ -259,7 +284,7 @@ impl Signal for Watches {
         true
     }
 
-    fn observe(&mut self, _: &mut Client, _: Instant, into: &mut Observation) {
+    fn observe(&mut self, client: &mut Client, _: Instant, into: &mut Observation) {
         if self.is_empty() {
             return;
         }
@@ -272,12 +297,14 @@ impl Signal for Watches {
         };
         self.problem.update(problem, level, passing);
         self.answered |= self.problem.get().is_none() && !self.pending;
+        let pod_deleted = self.refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client));
         into.operator = Some(match self.problem.get() {
             Some(why) => {
                 let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
                 into.problems.push(health(Rule::Operator, why));
                 OperatorAnswer::Down(why.to_string())
             }
+            None if pod_deleted => OperatorAnswer::PodDeleted,
             None if self.pending => OperatorAnswer::Pending,
             None => OperatorAnswer::Answered,
         });
@@ -286,11 +313,13 @@ impl Signal for Watches {
     /// Every URL is checked on every check: each is one GET, each phase
     /// bounded by `URL_TIMEOUT`, after at most one attempt on a kept
     /// connection that turned out closed (its send and the wait for an
-    /// answer); the heartbeat file is a `stat`.
+    /// answer); the heartbeat file is a `stat`; after a refusal, one read
+    /// of the Pod.
     fn worst_case(&self) -> Duration {
         let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
         let closed_under_it = one.send * 2 + one.response;
-        (one.bound() + closed_under_it).saturating_mul(self.urls.len() as u32)
+        let pod = if self.own_pod.is_some() { crate::kube::call_bound() } else { Duration::ZERO };
+        (one.bound() + closed_under_it).saturating_mul(self.urls.len() as u32) + pod
     }
 }
 
@@ -432,6 +461,31 @@ mod tests {
         assert_eq!(verdicts(".FR"), "-FR", "after an error status: still down");
         assert_eq!(verdicts(".LR"), "--R", "after a late answer: the second check in a row without an answer");
         assert_eq!(verdicts(".LLR"), "--hR", "after a hang: down");
+    }
+
+    /// Which checks were a refusal right after a pass: the ones on which
+    /// the agent reads its own Pod.
+    #[test]
+    fn only_a_refusal_right_after_a_pass_asks_whether_the_pod_is_being_deleted() {
+        let asked = |answers: &str| -> String {
+            let mut url = Lateness::default();
+            answers
+                .chars()
+                .map(|c| {
+                    let answer = match c {
+                        '.' => Answer::Passed,
+                        'L' => Answer::Late,
+                        'F' => Answer::Failed("HTTP 500".into()),
+                        _ => Answer::Gone("connection refused".into()),
+                    };
+                    url.judge(answer);
+                    if url.refused_last() { '?' } else { '-' }
+                })
+                .collect()
+        };
+        assert_eq!(asked("..RRR"), "--?--", "once, at the first refusal after a pass");
+        assert_eq!(asked("R.R.R"), "--?-?", "never before the first answer");
+        assert_eq!(asked(".LR.FR"), "------", "not after a miss or a failure");
     }
 
     #[test]

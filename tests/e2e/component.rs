@@ -97,12 +97,14 @@ fn assert_common(objects: &[Value], ns: &str, opstatus: &Value) {
     let webhook = find(objects, "Deployment", "sample-webhook").expect("the webhook Deployment");
     assert!(!webhook.to_string().contains("opstatus"), "the component touched the webhook: {webhook}");
 
-    // RBAC: manifests/base's Role, bound to the pod's ServiceAccount; base's
-    // own `opstatus` ServiceAccount is not added.
-    assert!(find(objects, "Role", "opstatus-status-writer").is_some());
-    let binding = find(objects, "RoleBinding", "opstatus-status-writer").expect("the RoleBinding");
-    assert_eq!(binding["subjects"][0]["name"], "sample-controller-manager");
-    assert_eq!(binding["subjects"][0]["namespace"], ns);
+    // RBAC: manifests/base's Roles, bound to the pod's ServiceAccount;
+    // base's own `opstatus` ServiceAccount is not added.
+    for role in ["opstatus-status-writer", "opstatus-own-pod"] {
+        assert!(find(objects, "Role", role).is_some(), "{role}");
+        let binding = find(objects, "RoleBinding", role).expect("the RoleBinding");
+        assert_eq!(binding["subjects"][0]["name"], "sample-controller-manager", "{role}");
+        assert_eq!(binding["subjects"][0]["namespace"], ns, "{role}");
+    }
     assert!(find(objects, "ServiceAccount", "opstatus").is_none(), "base's ServiceAccount is left out");
 }
 
@@ -128,7 +130,7 @@ fn e2e_component_plain_adds_the_sidecar_and_rbac_and_the_api_server_accepts_it()
     assert_common(&objects, &ns, opstatus);
 
     let out = dry_run(cp, &ns, &yaml, true).unwrap_or_else(|e| panic!("the API server refused the plain variant: {e}"));
-    assert_eq!(out.matches("(server dry run)").count(), 6, "{out}");
+    assert_eq!(out.matches("(server dry run)").count(), 8, "{out}");
 
     // For real, the RBAC alone: the pod's identity may write the one status
     // (and record events).
@@ -143,12 +145,17 @@ fn e2e_component_plain_adds_the_sidecar_and_rbac_and_the_api_server_accepts_it()
         ("create", "events", "yes"),
         ("patch", "events", "yes"),
         ("delete", "events", "no"),
+        // Its own Pod, read when its operator's port refuses right after
+        // passing: read-only, and no list.
+        ("get", "pods/sample-controller-manager-0", "yes"),
+        ("list", "pods", "no"),
+        ("delete", "pods/sample-controller-manager-0", "no"),
     ] {
         let out = cp.kubectl(&["auth", "can-i", verb, what, "-n", &ns, "--as", &user], None);
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), allowed, "{verb} {what} as {user}");
     }
     println!(
-        "e2e component opstatus-plain: rendered over the sample operator; all 6 objects accepted (server dry run)"
+        "e2e component opstatus-plain: rendered over the sample operator; all 8 objects accepted (server dry run)"
     );
 }
 
@@ -168,7 +175,7 @@ fn e2e_component_native_sidecar_renders_and_is_validated_where_the_server_knows_
 
     if server_knows_native_sidecars(cp) {
         let out = dry_run(cp, &ns, &yaml, true).unwrap_or_else(|e| panic!("refused the native sidecar: {e}"));
-        assert_eq!(out.matches("(server dry run)").count(), 6, "{out}");
+        assert_eq!(out.matches("(server dry run)").count(), 8, "{out}");
         // And the server kept the field (an old one would drop it silently).
         let echoed = cp.kubectl_stdin_ok(
             &["apply", "-n", &ns, "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-"],

@@ -39,6 +39,7 @@ mod olm_kube9;
 mod operator_condition;
 mod operator_starting;
 mod operator_watch;
+mod pod_deleted;
 mod pro_tier;
 mod probe_cache_list;
 mod probe_first_list;

@@ -131,7 +131,7 @@ fn prestop_tells_the_running_agent_its_pod_is_stopping_and_the_final_status_stil
         agent.stderr().contains("Nobody took the status over: publishing on").then_some(())
     });
     assert!(told.is_some(), "alone, it hands over to nobody and publishes on:\n{}", agent.stderr());
-    assert!(agent.logged("The pod is stopping (kubelet's preStop hook)"), "{}", agent.stderr());
+    assert!(agent.logged("The pod is stopping: handing the status over"), "{}", agent.stderr());
     agent.signal("TERM");
     assert_eq!(agent.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0), "{}", agent.stderr());
     let doc = server.status_document("ops", "kube9-operator-status").unwrap();

@@ -1,0 +1,98 @@
+//! Whether this instance's own Pod is being deleted: read by name, once,
+//! when the operator's port refuses a check right after passing.
+//!
+//! When a pod is deleted, kubelet sends its operator SIGTERM and runs
+//! opstatus's preStop hook at the same time, in no fixed order; on a busy
+//! node the hook can reach opstatus seconds after the operator's port went
+//! away. The API server set the Pod's `deletionTimestamp` before kubelet
+//! did either, so one GET of the Pod tells an operator exiting with its pod
+//! from one that went down: the watch signal ([`super::watch`]) asks only
+//! on that event (never on a heartbeat), and once the Pod is known to be
+//! going, never again. Needs `get` on pods in the operator's namespace
+//! (manifests/base/role.yaml); without it the preStop hook alone says so,
+//! as before, and opstatus warns once.
+
+use crate::kube::Client;
+use crate::util::reported::Reported;
+
+/// Where the permission is granted, for a 403's message.
+const GRANT: &str = "see the Role opstatus-own-pod in manifests/base/role.yaml";
+
+/// This instance's own Pod, as the downward API names it.
+pub(crate) struct OwnPod {
+    namespace: String,
+    name: String,
+    /// Seen being deleted: not read again.
+    deleted: bool,
+    /// A read that failed, said once until one succeeds.
+    unreadable: Reported,
+}
+
+impl OwnPod {
+    pub(crate) fn new(namespace: String, name: String) -> OwnPod {
+        OwnPod { namespace, name, deleted: false, unreadable: Reported::default() }
+    }
+
+    /// Whether the Pod is being deleted: one GET, until the answer is yes.
+    /// A read that fails says "no" (the preStop hook still comes) and is
+    /// logged once.
+    pub(crate) fn deleted(&mut self, client: &mut Client) -> bool {
+        if self.deleted {
+            return true;
+        }
+        let (ns, name) = (&self.namespace, &self.name);
+        let action = format!("get pod {name:?} in namespace {ns:?}");
+        let read = match client.get_path(&format!("/api/v1/namespaces/{ns}/pods/{name}"), &action) {
+            Ok(Some(body)) => deletion_requested(&body),
+            // POD_NAME names no Pod here: nothing to tell by.
+            Ok(None) => Err(format!("no Pod {name:?} in namespace {ns:?} (POD_NAME)")),
+            Err(e) => Err(e.granted_by(GRANT).to_string()),
+        };
+        let why = read.as_ref().err().map(|e| {
+            format!(
+                "Cannot read this instance's own Pod, to tell a pod being deleted from an operator that went down: \
+                 {e}; relying on kubelet's preStop hook alone"
+            )
+        });
+        self.unreadable.update(why, log::Level::Warn, "This instance's own Pod is readable again");
+        self.deleted = read.unwrap_or(false);
+        if self.deleted {
+            log::info!("This Pod ({ns}/{name}) is being deleted: its operator is exiting with it, not failing");
+        }
+        self.deleted
+    }
+}
+
+/// Whether a Pod's JSON has a `deletionTimestamp` (its deletion requested).
+fn deletion_requested(body: &[u8]) -> Result<bool, String> {
+    #[derive(serde::Deserialize)]
+    struct Pod {
+        metadata: Metadata,
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        #[serde(rename = "deletionTimestamp")]
+        deletion_timestamp: Option<serde::de::IgnoredAny>,
+    }
+    let pod: Pod = serde_json::from_slice(body)
+        .map_err(|e| format!("the Pod is not what the API promises ({})", crate::lock::error_kind(&e)))?;
+    Ok(pod.metadata.deletion_timestamp.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_deleted_once_its_deletion_timestamp_is_set() {
+        let running = br#"{"kind":"Pod","metadata":{"name":"op-1","namespace":"ops","uid":"u"},"spec":{},"status":{}}"#;
+        assert_eq!(deletion_requested(running), Ok(false));
+        let going = br#"{"kind":"Pod","metadata":{"name":"op-1","deletionTimestamp":"2026-11-28T12:00:00Z","deletionGracePeriodSeconds":30}}"#;
+        assert_eq!(deletion_requested(going), Ok(true));
+        // A null is no deletion: serde's Option reads it as absent.
+        assert_eq!(deletion_requested(br#"{"metadata":{"deletionTimestamp":null}}"#), Ok(false));
+        let broken = deletion_requested(b"{\"metadata\":").unwrap_err();
+        assert!(broken.starts_with("the Pod is not what the API promises ("), "{broken}");
+        assert!(deletion_requested(br#"{"kind":"Status"}"#).is_err(), "no metadata at all");
+    }
+}
