@@ -20,8 +20,7 @@ pub fn create_pod(cp: &ControlPlane, ns: &str, name: &str) -> String {
 
 /// The events opstatus recorded in `ns`, oldest first.
 pub fn opstatus_events(cp: &ControlPlane, ns: &str) -> Vec<Value> {
-    let out = cp.kubectl_ok(&["-n", ns, "get", "events", "-o", "json"]);
-    let list: Value = serde_json::from_str(&out).unwrap();
+    let list = cp.get_json(&format!("/api/v1/namespaces/{ns}/events")).unwrap_or_else(|| panic!("no events in {ns}"));
     let mut items: Vec<Value> =
         list["items"].as_array().unwrap().iter().filter(|e| e["source"]["component"] == "opstatus").cloned().collect();
     items.sort_by_key(|e| e["firstTimestamp"].as_str().unwrap_or_default().to_string());

@@ -316,8 +316,9 @@ impl Node {
 
     /// The Pods of `ns` matching `selector`, as JSON.
     pub fn pods(&self, ns: &str, selector: &str) -> Vec<Value> {
-        let out = self.cp.kubectl_ok(&["-n", ns, "get", "pods", "-l", selector, "-o", "json"]);
-        let list: Value = serde_json::from_str(&out).unwrap();
+        let selector = percent_encoding::utf8_percent_encode(selector, percent_encoding::NON_ALPHANUMERIC);
+        let list = self.cp.get_json(&format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"));
+        let list = list.unwrap_or_else(|| panic!("cannot list the pods of {ns}"));
         list["items"].as_array().cloned().unwrap_or_default()
     }
 
@@ -360,8 +361,8 @@ impl Node {
     }
 
     pub fn events(&self, ns: &str) -> Vec<Value> {
-        let out = self.cp.kubectl_ok(&["-n", ns, "get", "events", "-o", "json"]);
-        let list: Value = serde_json::from_str(&out).unwrap();
+        let list = self.cp.get_json(&format!("/api/v1/namespaces/{ns}/events"));
+        let list = list.unwrap_or_else(|| panic!("cannot list the events of {ns}"));
         list["items"].as_array().cloned().unwrap_or_default()
     }
 

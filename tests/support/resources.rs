@@ -113,14 +113,13 @@ impl ControlPlane {
 
     /// The OperatorCondition's JSON.
     pub fn operator_condition(&self, ns: &str, name: &str) -> Value {
-        let out = self.kubectl_ok(&["-n", ns, "get", "operatorconditions.operators.coreos.com", name, "-o", "json"]);
-        serde_json::from_str(&out).unwrap()
+        let path = format!("/apis/operators.coreos.com/v2/namespaces/{ns}/operatorconditions/{name}");
+        self.get_json(&path).unwrap_or_else(|| panic!("no OperatorCondition {ns}/{name}"))
     }
 
     /// The ClusterOperator's JSON, or `None` when it does not exist.
     pub fn cluster_operator(&self, name: &str) -> Option<Value> {
-        let out = self.kubectl(&["get", "clusteroperators.config.openshift.io", name, "-o", "json"], None);
-        out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+        self.get_json(&format!("/apis/config.openshift.io/v1/clusteroperators/{name}"))
     }
 }
 
