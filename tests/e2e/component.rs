@@ -190,7 +190,7 @@ fn e2e_component_native_sidecar_renders_and_is_validated_where_the_server_knows_
         // Deployment is refused for the probes of what the server takes for
         // a plain init container (it drops the unknown restartPolicy).
         let err = dry_run(cp, &ns, &yaml, false).expect_err("a pre-1.29 server cannot accept a native sidecar");
-        assert_eq!(err.matches("(server dry run)").count(), 5, "{err}");
+        assert_eq!(err.matches("(server dry run)").count(), 7, "{err}");
         assert!(err.contains(r#"The Deployment "sample-controller-manager" is invalid"#), "{err}");
         for probe in ["startupProbe", "readinessProbe", "livenessProbe"] {
             assert!(err.contains(&format!("initContainers[0].{probe}: Invalid value")), "{probe}: {err}");

@@ -123,7 +123,9 @@ fn e2e_an_operator_exiting_with_its_deleted_pod_hands_over_and_one_that_went_dow
         "a reader saw {seen:?} then {seen_after:?}\n{}",
         a.stderr()
     );
-    assert_eq!(published_health(&a.stderr()), ["healthy"], "pod-a wrote:\n{}", a.stderr());
+    let written = a.stderr();
+    let written = published_health(&written);
+    assert!(!written.is_empty() && written.iter().all(|h| *h == "healthy"), "pod-a wrote:\n{}", a.stderr());
     let a_requests = cp.audit_events(&pod.user);
     let pod_reads: Vec<_> = a_requests.iter().filter(|e| e.uri.contains("/pods/")).collect();
     assert_eq!(pod_reads.len(), 1, "pod-a read its Pod once: {pod_reads:?}");

@@ -168,6 +168,9 @@ fn an_operator_that_went_away_is_degraded_with_the_refusal() {
     drop(operator);
     let (_, error) = wait_health(&server, "degraded");
     assert_eq!(error, format!("Operator health check {url} failed: connection refused"), "{}", agent.stderr());
+    // The line is logged once the write's answer is read: after the server
+    // stored it.
+    assert!(agent.logged("health=degraded"), "{}", agent.stderr());
     let log = agent.stderr();
     let published: Vec<&str> = log
         .lines()
