@@ -4,8 +4,10 @@
 # cached outside the repository), then runs formatting and lint checks, the
 # unit and integration tests, and the end-to-end tests against the real API
 # server and the real node. The end-to-end tests drive the static binaries
-# the image ships, so they are built first. A
-# missing API server or node fails the end-to-end tests; nothing is skipped.
+# the image ships, so they are built first. A missing API server or node
+# fails the end-to-end tests; nothing is skipped. The Rust builds start from
+# the last run's target/ (kept in the same cache), so a warm run compiles
+# only opstatus itself.
 #
 # The v1.20 build (kube-apiserver, then kubelet, kube-scheduler and
 # kube-controller-manager: about 12 minutes of Go on a fresh machine, a few
@@ -15,9 +17,11 @@
 # needs it waits for it, at most OPSTATUS_KUBE_BUILD_TIMEOUT seconds (3000).
 # A failed build fails the run with its log.
 #
-# What runs side by side once the tests are built (most of an end-to-end
-# test is waiting for heartbeats, API servers and kubelets; each run has its
-# own kube-apiserver and etcd on free loopback ports):
+# What runs side by side once the x86_64 binary and the tests are built
+# (most of an end-to-end test is waiting for heartbeats, API servers and
+# kubelets; each run has its own kube-apiserver and etcd on free loopback
+# ports); the nodes, the longest, first, and the v1.20 run and the release
+# check once the arm64 and armv7 binaries are built too:
 #   here             unit and in-process tests
 #   older            the v1.20 end-to-end tests but the real-node ones (once
 #                    its kube-apiserver is built)
@@ -116,6 +120,31 @@ wait_for_kube() {
   esac
 }
 
+# --- The Rust build cache ----------------------------------------------------
+# A fresh clone has no target/: it starts from the last run's, kept in the
+# cache directory beside the v1.20 build (OPSTATUS_CACHE_DIR), so only this
+# checkout's own crate is compiled again (cargo's fingerprints tell what
+# changed). The copy is saved again once this run's builds are done.
+cache_root="${OPSTATUS_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/opstatus}"
+cargo_cache="$cache_root/cargo-target"
+if [ ! -e target ] && [ -d "$cargo_cache" ]; then
+  phase "the Rust build cache ($cargo_cache)"
+  cp -a "$cargo_cache" target.from-cache && mv target.from-cache target
+fi
+# Replaces the cache with this checkout's target/ (one run at a time; a
+# copy, then a rename, so no run ever starts from half a copy).
+save_cargo_cache() {
+  mkdir -p "$cache_root"
+  (
+    flock 9
+    rm -rf "$cargo_cache.new" "$cargo_cache.old"
+    cp -a target "$cargo_cache.new"
+    [ ! -e "$cargo_cache" ] || mv "$cargo_cache" "$cargo_cache.old"
+    mv "$cargo_cache.new" "$cargo_cache"
+    rm -rf "$cargo_cache.old"
+  ) 9>"$cache_root/cargo-target.lock"
+}
+
 # The checks that fail fastest first: a format or lint error fails the run
 # in its first minute, before the static builds.
 phase "fmt, clippy"
@@ -123,9 +152,10 @@ cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 
 # The end-to-end tests drive the static x86_64 binary, the one the image
-# ships (OPSTATUS_BIN; without it they take `cargo build --release`'s).
-phase "static binaries"
-scripts/static-build.sh >/dev/null
+# ships (OPSTATUS_BIN; without it they take `cargo build --release`'s). The
+# arm64 and armv7 ones are built once the runs that need only it started.
+phase "static binary (x86_64)"
+scripts/static-build.sh x86_64-unknown-linux-musl >/dev/null
 export OPSTATUS_BIN=$PWD/target/x86_64-unknown-linux-musl/release/opstatus
 # Three test binaries: the library's unit tests, `tests/it` (in-process)
 # and `tests/e2e` (real API server; one control plane per Kubernetes
@@ -297,14 +327,21 @@ lane_soak() {
 # watches far more than they compute, and their tests judge time by order
 # and count (tests/support assert_cadence), not by a latency a busy machine
 # misses.
-start_lane older lane_older
+# The real nodes first, the longest: their tests allow for a busy machine
+# where kubelet does (a probe that only ran out of its second, an operator
+# that starts slowly) and judge opstatus by its answers.
+start_lane nodes lane_nodes
 [ -z "$current" ] || start_lane current lane_current
 start_lane soak lane_soak
+# The v1.20 run (its `arch` tests run the arm64 and armv7 binaries under
+# qemu-user) and the release check (all three) once those are built.
+phase "static binaries (arm64, armv7)"
+scripts/static-build.sh aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf >/dev/null
+start_lane older lane_older
 start_lane release lane_release
-# The real nodes beside them: their tests allow for a busy machine where
-# kubelet does (a probe that only ran out of its second, an operator that
-# starts slowly) and judge opstatus by its answers.
-start_lane nodes lane_nodes
+# Every build of the run is done: the cache for the next one.
+save_cargo_cache &
+cache_saver=$!
 
 phase "unit and in-process tests"
 # The in-process tests wait on sockets and clocks more than they compute.
@@ -317,6 +354,7 @@ for i in "${!lanes[@]}"; do
   rm -f "${lane_logs[$i]}"
 done
 rm -f "$release_ended"
+wait "$cache_saver" || echo "test.sh: could not save the Rust build cache in $cargo_cache (the next run builds from scratch)" >&2
 
 # The build's status is written when it ends: wait for it (a build stopped
 # at its deadline ends too).
