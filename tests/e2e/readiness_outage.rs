@@ -32,7 +32,11 @@ fn through_an_outage(strict: bool) -> (Vec<u16>, Value, String) {
         .unwrap_or_else(|| panic!("no endpoint: {}", agent.stderr()));
     wait_for(Duration::from_secs(20), Duration::from_millis(100), || cp.status_document(ns, "kube9-operator-status"))
         .expect("a first status");
-    assert_eq!(get(endpoint, "/readyz").0, 200);
+    // The endpoint's snapshot follows the write at the end of its tick.
+    let ready = wait_for(Duration::from_secs(10), Duration::from_millis(100), || {
+        (get(endpoint, "/readyz").0 == 200).then_some(())
+    });
+    assert!(ready.is_some(), "/readyz never 200 before the outage: {}", agent.stderr());
 
     proxy.cut();
     let cut_at = Instant::now();

@@ -180,13 +180,20 @@ impl ControlPlane {
     }
 
     pub fn create_namespace(&self, ns: &str) {
-        self.kubectl_ok(&["create", "namespace", ns]);
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        let created = self.admin_client().create("/api/v1/namespaces", body.to_string().as_bytes(), "create namespace");
+        created.unwrap_or_else(|e| panic!("create namespace {ns}: {e}"));
     }
 
     /// Applies `manifests/base` into `ns` the way a user would: a kustomize
     /// overlay that sets the namespace.
     pub fn apply_base_manifests(&self, ns: &str) {
-        self.apply_manifests("manifests/base", ns, &[]);
+        // Rendered once per test process (kustomize is the costly part);
+        // the namespace is the one thing that differs.
+        const PLACEHOLDER: &str = "opstatus-test-namespace-placeholder";
+        static RENDERED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let rendered = RENDERED.get_or_init(|| self.render_manifests("manifests/base", PLACEHOLDER));
+        self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered.replace(PLACEHOLDER, ns)));
     }
 
     /// Applies a kustomization under the project (e.g. `manifests/olm`)
@@ -198,6 +205,15 @@ impl ControlPlane {
     /// them. `replace` edits the rendered YAML (placeholders such as a
     /// ClusterOperator name) before it is applied.
     pub fn apply_manifests(&self, dir: &str, ns: &str, replace: &[(&str, &str)]) {
+        let mut rendered = self.render_manifests(dir, ns);
+        for (from, to) in replace {
+            rendered = rendered.replace(from, to);
+        }
+        self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered));
+    }
+
+    /// What [`ControlPlane::apply_manifests`] applies, as rendered.
+    fn render_manifests(&self, dir: &str, ns: &str) -> String {
         let overlay = TempDir::new("overlay");
         // kustomize refuses absolute paths to a base.
         let rel = |from: &Path, to: &str| relative_path(from, &Path::new(ROOT).join(to)).display().to_string();
@@ -218,11 +234,7 @@ impl ControlPlane {
             format!("namespace: {ns}\nresources:\n- {resources}\n"),
         )
         .unwrap();
-        let mut rendered = self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()]);
-        for (from, to) in replace {
-            rendered = rendered.replace(from, to);
-        }
-        self.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&rendered));
+        self.kubectl_ok(&["kustomize", overlay.path().to_str().unwrap()])
     }
 
     /// Installs a CRD from `tests/fixtures/crds/` and waits until it is
@@ -294,11 +306,10 @@ impl ControlPlane {
     /// A TokenRequest token for `sa` in `ns` (600 s, the API's minimum).
     pub fn token(&self, ns: &str, sa: &str) -> String {
         let body = r#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"audiences":["https://kubernetes.default.svc"],"expirationSeconds":600}}"#;
-        let out = self.kubectl_stdin_ok(
-            &["create", "--raw", &format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token"), "-f", "-"],
-            Some(body),
-        );
-        let v: Value = serde_json::from_str(&out).unwrap();
+        let path = format!("/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token");
+        let out = self.admin_client().create(&path, body.as_bytes(), "request a token");
+        let out = out.unwrap_or_else(|e| panic!("a token for {ns}/{sa}: {e}"));
+        let v: Value = serde_json::from_slice(&out).unwrap();
         v["status"]["token"].as_str().expect("TokenRequest answer has a token").to_string()
     }
 
