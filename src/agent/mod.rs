@@ -372,7 +372,7 @@ impl Agent {
             if std::mem::take(&mut self.check_soon) {
                 schedule.check_soon();
             }
-            if shutdown.wait_until(schedule.next_wake(self.check_cadence())) {
+            if shutdown.wait_until(schedule.next_wake(self.check_cadence(), self.publisher.may_write())) {
                 break;
             }
             self.note_pod_stopping(shutdown);

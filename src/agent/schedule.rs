@@ -42,9 +42,15 @@ impl Schedule {
         if self.nudged { next.min(self.last_check.map_or(self.start, |at| at + NUDGE_GAP)) } else { next }
     }
 
-    /// When the loop wakes next: the next check or the next write.
-    pub(crate) fn next_wake(&self, cadence: Duration) -> Instant {
-        self.next_check(cadence).min(self.next_write)
+    /// When the loop wakes next: the next check, or the next write when
+    /// this instance `writes` at all. A standby (or an instance waiting for
+    /// its operator's first answer) has an overdue write it will not make:
+    /// waking for it would wake at once, again and again, a core spent on
+    /// nothing. It wakes for its checks; the one that makes it publish
+    /// makes the overdue write due at once.
+    pub(crate) fn next_wake(&self, cadence: Duration, writes: bool) -> Instant {
+        let check = self.next_check(cadence);
+        if writes { check.min(self.next_write) } else { check }
     }
 
     pub(crate) fn checked(&mut self, at: Instant) {
@@ -98,7 +104,7 @@ mod tests {
     fn checks_follow_the_cadence_and_a_nudge_brings_them_forward_within_a_gap() {
         let t0 = Instant::now();
         let mut s = Schedule::new(t0);
-        assert_eq!((s.next_check(S(5)), s.next_wake(S(5))), (t0, t0), "both at once at the start");
+        assert_eq!((s.next_check(S(5)), s.next_wake(S(5), true)), (t0, t0), "both at once at the start");
         s.checked(t0);
         assert_eq!(s.next_check(S(5)), t0 + S(5));
         s.nudge();
@@ -115,15 +121,26 @@ mod tests {
         let mut s = Schedule::new(t0);
         assert!(s.write_due(t0, false, false), "the first write is at the start");
         s.wrote(t0, S(60));
-        assert_eq!(s.next_wake(S(60)), t0, "the first check is still due");
+        assert_eq!(s.next_wake(S(60), true), t0, "the first check is still due");
         s.checked(t0);
-        assert_eq!(s.next_wake(S(60)), t0 + S(60));
+        assert_eq!(s.next_wake(S(60), true), t0 + S(60));
         assert!(!s.write_due(t0 + S(59), false, false));
         assert!(s.write_due(t0 + S(59), true, false), "a change goes out at once");
         assert!(!s.write_due(t0 + S(59), true, true), "unless writes fail: it waits for the retry");
         assert!(s.write_due(t0 + S(60), false, false));
         s.retry_at(t0 + S(61));
-        assert_eq!(s.next_wake(S(60)), t0 + S(60), "the next check comes first");
+        assert_eq!(s.next_wake(S(60), true), t0 + S(60), "the next check comes first");
         assert!(s.write_due(t0 + S(61), false, true));
+    }
+
+    #[test]
+    fn an_overdue_write_this_instance_does_not_make_never_wakes_it() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(t0);
+        s.wrote(t0, S(2));
+        s.checked(t0 + S(10));
+        // The heartbeat was due at 2 s; a standby checks every second.
+        assert_eq!(s.next_wake(S(1), false), t0 + S(11), "a standby wakes for its next check");
+        assert_eq!(s.next_wake(S(1), true), t0 + S(2), "a publisher writes the overdue heartbeat at once");
     }
 }

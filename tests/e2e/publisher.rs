@@ -34,6 +34,14 @@ fn holder(cp: &ControlPlane, ns: &str) -> Option<String> {
     Some(record["holderIdentity"].as_str()?.to_string())
 }
 
+/// How many write syscalls process `pid` has made (its readiness file,
+/// its requests, its log).
+fn write_syscalls(pid: u32) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).expect("/proc/PID/io");
+    let line = io.lines().find_map(|l| l.strip_prefix("syscw: ")).expect("syscw in /proc/PID/io");
+    line.trim().parse().unwrap()
+}
+
 fn wait_holder(cp: &ControlPlane, ns: &str, who: &str, within: Duration) -> Option<Duration> {
     let started = Instant::now();
     wait_for(within, Duration::from_millis(50), || (holder(cp, ns).as_deref() == Some(who)).then(|| started.elapsed()))
@@ -111,9 +119,18 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     wait_holder(cp, ns, "pod-a", Duration::from_secs(10)).expect("pod-a publishes");
     // Every read of pod-b's is counted, from its start.
     let started_b = Instant::now();
-    let b = start(cp, &sa_b, "pod-b", &sinks);
+    let ready = support::TempDir::new("ready");
+    let ready_file = ready.path().join("ready").display().to_string();
+    let b = start(cp, &sa_b, "pod-b", &[sinks[0], sinks[1], "--ready-file", &ready_file]);
     assert!(b.logged_within("Standing by: pod-a publishes", Duration::from_secs(10)), "{}", b.stderr());
+    // Its heartbeat's time comes and goes (2 s) while it stands by: a
+    // write it will not make must not wake its loop again and again (each
+    // wake rewrites the readiness file: a write syscall). Counted, not
+    // timed: a loop spinning on a busy machine still makes thousands.
+    let writes_then = write_syscalls(b.pid());
     std::thread::sleep(Duration::from_secs(8));
+    let syscalls = write_syscalls(b.pid()) - writes_then;
+    assert!(syscalls <= 100, "the standby made {syscalls} write syscalls in 8 s of 1 s checks\n{}", b.stderr());
 
     let writes_a = cp.audit_events(&pod.user).iter().filter(|e| e.verb == "patch").count();
     let by_b = cp.audit_events(&user_b);
@@ -136,7 +153,8 @@ fn e2e_two_replicas_one_writer_and_a_standby_that_only_reads() {
     assert!(a.logged(&format!("ClusterOperator {name} updated")), "{}", a.stderr());
     let _ = cp.kubectl(&["delete", "clusteroperators.config.openshift.io", &name], None);
     println!(
-        "e2e replicas: in {elapsed:.1?} the standby made {reads} reads ({:.2}/s), the holder {writes_a} writes",
+        "e2e replicas: in {elapsed:.1?} the standby made {reads} reads ({:.2}/s) and {syscalls} write syscalls in \
+         8 s, the holder {writes_a} writes",
         reads / elapsed.as_secs_f64()
     );
 }
