@@ -171,12 +171,19 @@ fn e2e_cluster_operator_lifecycle() {
     let co = wait_co(cp, &name, "Degraded", |co| status_of(co, "Degraded") == "True");
     let degraded = find(&co["status"]["conditions"], "Degraded").unwrap();
     assert_eq!(degraded["message"], format!("Operator health check {} failed: HTTP 503", operator.url()));
-    let updates: Vec<SystemTime> = cp
-        .audit_events(&pod.user)
-        .into_iter()
-        .filter(|e| e.verb == "update" && e.uri.contains("/clusteroperators/") && e.received >= broke)
-        .map(|e| e.received)
-        .collect();
+    let updates_since_broke = || -> Vec<SystemTime> {
+        cp.audit_events(&pod.user)
+            .into_iter()
+            .filter(|e| e.verb == "update" && e.uri.contains("/clusteroperators/") && e.received >= broke)
+            .map(|e| e.received)
+            .collect()
+    };
+    // The audit record of the write just seen may land a moment after its
+    // answer: wait for two (never more), read as the object already shows.
+    let _ = wait_for(Duration::from_secs(10), Duration::from_millis(200), || {
+        (updates_since_broke().len() >= 2).then_some(())
+    });
+    let updates = updates_since_broke();
     assert_eq!(updates.len(), 2, "one write for Available, one for Degraded");
     let held = updates[1].duration_since(broke).unwrap();
     // Never before the inertia; a busy machine may be late.
