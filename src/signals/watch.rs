@@ -37,9 +37,6 @@ pub(crate) struct Watches {
     /// The last check got no answer in time from a URL: not an answer,
     /// whether or not it fails the URL yet.
     pending: bool,
-    /// A URL's connection was refused or reset on the last check right
-    /// after passing ([`Lateness`] holds its verdict for that check).
-    refused_after_pass: bool,
     /// This instance's Pod, read when a refusal may be the pod being
     /// deleted; `None` without `POD_NAME`.
     own_pod: Option<OwnPod>,
@@ -198,8 +195,8 @@ impl Watches {
         // so ureq's own TCP and TLS stack is not linked at all.
         let agent = transport::agent(config, None);
         let late = vec![Lateness::default(); urls.len()];
-        let (pending, refused_after_pass, answered, problem) = (false, false, false, Reported::default());
-        Watches { urls, file, critical, agent, late, pending, refused_after_pass, own_pod: None, answered, problem }
+        let (pending, answered, problem) = (false, false, Reported::default());
+        Watches { urls, file, critical, agent, late, pending, own_pod: None, answered, problem }
     }
 
     /// Reads this Pod (`namespace`/`name`) when a URL refuses right after
@@ -219,16 +216,13 @@ impl Watches {
     /// or `None` when all are well.
     pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
         self.pending = false;
-        self.refused_after_pass = false;
         let mut first_failure = None;
         for (url, late) in self.urls.iter().zip(&mut self.late) {
             let answer = url_answer(&self.agent, url);
             // Late, or refused: no answer yet, unless it fails the URL
             // (then the failure is what the check says).
             self.pending |= matches!(answer, Answer::Late | Answer::Gone(_));
-            let why = late.judge(answer);
-            self.refused_after_pass |= late.refused_last();
-            if let Some(why) = why {
+            if let Some(why) = late.judge(answer) {
                 // Userinfo is refused at start; shown redacted all the same.
                 let shown = crate::util::url::redacted(url);
                 first_failure.get_or_insert_with(|| format!("Operator health check {shown} failed: {why}"));
@@ -297,7 +291,10 @@ impl Signal for Watches {
         };
         self.problem.update(problem, level, passing);
         self.answered |= self.problem.get().is_none() && !self.pending;
-        let pod_deleted = self.refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client));
+        // A URL refused right after passing on this check ([`Lateness`]
+        // holds its verdict for it): is the pod being deleted?
+        let refused_after_pass = self.late.iter().any(Lateness::refused_last);
+        let pod_deleted = refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client));
         into.operator = Some(match self.problem.get() {
             Some(why) => {
                 let health = if self.critical { Problem::unhealthy } else { Problem::degraded };
