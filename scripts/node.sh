@@ -328,7 +328,9 @@ start_kubelet() {
   # --hostname-override=127.0.0.1: the node's name and address (an IP given
   # as the hostname is taken as its address), so that probes and the API
   # server's calls to kubelet stay on loopback. AWS_EC2_METADATA_DISABLED:
-  # the in-tree ECR credential provider asks 169.254.169.254 at start.
+  # a kubelet built with the in-tree ECR credential provider asks
+  # 169.254.169.254 at start (the v1.20 build here leaves it out, with
+  # `providerless`; a kubelet from OPSTATUS_KUBE_BIN_DIR may have it).
   # --containerd: cAdvisor's socket (else /run/containerd/containerd.sock,
   # another containerd's).
   local runtime=()
