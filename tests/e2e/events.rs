@@ -132,6 +132,13 @@ fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     wait_health(cp, ns, "healthy");
     let endpoint =
         wait_for(Duration::from_secs(5), Duration::from_millis(50), || endpoint_from_log(&agent.stderr())).unwrap();
+    // Each flip is counted from opstatus's own log, which may say "healthy"
+    // a moment after the ConfigMap does: counted from before that line, the
+    // first flip would pass at once and the operator flip back unseen.
+    wait_for(Duration::from_secs(5), Duration::from_millis(20), || {
+        (support::published_health(&agent.stderr()) == ["healthy"]).then_some(())
+    })
+    .unwrap_or_else(|| panic!("the first publication is not in the log: {}", agent.stderr()));
 
     // The operator flips as soon as opstatus published its last flip: one
     // change per check (1 s), however slowly a busy machine runs them.

@@ -38,10 +38,18 @@ impl ControlPlane {
     /// contains `uri_part`: timed on the API server's clock (the audit
     /// log), so the test's polling does not add to it.
     pub fn update_latency(&self, user: &str, uri_part: &str, since: SystemTime) -> Duration {
-        let events = self.audit_events(user);
-        let update = events.iter().find(|e| e.verb == "update" && e.uri.contains(uri_part) && e.received >= since);
-        let update = update.unwrap_or_else(|| panic!("no update of {uri_part} after the change: {events:?}"));
-        update.received.duration_since(since).unwrap()
+        // The update's audit record may land a moment after the object
+        // shows it (the caller has seen the change).
+        let found = super::wait_for(Duration::from_secs(5), Duration::from_millis(50), || {
+            let events = self.audit_events(user);
+            events
+                .iter()
+                .find(|e| e.verb == "update" && e.uri.contains(uri_part) && e.received >= since)
+                .map(|e| e.received)
+        });
+        let received =
+            found.unwrap_or_else(|| panic!("no update of {uri_part} after the change: {:?}", self.audit_events(user)));
+        received.duration_since(since).unwrap()
     }
 
     /// Creates Foo `ns/name` and sets its status conditions.
