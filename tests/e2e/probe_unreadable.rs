@@ -124,8 +124,14 @@ fn e2e_a_status_that_is_not_an_object_is_named_and_the_others_are_counted() {
         panic!("never Upgradeable=True: {:?}\n{}", cp.status_document(ns, "kube9-operator-status"), agent.stderr())
     });
     assert_eq!(up["message"], "No resource blocks an upgrade (21 checked)");
-    let status = cp.status_document(ns, "kube9-operator-status").unwrap();
-    assert_eq!(status["health"], "degraded", "{status}");
+    // The OperatorCondition is synced in the check, the status written
+    // just after it in the same tick: read the status once it is.
+    let degraded = wait_for(Duration::from_secs(10), Duration::from_millis(100), || {
+        cp.status_document(ns, "kube9-operator-status").filter(|s| s["health"] == "degraded")
+    });
+    let status = degraded.unwrap_or_else(|| {
+        panic!("never degraded: {:?}\n{}", cp.status_document(ns, "kube9-operator-status"), agent.stderr())
+    });
     let said = status["error"].as_str().unwrap_or_default();
     assert_eq!(
         said,
