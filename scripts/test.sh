@@ -11,11 +11,12 @@
 #
 # The v1.20 build (kube-apiserver, then kubelet, kube-scheduler and
 # kube-controller-manager: about 320 CPU-seconds of Go on a fresh machine,
-# 3 minutes when it has both cores; a few seconds once cached) runs in the background from the start; what does not
-# need it goes on meanwhile (the Rust builds and checks, the unit and
-# in-process tests, the v1.36 runs, whose binaries are given), and what
-# needs it waits for it, at most OPSTATUS_KUBE_BUILD_TIMEOUT seconds (3000).
-# A failed build fails the run with its log.
+# 3 minutes when it has both cores; a few seconds once cached) runs in the
+# background from the start; what does not need it goes on meanwhile (the
+# Rust builds and checks, the unit and in-process tests, the v1.36 runs,
+# whose binaries are given), and what needs it waits for it, at most
+# OPSTATUS_KUBE_BUILD_TIMEOUT seconds (3000). A failed build fails the run
+# with its log.
 #
 # What runs side by side once the x86_64 binary and the tests are built
 # (most of an end-to-end test is waiting for heartbeats, API servers and

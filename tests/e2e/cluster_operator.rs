@@ -171,13 +171,7 @@ fn e2e_cluster_operator_lifecycle() {
     let co = wait_co(cp, &name, "Degraded", |co| status_of(co, "Degraded") == "True");
     let degraded = find(&co["status"]["conditions"], "Degraded").unwrap();
     assert_eq!(degraded["message"], format!("Operator health check {} failed: HTTP 503", operator.url()));
-    let updates_since_broke = || -> Vec<SystemTime> {
-        cp.audit_events(&pod.user)
-            .into_iter()
-            .filter(|e| e.verb == "update" && e.uri.contains("/clusteroperators/") && e.received >= broke)
-            .map(|e| e.received)
-            .collect()
-    };
+    let updates_since_broke = || cp.update_times(&pod.user, "/clusteroperators/", broke);
     // The audit record of the write just seen may land a moment after its
     // answer: wait for two (never more), read as the object already shows.
     let _ = wait_for(Duration::from_secs(10), Duration::from_millis(200), || {

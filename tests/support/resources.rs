@@ -41,15 +41,21 @@ impl ControlPlane {
         // The update's audit record may land a moment after the object
         // shows it (the caller has seen the change).
         let found = super::wait_for(Duration::from_secs(5), Duration::from_millis(50), || {
-            let events = self.audit_events(user);
-            events
-                .iter()
-                .find(|e| e.verb == "update" && e.uri.contains(uri_part) && e.received >= since)
-                .map(|e| e.received)
+            self.update_times(user, uri_part, since).first().copied()
         });
         let received =
             found.unwrap_or_else(|| panic!("no update of {uri_part} after the change: {:?}", self.audit_events(user)));
         received.duration_since(since).unwrap()
+    }
+
+    /// When the API server received each update by `user` of an object
+    /// whose URI contains `uri_part`, from `since` on (the audit log).
+    pub fn update_times(&self, user: &str, uri_part: &str, since: SystemTime) -> Vec<SystemTime> {
+        self.audit_events(user)
+            .into_iter()
+            .filter(|e| e.verb == "update" && e.uri.contains(uri_part) && e.received >= since)
+            .map(|e| e.received)
+            .collect()
     }
 
     /// Creates Foo `ns/name` and sets its status conditions.
