@@ -301,7 +301,16 @@ cmd_start() {
       --initial-advertise-peer-urls "http://127.0.0.1:$peer_port"
       --initial-cluster "opstatus-test=http://127.0.0.1:$peer_port")
   fi
-  "$ETCD" --data-dir "$dir/etcd" --name opstatus-test \
+  # etcd's data on tmpfs where there is one: it is thrown away with the
+  # control plane, and on disk every write waits for an fsync, which takes
+  # seconds on a machine busy writing (builds beside the tests), long enough
+  # for the API server's requests to time out.
+  local etcd_data="$dir/etcd"
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    etcd_data=$(mktemp -d /dev/shm/opstatus-etcd.XXXXXX)
+    echo "$etcd_data" > "$dir/etcd.data"
+  fi
+  "$ETCD" --data-dir "$etcd_data" --name opstatus-test \
     --listen-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" \
     ${cluster_flags[@]+"${cluster_flags[@]}"} \
@@ -370,6 +379,10 @@ cmd_stop() {
   local dir=${1:?usage: control-plane.sh stop DIR}
   stop_pid_file "$dir/apiserver.pid"
   stop_pid_file "$dir/etcd.pid"
+  if [ -f "$dir/etcd.data" ]; then
+    case $(cat "$dir/etcd.data") in /dev/shm/opstatus-etcd.*) rm -rf "$(cat "$dir/etcd.data")" ;; esac
+    rm -f "$dir/etcd.data"
+  fi
   rm -f "$dir/env"
 }
 
