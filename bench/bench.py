@@ -458,7 +458,49 @@ def tool_run(cp, args, work, tool, interval, ns, named_rules, writer_rules):
         # As users run it: opstatus's default log (a line when the
         # status changes, not on every heartbeat).
         argv = [path, "run", "--interval", f"{interval}s", "--no-final-status"]
+        if args.shipped:
+            # As the shipped sidecar runs it (manifests/components/opstatus):
+            # the operator's health URL checked every 5 s, the endpoint for
+            # kubelet, the ready file.
+            os.makedirs(f"{work}/{ns}", exist_ok=True)
+            argv += [f"--listen=127.0.0.1:{free_port()}", f"--watch-url={operator_url()}",
+                     f"--ready-file={work}/{ns}/ready"]
     return argv, env, user, children
+
+
+class KeptAliveOperator(http.server.BaseHTTPRequestHandler):
+    """An operator's /healthz as controller-runtime serves it: 200, the
+    connection kept between checks (HTTP/1.1)."""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+_operator = []
+
+
+def operator_url():
+    """The one operator endpoint every shipped-workload opstatus checks."""
+    if not _operator:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), KeptAliveOperator)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        _operator.append(f"http://127.0.0.1:{server.server_address[1]}/healthz")
+    return _operator[0]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def rotated(items, by):
@@ -643,7 +685,7 @@ def real_intervals(cp, args, work, named_rules, writer_rules):
                   median((ref, interval), "cpu_ms") / cpu for ref in refs]
         print(f"| {label} | {interval} s | {len(each)} | {cpu:.3f} ms | {min(each):.3f} – {max(each):.3f} ms | "
               + " | ".join(f"{x:.2f}×" for x in ratios)
-              + f" | {median((label, interval), 'rss_kib') / 1024:.1f} MiB | "
+              + f" | {median((label, interval), 'rss_kib') / 1024:.1f} MiB ({median((label, interval), 'rss_kib'):,.0f} KiB) | "
               f"{median((label, interval), 'requests'):.2f} | {median((label, interval), 'handshakes'):.2f} |")
     for label, interval, _, r, _ in jobs:
         if r:
@@ -698,6 +740,9 @@ def main():
                     help="only the instructions table (with --intervals 1)")
     ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
                     help="another opstatus build beside the first in the --intervals mode (repeatable)")
+    ap.add_argument("--shipped", action="store_true",
+                    help="in the --intervals mode, run every opstatus as the shipped sidecar does: --watch-url (an "
+                    "operator endpoint served here, keeping its connections), --listen, --ready-file")
     ap.add_argument("--also-env", action="append", default=[], metavar="LABEL=VAR=VALUE",
                     help="an environment variable for the --also build LABEL only, e.g. "
                     "every-beat=RUST_LOG=info,opstatus::heartbeat=info (repeatable)")

@@ -222,6 +222,7 @@ mod tests {
             ca_pem: include_bytes!("../../tests/fixtures/fixture-ca.crt").to_vec(),
             ca_source: "the fixture CA".into(),
             tls_server_name: None,
+            proxy_url: None,
             auth: Auth::Anonymous,
             namespace: None,
         };

@@ -3,43 +3,25 @@
 use super::MAX_BODY;
 use super::credentials::{Auth, Credentials, pem_certificates};
 use super::error::{KubeError, from_response};
-use super::failures::{body_error, connection_lost, transport_error};
+use super::failures::{body_error, transport_error};
 use super::identity::client_identity;
 use super::object_ref::ObjectRef;
-use super::request::{Action, LastUrl, Method, Request};
+use super::request::{Action, Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
-use crate::util::http::{self, Timeouts};
-use crate::util::resolve::Resolver;
-use crate::util::transport;
-use rustls::ClientConfig;
+use crate::util::http::{self, FRESH_FOR, Opened, Timeouts, closed_before_answer};
+use crate::util::tls::{Tls, tls_config};
 use rustls::pki_types::ServerName;
 use std::io::Read;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
-use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, RETRY_AFTER, USER_AGENT};
+use ureq::http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const APPLY_PATCH: HeaderValue = HeaderValue::from_static("application/apply-patch+yaml");
 const MERGE_PATCH: HeaderValue = HeaderValue::from_static("application/merge-patch+json");
-const OPSTATUS: HeaderValue = HeaderValue::from_static(crate::util::http::USER_AGENT);
-
-/// The `Host` header for `server` as ureq writes it: the host, and the port
-/// unless it is the scheme's own.
-fn host_header(server: &str) -> Result<HeaderValue, ConfigError> {
-    let bad = || ConfigError(format!("the API server URL {server} has no host"));
-    let uri: ureq::http::Uri = server.parse().map_err(|_| bad())?;
-    let host = uri.host().filter(|h| !h.is_empty()).ok_or_else(bad)?;
-    let default = if uri.scheme_str() == Some("http") { 80 } else { 443 };
-    let value = match uri.port_u16() {
-        Some(port) if port != default => format!("{host}:{port}"),
-        _ => host.to_string(),
-    };
-    HeaderValue::from_str(&value).map_err(|_| bad())
-}
 
 /// The first buffer for an answer of unknown length (chunked): a status
 /// write's answer and a page of a list fit in it or grow it a few times.
@@ -62,8 +44,10 @@ const TIMEOUTS: Timeouts = Timeouts {
 
 /// The longest one Kubernetes call can take, whatever the server does: it
 /// is sent again once after a 401 (a rotated token), and each of the two
-/// may be sent again once on a new connection when a kept one turned out
-/// closed under it; each send bounded by [`TIMEOUTS`] (19 s). For the liveness window.
+/// may be sent again once on a new connection when the connection closed
+/// before an answer; each send bounded by [`TIMEOUTS`] (19 s; the server's
+/// name, from a kubeconfig, is looked up by the system's resolver, as
+/// kubectl does: in a cluster it is an IP address). For the liveness window.
 pub(crate) fn call_bound() -> Duration {
     TIMEOUTS.bound() * 4
 }
@@ -82,21 +66,14 @@ pub(super) fn keep_alive_for(heartbeat: Duration) -> Duration {
 /// A client for one API server. Not `Clone`: it owns the token state.
 pub struct Client {
     pub(super) agent: ureq::Agent,
-    /// The TLS configuration, shared with [`Client::sibling`]s.
-    tls: Arc<ClientConfig>,
-    /// The kubeconfig's `tls-server-name`: what the handshake asks for
-    /// and verifies instead of the URL's host.
-    server_name: Option<ServerName<'static>>,
-    /// Looks the server's name up (when it is not an IP address), on one
-    /// helper thread shared with the [`Client::sibling`]s.
-    resolver: Resolver,
+    /// The connections `agent` opened.
+    opened: Opened,
+    /// TLS verified against the cluster's CA (and the kubeconfig's
+    /// `tls-server-name`), shared with [`Client::sibling`]s.
+    tls: Tls,
     server: String,
     ca_source: String,
     token: Token,
-    /// The `Host` header of every request, built once: ureq would build it
-    /// (with `format!`) on each.
-    host: HeaderValue,
-    last_url: LastUrl,
 }
 
 impl Client {
@@ -121,7 +98,7 @@ impl Client {
             let chain = pem_certificates(cert_pem, "the client certificate").map_err(ConfigError)?;
             identity = Some(client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?);
         }
-        let tls = transport::tls_config(&roots, identity)
+        let config = tls_config(&roots, identity)
             .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
         let server_name = match &creds.tls_server_name {
             None => None,
@@ -129,45 +106,31 @@ impl Client {
                 ConfigError(format!("TLS with CA {} as {name:?}: {name:?} is not a TLS server name", creds.ca_source))
             })?),
         };
-        let mut config = http::agent_config(TIMEOUTS).https_only(true);
+        let tls = Tls { config, server_name };
+        // The kubeconfig cluster's `proxy-url`, never the environment's.
+        let proxy = creds.proxy_url.as_deref().map(crate::util::proxy::parse).transpose().map_err(ConfigError)?;
+        let mut agent_config = http::agent_config(TIMEOUTS).https_only(true).proxy(proxy);
         if let Some(idle) = keep_alive {
-            config = http::kept_alive(config, idle);
+            agent_config = http::kept_alive(agent_config, idle);
         }
-        let resolver = Resolver::default();
-        Ok(Client {
-            agent: transport::agent_named(config.build(), Some(tls.clone()), resolver.clone(), server_name.clone()),
-            tls,
-            server_name,
-            resolver,
-            host: host_header(&creds.server)?,
-            server: creds.server.clone(),
-            ca_source: creds.ca_source.clone(),
-            token,
-            last_url: LastUrl::default(),
-        })
+        let (agent, opened) = http::agent(agent_config.build(), Some(tls.clone()));
+        Ok(Client { agent, opened, tls, server: creds.server.clone(), ca_source: creds.ca_source.clone(), token })
     }
 
     /// A client for another thread: the same server, TLS and credentials
     /// (a token file is re-read by each client on its own schedule, so a
-    /// rotation reaches both) and the thread that looks the server's name
-    /// up, with a connection pool of its own, so a long-lived watch never
-    /// takes the connection the heartbeat keeps.
+    /// rotation reaches both) and proxy, with a connection pool of its
+    /// own, so a long-lived watch never takes the connection the heartbeat
+    /// keeps.
     pub fn sibling(&self) -> Client {
+        let (agent, opened) = http::agent(self.agent.config().clone(), Some(self.tls.clone()));
         Client {
-            agent: transport::agent_named(
-                self.agent.config().clone(),
-                Some(self.tls.clone()),
-                self.resolver.clone(),
-                self.server_name.clone(),
-            ),
+            agent,
+            opened,
             tls: self.tls.clone(),
-            server_name: self.server_name.clone(),
-            resolver: self.resolver.clone(),
             server: self.server.clone(),
             ca_source: self.ca_source.clone(),
             token: self.token.clone(),
-            host: self.host.clone(),
-            last_url: LastUrl::default(),
         }
     }
 
@@ -226,7 +189,7 @@ impl Client {
         // like a POST, it never takes one that idled long.
         let config =
             self.agent.get(&url).config().timeout_recv_response(Some(response)).timeout_recv_body(Some(lasting));
-        let request = self.with_headers(config.max_idle_age(transport::FRESH_FOR).build());
+        let request = self.with_headers(config.max_idle_age(FRESH_FOR).build());
         let response = request.call().map_err(|e| transport_error(&self.server, &self.ca_source, e))?;
         let code = response.status().as_u16();
         let mut body = response.into_body();
@@ -342,11 +305,10 @@ impl Client {
         }
     }
 
-    /// Sends once; again, once, on a new connection when the kept one
-    /// turned out closed before the request can have reached the server:
-    /// its write failed, or the server closed or reset it before a byte of
-    /// the answer (a server's idle close crossing the request). ureq does
-    /// not retry. A timeout is never resent: the server may be working on
+    /// Sends once; again, once, on a new connection when the kept
+    /// connection it went out on closed or was reset before a byte of the
+    /// answer (a server's idle close crossing the request): ureq does not
+    /// retry. A timeout is never resent: the server may be working on
     /// the request, and a second one would double the write on a server
     /// already slow. Only requests that do no harm twice are sent again:
     /// reads, server-side apply (declarative: the same apply twice is the
@@ -356,7 +318,7 @@ impl Client {
     /// `count`); never a POST.
     fn send_on_kept(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
         match self.exchange(request, want_body) {
-            Err(Failed { error, connection_lost: true }) if request.method.safe_to_repeat() => {
+            Err(Failed { error, closed_before_answer: true }) if request.method.safe_to_repeat() => {
                 log::debug!(
                     "The kept connection was closed under the request ({error}); sending it again on a new one"
                 );
@@ -366,33 +328,19 @@ impl Client {
         }
     }
 
-    /// The headers every request carries, names and values as constants or
-    /// built once: nothing parsed, checked or copied per request. Put in
-    /// the request's header map in place: each `header` call moves the
-    /// whole request builder twice. The `Authorization` value is the
-    /// current token's, checked when the token was read ([`Token::header`]).
-    fn with_headers<B>(&self, mut request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
-        // None only when building the request already failed (its URL),
-        // which sending it reports.
-        if let Some(headers) = request.headers_mut() {
-            headers.reserve(5);
-            headers.append(HOST, self.host.clone());
-            headers.append(USER_AGENT, OPSTATUS);
-            headers.append(ACCEPT, JSON);
-            if let Some(token) = self.token.header() {
-                headers.append(AUTHORIZATION, token.clone());
-            }
+    /// The headers every request carries besides ureq's own (`Host`,
+    /// `User-Agent`). The `Authorization` value is the current token's,
+    /// checked when the token was read ([`Token::header`]).
+    fn with_headers<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        let request = request.header(ACCEPT, JSON);
+        match self.token.header() {
+            Some(token) => request.header(AUTHORIZATION, token.clone()),
+            None => request,
         }
-        request
     }
 
     fn exchange(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        let url = match self.last_url.parsed(request.url) {
-            Ok(url) => url,
-            Err(e) => {
-                return Err(transport_error(&self.server, &self.ca_source, ureq::http::Error::from(e).into()).into());
-            }
-        };
+        let (url, opened) = (request.url, self.opened.count());
         let result = match request.method {
             Method::Get => self.with_headers(self.agent.get(url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
@@ -402,18 +350,14 @@ impl Client {
                     Method::Put(_) => (self.agent.put(url), JSON),
                     // Sent at most once (see `send_on_kept`): never on a
                     // connection that idled long enough for the server to
-                    // have closed it (the transport does not probe for us).
-                    _ => (self.agent.post(url).config().max_idle_age(transport::FRESH_FOR).build(), JSON),
+                    // have closed it without a word (a middlebox).
+                    _ => (self.agent.post(url).config().max_idle_age(FRESH_FOR).build(), JSON),
                 };
-                let mut request = self.with_headers(builder);
-                if let Some(headers) = request.headers_mut() {
-                    headers.append(CONTENT_TYPE, content_type);
-                }
-                request.send(body)
+                self.with_headers(builder).header(CONTENT_TYPE, content_type).send(body)
             }
         };
         let mut response = result.map_err(|e| Failed {
-            connection_lost: connection_lost(&e),
+            closed_before_answer: closed_before_answer(&e, opened, self.opened.count()),
             error: transport_error(&self.server, &self.ca_source, e),
         })?;
         let code = response.status().as_u16();
@@ -460,35 +404,21 @@ impl Client {
     }
 }
 
-/// A failed attempt, and whether it failed on a kept connection before the
-/// request can have reached the server: the mark of a kept connection the
-/// server closed as the request went out.
+/// A failed attempt, and whether its connection closed before the answer.
 struct Failed {
     error: KubeError,
-    connection_lost: bool,
+    closed_before_answer: bool,
 }
 
 impl From<KubeError> for Failed {
     fn from(error: KubeError) -> Failed {
-        Failed { error, connection_lost: false }
+        Failed { error, closed_before_answer: false }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_host_header_is_what_ureq_would_write() {
-        let host = |server: &str| host_header(server).map(|v| v.to_str().unwrap().to_string());
-        assert_eq!(host("https://10.96.0.1:443").unwrap(), "10.96.0.1");
-        assert_eq!(host("https://10.96.0.1").unwrap(), "10.96.0.1");
-        assert_eq!(host("https://127.0.0.1:6443").unwrap(), "127.0.0.1:6443");
-        assert_eq!(host("https://[fd00::1]:443").unwrap(), "[fd00::1]");
-        assert_eq!(host("https://[::1]:6443").unwrap(), "[::1]:6443");
-        assert_eq!(host("https://api.example:8443/prefix").unwrap(), "api.example:8443");
-        assert!(host("not a url").is_err());
-    }
 
     #[test]
     fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {

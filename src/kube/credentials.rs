@@ -68,6 +68,9 @@ pub struct Credentials {
     /// the server URL's host (a kubeconfig's `tls-server-name`: the API
     /// server reached through an address its certificate does not name).
     pub tls_server_name: Option<String>,
+    /// The proxy the API server is reached through (a kubeconfig cluster's
+    /// `proxy-url`, an `http://` CONNECT proxy); never the environment's.
+    pub proxy_url: Option<String>,
     pub auth: Auth,
     /// The namespace the credentials point at: the service-account
     /// namespace file, or the kubeconfig context's namespace.
@@ -236,6 +239,7 @@ pub(crate) fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) 
         ca_pem,
         ca_source,
         tls_server_name: None,
+        proxy_url: None,
         auth: Auth::TokenFile { path: token_path, initial },
         namespace,
     })
@@ -292,13 +296,12 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
             "cluster {cluster_name:?} sets insecure-skip-tls-verify: opstatus always verifies TLS; give certificate-authority instead"
         ));
     }
-    if cluster.get("proxy-url").is_some_and(|p| !p.is_null()) {
+    let proxy_url = match cluster.get("proxy-url") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(url)) if crate::util::proxy::parse(url).is_ok() => Some(url.clone()),
         // The URL itself is not shown: a proxy URL may carry a password.
-        return fail(format!(
-            "cluster {cluster_name:?} sets proxy-url: opstatus reaches the API server directly, never through a \
-             proxy; remove proxy-url, or run opstatus where the server is reachable without one"
-        ));
-    }
+        Some(_) => return fail(format!("cluster {cluster_name:?} proxy-url is not an http:// proxy URL")),
+    };
     let tls_server_name = match cluster.get("tls-server-name") {
         None | Some(Value::Null) => None,
         Some(Value::String(name)) if rustls::pki_types::ServerName::try_from(name.as_str()).is_ok() => {
@@ -332,6 +335,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         ca_pem,
         ca_source,
         tls_server_name,
+        proxy_url,
         auth,
         namespace: str_field(context, "namespace").filter(|s| !s.is_empty()).map(String::from),
     })
@@ -548,7 +552,7 @@ mod tests {
     }
 
     #[test]
-    fn kubeconfig_tls_server_name_is_kept_and_proxy_url_refused_by_name() {
+    fn kubeconfig_tls_server_name_and_proxy_url_are_kept() {
         let with = |key: &str, value: Value| {
             let mut k = kubeconfig(json!({"token": "s3cr3t"}));
             k["clusters"][0]["cluster"][key] = value;
@@ -563,9 +567,10 @@ mod tests {
             let e = with("tls-server-name", bad.clone()).unwrap_err();
             assert!(e.0.contains("tls-server-name") && e.0.contains("is not a DNS name or IP address"), "{bad}: {e}");
         }
-        let e = with("proxy-url", json!("http://user:pw@proxy.example:3128")).unwrap_err();
-        assert!(e.0.starts_with("cluster \"c1\" sets proxy-url: opstatus reaches the API server directly"), "{e}");
-        assert!(!e.0.contains("pw@"), "the proxy's URL is not shown: {e}");
+        let proxy = with("proxy-url", json!("http://user:pw@proxy.example:3128")).unwrap().proxy_url;
+        assert_eq!(proxy.as_deref(), Some("http://user:pw@proxy.example:3128"));
+        let e = with("proxy-url", json!("socks5://user:pw@proxy.example:1080")).unwrap_err();
+        assert_eq!(e.0, "cluster \"c1\" proxy-url is not an http:// proxy URL", "the proxy's URL is not shown");
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! What a failed exchange with the API server means: the transport's
 //! error in words for the log and the status, named with the server (and,
-//! for TLS, the CA its certificate must chain to), and whether the
-//! request failed on a kept connection before it can have reached the
-//! server (worth one new connection).
+//! for TLS, the CA its certificate must chain to).
 
 use super::KubeError;
 
@@ -45,39 +43,4 @@ fn tls_message(server: &str, ca_source: &str, detail: &str) -> String {
         "TLS with {server} failed: {detail} (the server certificate must chain to the CA in {ca_source} and name \
          this address)"
     )
-}
-
-/// Whether `e` says the request failed on a kept connection before it can
-/// have reached the server (the transport marks it: its write failed, or
-/// the server closed or reset the connection before a byte of the answer),
-/// as when a server's idle close crosses the request. Not a timeout: the
-/// server may be working on the request. Not a failed connect, TLS
-/// verification or an oversized answer: a new connection would not fix
-/// those.
-pub(crate) fn connection_lost(e: &ureq::Error) -> bool {
-    crate::util::transport::unsent(e)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::{Error as IoError, ErrorKind};
-
-    #[test]
-    fn only_a_request_that_cannot_have_reached_the_server_is_worth_a_new_connection() {
-        // Unmarked by the transport: a fresh connection's failure, or one
-        // after the answer began.
-        for kind in [ErrorKind::ConnectionReset, ErrorKind::UnexpectedEof, ErrorKind::BrokenPipe] {
-            assert!(!connection_lost(&ureq::Error::Io(IoError::from(kind))), "{kind:?}");
-        }
-        // The server may be working on it: never sent twice.
-        for phase in [ureq::Timeout::SendRequest, ureq::Timeout::SendBody, ureq::Timeout::RecvResponse] {
-            assert!(!connection_lost(&ureq::Error::Timeout(phase)), "{phase:?}");
-        }
-        // A new connection fixes none of these.
-        assert!(!connection_lost(&ureq::Error::Io(IoError::from(ErrorKind::ConnectionRefused))));
-        assert!(!connection_lost(&ureq::Error::Timeout(ureq::Timeout::Connect)));
-        assert!(!connection_lost(&ureq::Error::ConnectionFailed));
-        assert!(!connection_lost(&ureq::Error::BodyExceedsLimit(1)));
-    }
 }

@@ -1,10 +1,7 @@
 //! One request as the [`super::Client`] sends it: the method (with its
-//! body), the URL, and what it is for, as error messages say it; and the
-//! last URL sent, kept parsed.
+//! body), the URL, and what it is for, as error messages say it.
 
 use super::object_ref::ObjectRef;
-use ureq::http::Uri;
-use ureq::http::uri::InvalidUri;
 
 pub(super) struct Request<'a> {
     pub method: Method<'a>,
@@ -46,43 +43,9 @@ impl Method<'_> {
     }
 }
 
-/// The last URL sent, parsed: every heartbeat sends the same one, which
-/// ureq would parse again (given as text) for each request.
-#[derive(Default)]
-pub(super) struct LastUrl(Option<(String, Uri)>);
-
-impl LastUrl {
-    /// `url` parsed: the same as last time, or parsed now and kept.
-    pub(super) fn parsed(&mut self, url: &str) -> Result<Uri, InvalidUri> {
-        match &self.0 {
-            Some((last, uri)) if last == url => Ok(uri.clone()),
-            _ => {
-                let uri: Uri = url.parse()?;
-                self.0 = Some((url.to_string(), uri.clone()));
-                Ok(uri)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_last_url_is_kept_parsed_and_a_new_one_replaces_it() {
-        let mut last = LastUrl::default();
-        let first = "https://10.96.0.1/api/v1/namespaces/ops/configmaps/s?fieldManager=opstatus&force=true";
-        assert_eq!(last.parsed(first).unwrap(), first.parse::<Uri>().unwrap());
-        assert_eq!(
-            last.parsed(first).unwrap().path_and_query().unwrap().query(),
-            Some("fieldManager=opstatus&force=true")
-        );
-        let other = "https://10.96.0.1/api/v1/namespaces/ops/events";
-        assert_eq!(last.parsed(other).unwrap().path(), "/api/v1/namespaces/ops/events");
-        assert!(last.parsed("https://a b/").is_err());
-        assert_eq!(last.parsed(other).unwrap().path(), "/api/v1/namespaces/ops/events", "a bad URL keeps nothing");
-    }
 
     #[test]
     fn a_post_is_never_sent_twice() {

@@ -15,7 +15,6 @@ use crate::kube::Client;
 use crate::status::{Problem, Rule};
 use crate::util::http::{self, Timeouts};
 use crate::util::reported::Reported;
-use crate::util::transport;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -31,7 +30,8 @@ pub(crate) struct Watches {
     file: Option<(PathBuf, Duration)>,
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
     critical: bool,
-    agent: ureq::Agent,
+    /// Per URL, each through its proxy, if any, and the connections it opened.
+    agents: Vec<(ureq::Agent, http::Opened)>,
     /// Per URL: its recent late answers and its verdict.
     late: Vec<Lateness>,
     /// The last check got no answer in time from a URL: not an answer,
@@ -181,22 +181,10 @@ impl Lateness {
 
 impl Watches {
     pub(crate) fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
-        let config = http::agent_config(Timeouts {
-            connect: URL_TIMEOUT,
-            send: URL_TIMEOUT,
-            response: URL_TIMEOUT,
-            body: URL_TIMEOUT,
-        })
-        // Checked every few seconds: keeping the connection saves a
-        // connection per check and costs the operator nothing.
-        .max_idle_connections(urls.len().max(1))
-        .build();
-        // Plain http:// only (`check_url`): opstatus's transport without TLS,
-        // so ureq's own TCP and TLS stack is not linked at all.
-        let agent = transport::agent(config, None);
+        let agents = urls.iter().map(|url| url_agent(url)).collect();
         let late = vec![Lateness::default(); urls.len()];
         let (pending, answered, problem) = (false, false, Reported::default());
-        Watches { urls, file, critical, agent, late, pending, own_pod: None, answered, problem }
+        Watches { urls, file, critical, agents, late, pending, own_pod: None, answered, problem }
     }
 
     /// Reads this Pod (`namespace`/`name`) when a URL refuses right after
@@ -217,8 +205,8 @@ impl Watches {
     pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
         self.pending = false;
         let mut first_failure = None;
-        for (url, late) in self.urls.iter().zip(&mut self.late) {
-            let answer = url_answer(&self.agent, url);
+        for ((url, late), agent) in self.urls.iter().zip(&mut self.late).zip(&self.agents) {
+            let answer = url_answer(agent, url);
             // Late, or refused: no answer yet, unless it fails the URL
             // (then the failure is what the check says).
             self.pending |= matches!(answer, Answer::Late | Answer::Gone(_));
@@ -237,13 +225,30 @@ impl Watches {
     }
 }
 
-fn url_answer(agent: &ureq::Agent, url: &str) -> Answer {
+/// The agent that checks `url`: plain `http://` (`check_url`), through
+/// `HTTP_PROXY` unless the host is loopback or `NO_PROXY` names it (both
+/// read as `check_url` did); a host name looked up within the connect time.
+fn url_agent(url: &str) -> (ureq::Agent, http::Opened) {
+    let t = URL_TIMEOUT;
+    let config = http::agent_config(Timeouts { connect: t, send: t, response: t, body: t })
+        .proxy(crate::util::proxy::from_env(url).ok().flatten());
+    let uri = url.parse::<ureq::http::Uri>().ok();
+    let host = uri.as_ref().and_then(|u| u.host()).unwrap_or_default().trim_matches(['[', ']']);
+    let config = match host.parse::<std::net::IpAddr>() {
+        Ok(_) => config,
+        Err(_) => config.timeout_resolve(Some(t)),
+    };
+    http::agent(config.build(), None)
+}
+
+fn url_answer((agent, opened): &(ureq::Agent, http::Opened), url: &str) -> Answer {
+    let before = opened.count();
     let answer = match agent.get(url).call() {
         // The endpoint closed the kept connection as the check went out
         // (servers that keep idle connections for a few seconds, as
         // gunicorn's 2 s): not the operator's failure; once more, on a
         // new connection.
-        Err(e) if transport::unsent(&e) => agent.get(url).call(),
+        Err(e) if http::closed_before_answer(&e, before, opened.count()) => agent.get(url).call(),
         answer => answer,
     };
     match answer {
@@ -308,13 +313,14 @@ impl Signal for Watches {
     }
 
     /// Every URL is checked on every check: each is one GET, each phase
-    /// bounded by `URL_TIMEOUT`, after at most one attempt on a kept
-    /// connection that turned out closed (its send and the wait for an
-    /// answer); the heartbeat file is a `stat`; after a refusal, one read
-    /// of the Pod.
+    /// (a host name's lookup too) bounded by `URL_TIMEOUT`, after at most
+    /// one attempt on a kept connection that turned out closed (its send
+    /// and the wait for an answer); the heartbeat file is a `stat`; after a
+    /// refusal, one read of the Pod.
     fn worst_case(&self) -> Duration {
         let one = Timeouts { connect: URL_TIMEOUT, send: URL_TIMEOUT, response: URL_TIMEOUT, body: URL_TIMEOUT };
         let closed_under_it = one.send * 2 + one.response;
+        let one = Timeouts { connect: URL_TIMEOUT + one.connect, ..one };
         let pod = if self.own_pod.is_some() { crate::kube::call_bound() } else { Duration::ZERO };
         (one.bound() + closed_under_it).saturating_mul(self.urls.len() as u32) + pod
     }
@@ -351,6 +357,7 @@ pub(crate) fn check_url(url: &str) -> Result<(), String> {
     if host.is_empty() {
         return Err("has no host".into());
     }
+    crate::util::proxy::from_env(url)?;
     Ok(())
 }
 

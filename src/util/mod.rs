@@ -1,6 +1,6 @@
 //! Small mechanisms every room uses and none owns: backoff and jitter,
 //! RFC 3339 time, JSON written by hand where a heartbeat writes it, signals and the shutdown watchdog, logging, the outbound
-//! HTTP policy and opstatus's own transport under it, a problem that is
+//! HTTP policy on ureq's transport, TLS and proxies, a problem that is
 //! logged once per change, bounded,
 //! non-blocking reads of files from outside, foreign text made safe to
 //! show, and the rule about credentials in URLs.
@@ -11,11 +11,11 @@ pub(crate) mod files;
 pub(crate) mod http;
 pub(crate) mod json;
 pub mod logging;
+pub(crate) mod proxy;
 pub(crate) mod reported;
-pub(crate) mod resolve;
 pub(crate) mod shutdown;
 pub(crate) mod spelling;
 pub(crate) mod text;
 pub(crate) mod time;
-pub(crate) mod transport;
+pub(crate) mod tls;
 pub(crate) mod url;

@@ -162,19 +162,3 @@ fn a_kubeconfigs_tls_server_name_is_what_the_certificate_is_verified_against() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("UnknownIssuer"), "{stderr}");
 }
-
-/// `proxy-url` is refused at start by name (exit 2), not ignored: opstatus
-/// never reaches the API server through a proxy.
-#[test]
-fn a_kubeconfigs_proxy_url_is_refused_by_name() {
-    let server = FakeApiServer::start(TOKEN);
-    let dir = TempDir::new("proxy-url");
-    let path = kubeconfig_with(&dir, &server, &server.pki.ca_pem, "    proxy-url: http://user:secret@127.0.0.1:3128\n");
-    let out =
-        run_to_end(&opstatus_bin(), &["get", "--kubeconfig", path.to_str().unwrap()], &[], Duration::from_secs(20));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("cluster \"k\" sets proxy-url: opstatus reaches the API server directly"), "{stderr}");
-    assert!(!stderr.contains("secret"), "the proxy's URL is not shown: {stderr}");
-    assert!(server.requests().is_empty(), "no request was made");
-}

@@ -1,10 +1,10 @@
 //! A kept connection that breaks costs no heartbeat.
 //!
 //! A close the server made while the connection idled is seen when the
-//! connection is taken again (one `epoll_wait`), and a new one is opened;
-//! a close that crosses the request fails it before a byte of the answer,
+//! connection is taken again (ureq's probe), and a new one is opened; a
+//! close that crosses the request fails it before a byte of the answer,
 //! and the request is sent again at once on a new connection when it may
-//! be sent twice. The fake API server closes the connection under the
+//! be sent twice (ureq does not retry: without that, the first test fails). The fake API server closes the connection under the
 //! next request here, and closes idle connections below; a request that
 //! may not be sent twice (an Event's POST) never takes a connection that
 //! idled 5 s or more.

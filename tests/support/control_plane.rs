@@ -297,6 +297,7 @@ impl ControlPlane {
             ca_pem: self.ca_pem().into_bytes(),
             ca_source: self.ca_path().to_string(),
             tls_server_name: None,
+            proxy_url: None,
             auth: opstatus::testing::Auth::Token(opstatus::testing::Secret::new(self.var("ADMIN_TOKEN"))),
             namespace: None,
         };

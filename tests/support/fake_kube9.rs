@@ -34,6 +34,9 @@ pub enum Answer {
     },
 }
 
+/// The name kube9-server's certificate carries besides 127.0.0.1.
+pub const NAME: &str = "kube9.opstatus.test";
+
 pub struct FakeKube9 {
     pub pki: TestPki,
     answer: Arc<Mutex<Answer>>,
@@ -43,7 +46,7 @@ pub struct FakeKube9 {
 
 impl FakeKube9 {
     pub fn start(answer: Answer) -> FakeKube9 {
-        let pki = pki::generate("fake-kube9-ca", &["127.0.0.1"]);
+        let pki = pki::generate("fake-kube9-ca", &["127.0.0.1", NAME]);
         let answer = Arc::new(Mutex::new(answer));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (a, r) = (answer.clone(), requests.clone());
@@ -88,6 +91,12 @@ impl FakeKube9 {
 
     pub fn url(&self) -> String {
         format!("https://127.0.0.1:{}", self.server.addr.port())
+    }
+
+    /// The URL by the name its certificate also carries, [`NAME`] (which
+    /// resolves nowhere: reach it through a proxy, or `connect_proxy::with_hosts`).
+    pub fn url_named(&self) -> String {
+        format!("https://{NAME}:{}", self.server.addr.port())
     }
 
     pub fn set_answer(&self, answer: Answer) {

@@ -8,6 +8,7 @@
 
 pub mod arch;
 pub mod client_cert;
+pub mod connect_proxy;
 pub mod control_plane;
 pub mod events;
 pub mod fake_apiserver;
