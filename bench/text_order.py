@@ -12,9 +12,10 @@ steady RSS is then close to the binary's size (docs/footprint.md, "Steady
 RSS").
 
 How: the static x86_64 release build, linked with a link map (which names
-each function's place), runs at the 60 s default with no probes, with the
-probe endpoint (each path asked for once) and the ready file as the
-shipped manifests run it, against a real kube-apiserver on loopback
+each function's place), runs as the shipped sidecar runs it
+(manifests/components/opstatus: the 60 s default, the operator's health URL
+checked every 5 s, the probe endpoint with each path asked for once, the
+ready file; no probes), against a real kube-apiserver on loopback
 (scripts/control-plane.sh), under `valgrind --tool=callgrind
 --dump-instr=yes` until its second status write; every function with an
 instruction run is listed, by a name that holds while the code changes and
@@ -30,8 +31,8 @@ much, or when the static build says the list names too few functions:
     python3 bench/text_order.py
 
 `--rss [LABEL=]BINARY...` measures what the list is worth: each static
-binary (natively, or under qemu-user when built for another machine) runs at the 60 s
-default, no probes, against one real kube-apiserver on loopback, all at
+binary (natively, or under qemu-user when built for another machine) runs as the
+shipped sidecar does (above), against one real kube-apiserver on loopback, all at
 once, and 65 s after the last first write (the second heartbeat run) the
 resident size of the binary's own mappings (/proc/PID/smaps) is printed,
 and VmRSS. Under qemu-user VmRSS is the emulator's, its translated code
@@ -66,9 +67,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMED_RULES = ("- {apiGroups: [''], resources: [configmaps], resourceNames: [kube9-operator-status], "
                "verbs: [get, patch, create]}")
 HEADER = """/* Linked into the static binaries by build.rs, on the targets where it
-   pays (docs/footprint.md): the functions a steady opstatus runs (start,
-   heartbeats at the 60 s default, no probes, the probe endpoint and the
-   ready file as the shipped manifests have them), first in the code, so
+   pays (docs/footprint.md): the functions a steady opstatus runs as the
+   shipped sidecar runs it (start, heartbeats at the 60 s default, the
+   operator's health URL checked every 5 s, the probe endpoint and the
+   ready file; no probes), first in the code, so
    that the code it never runs shares no page with them and is not mapped.
    Written by bench/text_order.py (how and why: there); a function this
    does not name is placed as the compiler placed it. Names without
@@ -209,11 +211,10 @@ def run_under_callgrind(binary, out, writes):
         sa_dir, _, user = cp.identity("text-order", "writer", NAMED_RULES, work)
         env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=cp.env["APISERVER_PORT"],
                    OPSTATUS_SERVICE_ACCOUNT_DIR=sa_dir)
-        # As the shipped manifests run it: the probe endpoint and the ready
-        # file too, each endpoint path asked for once after the first write.
+        # As the shipped sidecar runs it (shipped() below); each endpoint
+        # path asked for once after the first write.
         argv = ["valgrind", "-q", "--tool=callgrind", "--dump-instr=yes", f"--callgrind-out-file={out}",
-                binary, "run", "--interval", "60s", "--no-final-status", "--listen", "127.0.0.1:0",
-                "--ready-file", f"{work}/ready"]
+                binary, "run", "--no-final-status", *shipped(work, "profile")]
         log = open(f"{work}/log", "wb")
         p = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
         try:
@@ -236,6 +237,13 @@ def run_under_callgrind(binary, out, writes):
     finally:
         cp.stop()
         shutil.rmtree(work, ignore_errors=True)
+
+
+def shipped(work, name):
+    """The flags of the shipped sidecar (manifests/components/opstatus):
+    the operator's health URL (served by the benchmark, its connections
+    kept), the probe endpoint, the ready file."""
+    return [f"--watch-url={bench.operator_url()}", "--listen", "127.0.0.1:0", "--ready-file", f"{work}/ready-{name}"]
 
 
 def build_with_map():
@@ -278,7 +286,7 @@ def steady_rss(binaries, after):
             with open(binary, "rb") as f:
                 machine = int.from_bytes(f.read(20)[18:20], "little")
             emulated = machine != HOST_MACHINE
-            argv = ([QEMU[machine]] if emulated else []) + [binary, "run", "--no-final-status"]
+            argv = ([QEMU[machine]] if emulated else []) + [binary, "run", "--no-final-status", *shipped(work, i)]
             log = open(f"{work}/log-{i}", "wb")
             runs.append((label, binary, user, subprocess.Popen(argv, env=env, stdout=log, stderr=log)))
         deadline = time.time() + 180
