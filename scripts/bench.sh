@@ -18,8 +18,14 @@
 # steady heartbeat at 1 s under `valgrind --tool=callgrind` (3 runs of 20
 # heartbeats; --instructions-only: that table alone, about 5 minutes):
 #
-#   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 5]
+#   scripts/bench.sh --intervals 30,60 [--no-kubectl] [--repeat 5] [--shipped]
 #                    [--also LABEL=PATH [--also-env LABEL=VAR=VALUE]]
+#
+# --shipped runs every opstatus as the shipped sidecar does
+# (manifests/components/opstatus): --watch-url (an operator endpoint served
+# by the benchmark, keeping its connections), --listen, --ready-file. The
+# footprint's figures: --intervals 60 --no-kubectl --no-peers
+# --long-heartbeats 5 --repeat 3 --shipped (docs/footprint.md).
 #   scripts/bench.sh --intervals 1 --instructions-only --no-kubectl
 #                    [--instruction-runs 3] [--instruction-heartbeats 20]
 #                    [--callgrind-out DIR]

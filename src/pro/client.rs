@@ -5,7 +5,8 @@
 //!   `KUBE9_API_KEY`. The key is a [`Secret`]: never logged, printed or
 //!   published; its `Authorization` header is marked sensitive.
 //! - [`Kube9Client`]: verified HTTPS (the given CA bundle, else the
-//!   system's); plain HTTP only when the user opts in
+//!   system's), through `HTTPS_PROXY` unless `NO_PROXY` names the server
+//!   (`crate::util::proxy`); plain HTTP only when the user opts in
 //!   ([`check_transport`]: the key would travel in clear), with a warning;
 //!   every phase of a call is bounded so a hung server delays a heartbeat by
 //!   at most [`call_bound`].
@@ -408,7 +409,7 @@ mod tests {
     }
 
     #[test]
-    fn a_call_is_bounded_by_seven_seconds() {
+    fn a_call_is_bounded_by_nine_seconds() {
         assert_eq!(call_bound(), Duration::from_secs(9));
     }
 

@@ -11,7 +11,7 @@
 //! reaches loopback without a DNS query leaving the machine.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,20 +103,8 @@ fn tunnel(mut client: TcpStream, recorded: &Mutex<Vec<Tunnel>>) {
     if client.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n").is_err() {
         return;
     }
-    let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-    thread::spawn(move || pipe(s2, c2));
-    pipe(client, server);
-}
-
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
-    let mut buf = [0u8; 16 * 1024];
-    while let Ok(n) = from.read(&mut buf) {
-        if n == 0 || to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown(Shutdown::Both);
-    let _ = from.shutdown(Shutdown::Both);
+    super::tcp_proxy::pipe(server.try_clone().unwrap(), client.try_clone().unwrap());
+    super::tcp_proxy::pipe(client, server);
 }
 
 /// An executable in `dir` that runs `bin` with its arguments in a mount

@@ -78,7 +78,7 @@ impl Drop for TcpProxy {
 }
 
 /// Copies `from` to `to` on a thread until either side closes.
-fn pipe(mut from: TcpStream, mut to: TcpStream) {
+pub(super) fn pipe(mut from: TcpStream, mut to: TcpStream) {
     thread::spawn(move || {
         let mut buf = [0u8; 16 * 1024];
         while let Ok(n) = from.read(&mut buf) {
