@@ -167,28 +167,11 @@ pub(crate) enum Decision {
     StandBy(String),
 }
 
-/// What an instance knows of its own operator when it decides: whether the
-/// operator's health checks (`--watch-url`, `--watch-file`) have passed
-/// since the instance started, and whether its pod is being stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OwnOperator {
-    /// They passed at least once, or nothing is watched (nothing says the
-    /// operator is not up).
-    Answered,
-    /// They have never passed, and the instance started this long ago.
-    /// The lock takes no notice: until the start-up allowance is spent the
-    /// instance publishes nothing at all (`agent::startup`), and past it
-    /// a broken operator beside the only instance is reported.
-    NotYet(Duration),
-    /// kubelet's preStop hook came this long ago: the pod, and its
-    /// operator with it, is being stopped.
-    Stopping(Duration),
-}
-
-/// What [`OwnOperator`] is made of, as time goes by: when the instance
-/// started, whether the health checks passed since (`None`: nobody said,
-/// as in `opstatus once` or with nothing watched) and since when its pod
-/// is stopping.
+/// What an instance knows of its own operator, as time goes by: when it
+/// started, whether the operator's health checks (`--watch-url`,
+/// `--watch-file`) passed since (`None`: nobody said, as in `opstatus
+/// once` or with nothing watched) and since when its pod is stopping
+/// (kubelet's preStop hook, or its Pod seen being deleted).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OwnState {
     started: Instant,
@@ -219,12 +202,9 @@ impl OwnState {
         (self.answered == Some(false)).then(|| now.saturating_duration_since(self.started))
     }
 
-    pub(crate) fn at(&self, now: Instant) -> OwnOperator {
-        match (self.stopping, self.unanswered_for(now)) {
-            (Some(since), _) => OwnOperator::Stopping(now.saturating_duration_since(since)),
-            (None, Some(waited)) => OwnOperator::NotYet(waited),
-            _ => OwnOperator::Answered,
-        }
+    /// How long ago the pod began stopping, if it did.
+    pub(crate) fn stopping_for(&self, now: Instant) -> Option<Duration> {
+        self.stopping.map(|since| now.saturating_duration_since(since))
     }
 }
 
@@ -261,46 +241,56 @@ impl Observer {
 /// Who may publish: `me` (this instance's identity in the lock), given
 /// what the annotation says and how long it has been unchanged; `leader`
 /// is the pod the operator's own leader election names, when the sidecar
-/// follows it (`Err`: it cannot be told, with the reason): it is compared
-/// with `pod`, the pod this instance runs in, not with `me` (an
-/// `--identity` of its own names the instance, not its pod).
+/// follows it and it decides (`Err`: it cannot be told, with the reason):
+/// it is compared with `pod`, the pod this instance runs in, not with `me`
+/// (an `--identity` of its own names the instance, not its pod).
 ///
-/// `own` is what `me` knows of its own operator. A lock that is free
-/// (released, expired, unreadable) is not taken for up to `wait` after
-/// kubelet's preStop hook said the pod is stopping (its operator is going
-/// away: the status is for the instances that stay). A status nobody ever
-/// wrote, and a lock that is already `me`'s (a restarted container), are
-/// taken at once. (An instance whose operator has not answered since it
-/// started does not get this far: it publishes nothing for the start-up
-/// allowance, `agent::startup`.)
+/// A lock that is free (released, expired, unreadable) is not taken for
+/// up to `wait` after the pod began stopping (`stopping`: its operator is
+/// going away, the status is for the instances that stay). A status
+/// nobody ever wrote, and a lock that is already `me`'s (a restarted
+/// container), are taken at once. (An instance whose operator has not
+/// answered since it started does not get this far: it publishes nothing
+/// for the start-up allowance, `agent::startup`.)
 pub(crate) fn decide(
     me: &str,
     pod: &str,
     seen: &Seen,
     unchanged_for: Duration,
     leader: Option<Result<&str, &str>>,
-    own: OwnOperator,
+    stopping: Option<Duration>,
     wait: Duration,
 ) -> Decision {
     if let Some(leader) = leader {
         return follow(pod, leader);
     }
-    let free = match seen {
+    match seen {
         Seen::Absent => return Decision::Publish,
         Seen::Record(r) if r.holder_identity == me => return Decision::Publish,
-        Seen::Unreadable(_) => true,
-        Seen::Record(r) => r.holder_identity.is_empty() || unchanged_for >= r.lease(),
-    };
-    match (free, own) {
-        (true, OwnOperator::Stopping(since)) if since < wait => Decision::StandBy(format!(
-            "this pod is stopping: leaving the free lock to the instances that stay, for up to {}s",
-            wait.as_secs()
-        )),
-        (true, _) => Decision::Publish,
-        (false, _) => {
+        _ => {}
+    }
+    match stopping {
+        _ if !lapsed(seen, unchanged_for, Duration::ZERO) => {
             let holder = seen.record().map_or("", |r| r.holder_identity.as_str());
             Decision::StandBy(format!("{holder} publishes"))
         }
+        Some(since) if since < wait => Decision::StandBy(format!(
+            "this pod is stopping: leaving the free lock to the instances that stay, for up to {}s",
+            wait.as_secs()
+        )),
+        _ => Decision::Publish,
+    }
+}
+
+/// Whether nobody holds the lock as `seen`, unchanged for `unchanged_for`:
+/// released, unreadable, or not renewed for its record's lease; no record
+/// at all (the ConfigMap or its annotation missing) once it has been so
+/// for `lease`.
+pub(crate) fn lapsed(seen: &Seen, unchanged_for: Duration, lease: Duration) -> bool {
+    match seen {
+        Seen::Record(r) => r.holder_identity.is_empty() || unchanged_for >= r.lease(),
+        Seen::Unreadable(_) => true,
+        Seen::Absent => unchanged_for >= lease,
     }
 }
 
@@ -353,7 +343,7 @@ mod tests {
 
     /// The decision of an instance whose operator answers.
     fn answered(me: &str, seen: &Seen, unchanged_for: Duration, leader: Option<Result<&str, &str>>) -> Decision {
-        decide(me, me, seen, unchanged_for, leader, OwnOperator::Answered, Duration::from_secs(60))
+        decide(me, me, seen, unchanged_for, leader, None, Duration::from_secs(60))
     }
 
     fn held_by(who: &str) -> Seen {
@@ -545,7 +535,7 @@ mod tests {
     fn the_leader_is_compared_with_the_pod_not_the_identity() {
         let decide_in = |pod: &str| {
             let leader = Some(Ok(leader_pod("op-a_1234")));
-            decide("op-a-sidecar", pod, &Seen::Absent, Duration::ZERO, leader, OwnOperator::Answered, Duration::ZERO)
+            decide("op-a-sidecar", pod, &Seen::Absent, Duration::ZERO, leader, None, Duration::ZERO)
         };
         assert_eq!(decide_in("op-a"), Decision::Publish);
         assert_eq!(decide_in("op-b"), Decision::StandBy("op-a publishes (the operator's leader)".into()));
@@ -554,40 +544,24 @@ mod tests {
     }
 
     #[test]
-    fn the_lock_takes_no_notice_of_an_operator_that_has_not_answered() {
-        // The start-up allowance keeps such an instance from publishing at
-        // all; past it, a free lock is taken (a broken operator beside the
-        // only instance is reported, never silenced), a live one left.
-        let wait = Duration::from_secs(60);
+    fn a_lock_lapses_when_released_unreadable_unrenewed_or_missing_for_a_lease() {
         let lease = Duration::from_secs(130);
-        let starting = |since_start: u64| OwnOperator::NotYet(Duration::from_secs(since_start));
         let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
-        let unreadable = Seen::parse(Some("garbage"));
-        let expired = held_by("a");
-        for since_start in [0, 61] {
-            for free in [&released, &unreadable] {
-                assert_eq!(
-                    decide("b", "b", free, Duration::ZERO, None, starting(since_start), wait),
-                    Decision::Publish
-                );
-            }
-            assert_eq!(decide("b", "b", &expired, lease, None, starting(since_start), wait), Decision::Publish);
-            assert_eq!(
-                decide("b", "b", &expired, Duration::ZERO, None, starting(since_start), wait),
-                Decision::StandBy("a publishes".into())
-            );
-            assert_eq!(
-                decide("b", "b", &Seen::Absent, Duration::ZERO, None, starting(since_start), wait),
-                Decision::Publish
-            );
-        }
+        assert!(lapsed(&released, Duration::ZERO, lease));
+        assert!(lapsed(&Seen::parse(Some("garbage")), Duration::ZERO, lease));
+        assert!(!lapsed(&held_by("a"), lease - Duration::from_secs(1), lease));
+        assert!(lapsed(&held_by("a"), lease, lease), "the record's own lease");
+        // No record: a status nobody wrote yet is not free until it has
+        // stayed so for the lease given.
+        assert!(!lapsed(&Seen::Absent, lease - Duration::from_secs(1), lease));
+        assert!(lapsed(&Seen::Absent, lease, lease));
     }
 
     #[test]
     fn a_stopping_pod_leaves_a_free_lock_to_the_instances_that_stay_for_a_while() {
         let wait = Duration::from_secs(60);
         let released = Seen::Record(held_by("a").record().unwrap().released(at(5)));
-        let stopping = |secs| OwnOperator::Stopping(Duration::from_secs(secs));
+        let stopping = |secs| Some(Duration::from_secs(secs));
         let Decision::StandBy(why) = decide("b", "b", &released, Duration::ZERO, None, stopping(0), wait) else {
             panic!("a stopping pod took the lock")
         };
@@ -595,6 +569,11 @@ mod tests {
         assert_eq!(decide("b", "b", &released, Duration::ZERO, None, stopping(60), wait), Decision::Publish);
         // What it holds it keeps (nobody took it over: it goes on publishing).
         assert_eq!(decide("a", "a", &held_by("a"), Duration::ZERO, None, stopping(0), wait), Decision::Publish);
+        // A lock held by another stays theirs, stopping or not.
+        let Decision::StandBy(why) = decide("b", "b", &held_by("a"), Duration::ZERO, None, stopping(0), wait) else {
+            panic!("took a live lock")
+        };
+        assert_eq!(why, "a publishes");
     }
 
     #[test]
@@ -602,19 +581,17 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs;
         let mut own = OwnState::new(t0);
-        assert_eq!(own.at(t0 + s(5)), OwnOperator::Answered, "nobody said: nothing to wait for");
         assert_eq!(own.unanswered_for(t0 + s(5)), None);
         assert!(!own.checked(false));
-        assert_eq!(own.at(t0 + s(5)), OwnOperator::NotYet(s(5)));
         assert_eq!(own.unanswered_for(t0 + s(5)), Some(s(5)), "counted from the start, not the first check");
         assert!(own.checked(true), "the first answer");
         assert_eq!(own.unanswered_for(t0 + s(6)), None);
         assert!(!own.checked(false), "then down again: it has answered once");
         assert!(!own.checked(true));
-        assert_eq!(own.at(t0 + s(9)), OwnOperator::Answered);
+        assert_eq!(own.stopping_for(t0 + s(9)), None);
         own.stopping(t0 + s(10));
         own.stopping(t0 + s(12));
-        assert_eq!(own.at(t0 + s(13)), OwnOperator::Stopping(s(3)), "from the first preStop hook");
+        assert_eq!(own.stopping_for(t0 + s(13)), Some(s(3)), "from the first preStop hook");
     }
 
     #[test]

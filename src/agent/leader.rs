@@ -175,6 +175,18 @@ impl Leader {
         })
     }
 
+    /// Whether the Lease is being renewed: reads saw it change (a renewal, a
+    /// new holder) within its lease duration.
+    pub(super) fn renewing(&self, now: Instant) -> bool {
+        let Some(answer) = &self.answer else { return false };
+        matches!(&answer.said, Ok(held) if now.saturating_duration_since(answer.since) < held.duration)
+    }
+
+    /// The Lease's holder, as its last answer named it.
+    pub(super) fn held(&self) -> Option<&Held> {
+        self.answer.as_ref()?.said.as_ref().ok()
+    }
+
     /// Whether a failed read is being ridden out on the last answer.
     pub(super) fn failure(&self) -> Option<&str> {
         self.failing.as_ref().map(|(_, why)| why.as_str())

@@ -51,7 +51,7 @@ use crate::util::shutdown::Shutdown;
 use leader_service::LeaderService;
 use published::Content;
 use publisher::Publisher;
-use schedule::{Schedule, check_cadence};
+use schedule::{CheckTimes, Schedule, check_cadence, handover_wait};
 pub(crate) use served::starting;
 pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
 use std::path::PathBuf;
@@ -63,10 +63,6 @@ pub(crate) const BACKOFF_BASE: Duration = Duration::from_secs(1);
 
 /// The reason published when the agent stops.
 pub(crate) const SHUTDOWN_REASON: &str = "Shutting down";
-
-/// The longest a stopping holder waits for a standby to take over: well
-/// inside kubelet's default 30 s grace period, whatever `--check-interval`.
-const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
 
 /// What the command line tells the agent: filled by the flags as they are
 /// read ([`crate::cli::Settings::agent`]), so nothing is copied between
@@ -162,6 +158,8 @@ pub(crate) struct Agent {
     /// `Upgradeable` as the sinks publish it, for its Events.
     upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
     leader_service: Option<LeaderService>,
+    /// How long the last checks took: what a standby's take-over costs.
+    check_times: CheckTimes,
 }
 
 impl Agent {
@@ -203,6 +201,7 @@ impl Agent {
             .map(|endpoints| LeaderService::new(config.pod.clone(), endpoints));
         Agent {
             leader_service,
+            check_times: CheckTimes::default(),
             client,
             backoff: Backoff::new(BACKOFF_BASE, config.settings.interval),
             signals,
@@ -353,6 +352,14 @@ impl Agent {
         check_cadence(self.interval(), self.config.settings.check_interval, looks_at_something)
     }
 
+    /// How long a stopping holder waits for a standby to take over: what a
+    /// take-over costs a standby ([`handover_wait`]), whose checks come
+    /// as a standby's do and cost what this instance's own cost.
+    fn handover_wait(&self) -> Duration {
+        let cadence = self.config.settings.check_interval.min(self.interval());
+        handover_wait(cadence, self.check_times.slowest())
+    }
+
     /// The loop, until SIGTERM or SIGINT; then the final status.
     pub(crate) fn run(&mut self, shutdown: &mut Shutdown) {
         log::info!(
@@ -383,6 +390,7 @@ impl Agent {
             if now >= schedule.next_check(self.check_cadence()) {
                 self.check();
                 schedule.checked(now);
+                self.check_times.checked(now, Instant::now());
                 // The check may have found the pod being deleted.
                 self.note_pod_stopping(shutdown);
             }
@@ -431,11 +439,13 @@ impl Agent {
         self.publisher.pod_stopping(Instant::now());
         let was_publishing = self.publisher.publishing();
         let Some(last) = self.last_written.clone().filter(|_| was_publishing) else { return };
-        let wait = (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT);
+        let wait = self.handover_wait();
         // A SIGTERM during the wait still leaves time for the stop's own
         // handover and final status.
         let grant = || shutdown.extend_until(Instant::now() + wait * 2 + Duration::from_secs(1));
-        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
+        let handed = self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant);
+        self.note_yield();
+        match handed {
             Ok(true) => self.note_stepped_down(was_publishing),
             Ok(false) => log::info!("Nobody took the status over: publishing on"),
             Err(e) => log::warn!("Could not hand over the status: {e}"),
@@ -456,16 +466,14 @@ impl Agent {
             return;
         }
         let last = self.last_written.clone().unwrap_or_else(|| self.document(&self.content(), SystemTime::now()));
-        // A standby looks once per check interval.
-        let wait = if self.config.settings.final_status {
-            (self.config.settings.check_interval + Duration::from_secs(1)).min(MAX_HANDOVER_WAIT)
-        } else {
-            Duration::ZERO
-        };
+        let wait = if self.config.settings.final_status { self.handover_wait() } else { Duration::ZERO };
         // The wait is granted only once the handover write went through: a
         // hung API server ends the process within the shutdown's grace.
         let grant = || shutdown.extend_until(Instant::now() + wait);
-        match self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant) {
+        let handed = self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant);
+        // Another writer took the status meanwhile: it is theirs, said once.
+        self.note_yield();
+        match handed {
             Ok(true) => return,
             Ok(false) if !self.config.settings.final_status => return,
             Ok(false) => {}

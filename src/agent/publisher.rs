@@ -25,7 +25,7 @@ use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
 use crate::util::time::format_rfc3339;
 use crate::writers::Writer;
-use machine::{Action, Clock, Event, Machine, Rules, State, answered};
+use machine::{Action, Clock, Event, Machine, Rules, State};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often a stopping holder looks whether a standby took over.
@@ -180,11 +180,22 @@ impl Publisher {
     }
 
     /// Why the followed Lease does not decide, once its reads have failed
-    /// for longer than the grace or it names no live leader: a problem of
-    /// the status, not silence.
+    /// for longer than the grace or it names no live leader; or, while
+    /// this instance publishes for a leader whose sidecar does not, that
+    /// leader: a problem of the status, not silence.
     pub(super) fn problem(&self, now: Instant) -> Option<Problem> {
-        let why = self.machine.memory.leader.problem(now, self.machine.rules.lease, SystemTime::now())?;
+        let (memory, rules) = (&self.machine.memory, &self.machine.rules);
+        let why = match self.silent_leader() {
+            Some(pod) => silent_leader(pod, &memory.leader, &rules.me, rules.lease),
+            None => memory.leader.problem(now, rules.lease, SystemTime::now())?,
+        };
         Some(Problem::degraded(Rule::Publishing, why))
+    }
+
+    /// The operator's leader whose sidecar publishes nothing, while this
+    /// instance publishes (or is about to claim the lock) in its stead.
+    pub(super) fn silent_leader(&self) -> Option<&str> {
+        self.machine.memory.silent_leader.as_deref()
     }
 
     /// Who leads the operator, as its Lease answered on this check (when
@@ -221,7 +232,13 @@ impl Publisher {
 
     /// Writes `doc` if this instance publishes: `Ok(false)` when it does
     /// not (or lost the lock on the way). `release` leaves the lock free
-    /// (`opstatus once`, and a holder that stops).
+    /// (`opstatus once`, and a holder that stops). A claim always carries
+    /// the `resourceVersion` it was decided on: when the lock is unknown,
+    /// or the ConfigMap missing, the write looks first (creating a missing
+    /// ConfigMap holding no lock), so two claims on a missing ConfigMap
+    /// cannot both win. One 409 is read and decided on (a ConfigMap it
+    /// finds missing then is left to the next write); a second is the
+    /// write's failure.
     pub(super) fn write(
         &mut self,
         client: &mut Client,
@@ -229,32 +246,33 @@ impl Publisher {
         doc: &StatusDocument,
         release: bool,
     ) -> Result<bool, KubeError> {
-        if self.machine.memory.current.is_none() {
-            let current = target.init(client)?;
-            self.feed(Event::ConfigMapRead(current), Clock::read());
-        }
-        for attempt in 1..=2 {
+        let mut conflicts = 0;
+        for _ in 0..3 {
             if !self.may_write() {
                 return Ok(false);
             }
-            let (record, version) = self.machine.claim(release, SystemTime::now()).expect("read above");
+            let Some((record, version)) = self.machine.claim(release, SystemTime::now()) else {
+                if conflicts > 0 {
+                    return Ok(false);
+                }
+                let current = target.init(client)?;
+                self.feed(Event::Init(current), Clock::read());
+                continue;
+            };
             match target.publish(client, doc, &record, version) {
                 Ok(written) => {
                     self.feed(Event::Written(written), Clock::read());
                     return Ok(true);
                 }
-                Err(e) if e.code() == Some(409) && attempt == 1 => {
+                Err(e) if e.code() == Some(409) && conflicts == 0 => {
+                    conflicts += 1;
                     log::debug!("The status ConfigMap changed under us ({e}); reading it again");
                     let lease = self.follow.as_ref().map(|name| read_leader(client, &target.namespace, name));
-                    if self.feed(Event::Conflict { lease }, Clock::read()) {
-                        let current = target.read(client)?.unwrap_or_else(missing);
-                        self.feed(Event::ConfigMapRead(current), Clock::read());
-                    }
+                    self.feed(Event::Conflict { lease }, Clock::read());
+                    let current = target.read(client)?.unwrap_or_else(missing);
+                    self.feed(Event::ConfigMapRead(current), Clock::read());
                 }
-                Err(e) => {
-                    self.feed(Event::WriteFailed, Clock::read());
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
         Ok(false)
@@ -283,14 +301,13 @@ impl Publisher {
         while Instant::now() < deadline {
             std::thread::sleep(HANDOVER_POLL.min(deadline.saturating_duration_since(Instant::now())));
             let current = match target.read(client) {
-                Ok(Some(current)) => current,
-                Ok(None) => continue,
+                Ok(current) => current.unwrap_or_else(missing),
                 Err(e) => {
                     self.feed(Event::HandoverEnded, Clock::read());
                     return Err(e);
                 }
             };
-            self.feed(Event::HandoverRead(current), Clock::read());
+            self.feed(Event::ConfigMapRead(current), Clock::read());
             if !self.publishing() {
                 return Ok(true);
             }
@@ -301,20 +318,16 @@ impl Publisher {
 
     /// Feeds `event` to the machine and does what it says: the Lease's
     /// problems first (a Lease read is what the machine decided on), then
-    /// each action's line and news. True when the machine asks for the
-    /// ConfigMap again.
-    fn feed(&mut self, event: Event, clock: Clock) -> bool {
+    /// each action's line and news.
+    fn feed(&mut self, event: Event, clock: Clock) {
         let lease_read = matches!(event, Event::LeaseRead(_) | Event::Conflict { lease: Some(_) });
         let actions = self.machine.on(event, clock);
         if lease_read {
             self.report_lease();
         }
-        let mut read_again = false;
         for action in actions {
-            read_again |= action == Action::ReadAgain;
             self.act(action);
         }
-        read_again
     }
 
     /// A failed Lease read or a Lease that names no live leader, logged
@@ -373,18 +386,53 @@ impl Publisher {
             ),
             Action::Publish { took_over } => {
                 log::info!("Publishing as {}", self.machine.rules.me);
+                if let Some(pod) = &self.machine.memory.silent_leader {
+                    let memory = &self.machine.memory;
+                    log::warn!(
+                        "{}",
+                        silent_leader(pod, &memory.leader, &self.machine.rules.me, self.machine.rules.lease)
+                    );
+                }
                 if took_over.is_some() {
                     self.took_over = took_over;
                 }
                 self.standing_by = Reported::default();
             }
             Action::HandedOver(holder) => log::info!("Handed over to {holder}"),
-            Action::ReadAgain => {}
         }
     }
 }
 
-/// A ConfigMap that does not exist (any more): writing creates it.
+/// Why this instance publishes though the operator's leader is `pod`:
+/// its sidecar does not (fixed words: one status while it lasts).
+fn silent_leader(pod: &str, leader: &Leader, me: &str, lease: Duration) -> String {
+    let named = leader.held().map_or_else(String::new, |held| format!(": Lease {} names {}", held.lease, held.holder));
+    format!(
+        "The operator's leader {pod} publishes no status{named}, but nobody renewed the publisher lock for its lease \
+         ({}s); {me} publishes what it sees until {pod}'s sidecar takes the lock",
+        lease.as_secs()
+    )
+}
+
+/// Whether the operator's health checks count as its answer: a check not
+/// answered in time (pending) is none.
+fn answered(answer: &OperatorAnswer) -> bool {
+    *answer == OperatorAnswer::Answered
+}
+
+/// A ConfigMap that does not exist (any more): its first look creates it.
 fn missing() -> Current {
     Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new(), foreign: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_that_is_pending_is_no_answer() {
+        assert!(answered(&OperatorAnswer::Answered));
+        assert!(!answered(&OperatorAnswer::Pending));
+        assert!(!answered(&OperatorAnswer::Down("connection refused".into())));
+    }
 }

@@ -2,7 +2,8 @@
 //! next check (the check cadence from the last one; sooner after a watch's
 //! nudge, but never closer than [`NUDGE_GAP`] to the last), the next status
 //! write (a heartbeat after the last attempt's start, or the retry backoff's
-//! delay after a failure), and whether a write is due now.
+//! delay after a failure), whether a write is due now, and how long a
+//! stopping holder waits for a standby to take over ([`handover_wait`]).
 
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,46 @@ impl Schedule {
     }
 }
 
+/// The longest a stopping holder waits for a standby to take over: well
+/// inside kubelet's default 30 s grace period, whatever the settings.
+pub(crate) const MAX_HANDOVER_WAIT: Duration = Duration::from_secs(20);
+
+/// What a standby's take-over costs beyond its look and its check: the
+/// read that sees the lock released and the write that claims it.
+const TAKE_OVER_CALLS: Duration = Duration::from_secs(2);
+
+/// How long a stopping holder waits for a standby to take the lock it
+/// released: what a take-over costs the standby. It sees the release at
+/// its next check (up to `check_interval` later), then checks its operator
+/// as a whole (every watched URL, its own Pod when a URL refuses) before
+/// it writes, as the holder's own checks do (`slowest_check`: the slowest
+/// of its recent ones, [`CheckTimes`]), and reads and writes. At most
+/// [`MAX_HANDOVER_WAIT`].
+pub(crate) fn handover_wait(check_interval: Duration, slowest_check: Duration) -> Duration {
+    (check_interval + slowest_check + TAKE_OVER_CALLS).min(MAX_HANDOVER_WAIT)
+}
+
+/// How long the last few checks took: the slowest of them is what a
+/// standby's check costs at a take-over ([`handover_wait`]).
+#[derive(Debug, Default)]
+pub(crate) struct CheckTimes {
+    took: [Duration; 8],
+    next: usize,
+}
+
+impl CheckTimes {
+    /// A check that began at `started` ended at `ended`.
+    pub(crate) fn checked(&mut self, started: Instant, ended: Instant) {
+        self.took[self.next] = ended.saturating_duration_since(started);
+        self.next = (self.next + 1) % self.took.len();
+    }
+
+    /// The slowest of the last eight checks.
+    pub(crate) fn slowest(&self) -> Duration {
+        self.took.iter().copied().max().unwrap_or_default()
+    }
+}
+
 /// How often to check: the check interval (at most the heartbeat) while
 /// anything changes between heartbeats, else once per heartbeat (one
 /// wake-up, one request).
@@ -131,6 +172,23 @@ mod tests {
         s.retry_at(t0 + S(61));
         assert_eq!(s.next_wake(S(60), true), t0 + S(60), "the next check comes first");
         assert!(s.write_due(t0 + S(61), false, true));
+    }
+
+    #[test]
+    fn a_stopping_holder_waits_for_what_a_take_over_costs_a_standby() {
+        let t0 = Instant::now();
+        let mut times = CheckTimes::default();
+        assert_eq!(handover_wait(S(5), times.slowest()), S(7), "checks that cost nothing: a check interval and 2 s");
+        // Two watched URLs answering in 0.9 s each: a check of 1.8 s.
+        times.checked(t0, t0 + Duration::from_millis(1800));
+        for _ in 0..7 {
+            times.checked(t0, t0 + Duration::from_millis(20));
+        }
+        assert_eq!(handover_wait(S(5), times.slowest()), Duration::from_millis(8800));
+        // Eight quicker checks later the slow one is forgotten.
+        times.checked(t0, t0 + Duration::from_millis(30));
+        assert_eq!(times.slowest(), Duration::from_millis(30));
+        assert_eq!(handover_wait(S(60), S(1)), MAX_HANDOVER_WAIT, "never past kubelet's grace period");
     }
 
     #[test]

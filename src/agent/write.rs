@@ -195,7 +195,10 @@ impl Agent {
         let now = Instant::now();
         if let Some(from) = self.publisher.take_over_news() {
             let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
-            recorder.record(events::became_publisher(&self.config.identity, &target, from.as_deref(), wall), now);
+            let because = self.publisher.problem(now).filter(|_| self.publisher.silent_leader().is_some());
+            let because = because.as_ref().map(|p| p.reason.as_str());
+            let event = events::became_publisher(&self.config.identity, &target, from.as_deref(), because, wall);
+            recorder.record(event, now);
         }
         if doc.error.as_deref() == Some(SHUTDOWN_REASON) {
             return;

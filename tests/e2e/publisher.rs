@@ -5,7 +5,8 @@
 //! together never both hold the lock.
 //!
 //! Every instance runs with `--interval 2s --check-interval 1s`: the lease
-//! is 2 × 2 s + 10 s = 14 s, the handover wait 1 s + 1 s.
+//! is 2 × 2 s + 10 s = 14 s, the handover wait 1 s + 2 s and what a check
+//! takes.
 
 use crate::support;
 

@@ -50,6 +50,7 @@ mod probe_watch_stop;
 mod proxies;
 mod readiness_file;
 mod registration_bounds;
+mod replicas;
 mod response_limits;
 mod secrets;
 mod shutdown;

@@ -256,6 +256,11 @@ impl FakeApiServer {
         self.state.lock().unwrap().objects.get(&(namespace.into(), name.into())).cloned()
     }
 
+    /// Deletes an object, as `kubectl delete` would.
+    pub fn remove_object(&self, namespace: &str, name: &str) {
+        self.state.lock().unwrap().objects.remove(&(namespace.into(), name.into()));
+    }
+
     pub fn put_object(&self, namespace: &str, name: &str, object: Value) {
         self.state.lock().unwrap().objects.insert((namespace.into(), name.into()), object);
     }

@@ -1,100 +1,105 @@
 //! The publisher's state machine: where this instance stands in
 //! publishing the status ([`State`]), what can happen to it ([`Event`]),
 //! and one pure function from the one to the next ([`transition`]) that
-//! says what the shell should do or say about it ([`Action`]). No I/O;
-//! the clock is an argument.
+//! says what the shell should do or say ([`Action`]). No I/O; the clock is
+//! an argument.
 //!
-//! The rules stay where they are and are the machine's inputs: the
-//! start-up allowance ([`super::super::startup`]), another writer of the status
-//! ([`crate::writers`]), the publisher lock ([`crate::lock`]) and the
-//! operator's leader ([`super::super::leader`]). They apply in that order: while
-//! the operator has not answered nothing is read or written; while another
-//! writer keeps the status key the lock decides nothing; then the leader,
-//! when followed and known, decides; else the lock does. What the rules
-//! remember between events (when the lock last changed, the Lease's last
-//! answer, the other writer's last write, the operator's first answer) is
-//! [`Memory`]. [`super`] (the publisher) reads and writes, logs, and feeds the
-//! events in; `docs/architecture.md` draws the machine.
+//! The rules are the machine's inputs, applied in this order: the start-up
+//! allowance ([`super::super::startup`]: nothing read or written while the
+//! operator has not answered), another writer of the status
+//! ([`crate::writers`]: the lock decides nothing while it keeps the status
+//! key), the operator's leader ([`super::super::leader`], when followed and
+//! it decides, unless its sidecar does not publish) and the publisher lock
+//! ([`crate::lock`]). What they remember between events is [`Memory`]. The
+//! states that write carry the version of the ConfigMap they write
+//! against, so no state writes on what it did not decide.
+//! `docs/architecture.md` draws the machine.
 
 use super::super::leader::{Leader, LeaseRead};
 use super::super::startup::Startup;
-use crate::lock::{self, Decision, Observer, OwnState, Record};
-use crate::signals::OperatorAnswer;
+use crate::lock::{self, Decision, Observer, OwnState, Record, Seen};
 use crate::sinks::configmap::Current;
 use crate::writers::{Patience, Turn, Writer, Yielding};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where this instance stands. It holds the lock only once a write of its
-/// claim succeeded: two instances deciding at once may both claim, but the
-/// `resourceVersion` lets one write win, so only one ever holds it.
+/// claim succeeded: each claim carries the `resourceVersion` its state
+/// carries, so of two instances deciding at once one write wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum State {
     /// The operator has not answered its health checks since opstatus
     /// started and the allowance is not spent: nothing is read or written.
     /// A followed leader still decides (`standing_by`: another pod leads).
     Starting { standing_by: bool },
-    /// The lock was not read yet: the first write reads it.
+    /// The lock is not known (not read yet, or read before the operator's
+    /// first answer): the next write reads the ConfigMap first.
     Unknown,
-    /// The lock is free, released, expired or its own, or this pod leads
-    /// the operator: its next write claims it.
-    Claiming,
-    /// A write of its claim succeeded: it publishes, and every heartbeat
-    /// renews the lock.
-    Holding,
+    /// The lock was free, released, expired or its own, or this pod leads
+    /// the operator, in this version: the next write claims it against it
+    /// (a missing ConfigMap is created first, holding no lock).
+    Claiming(Current),
+    /// A write of its claim succeeded (this version): it publishes, and
+    /// every heartbeat renews the lock.
+    Holding(Current),
     /// Another instance holds the lock, another pod leads the operator, or
     /// this pod is stopping: it reads the ConfigMap once per check.
     StandingBy,
     /// Another writer keeps the status key: nobody of opstatus writes,
     /// and this instance looks once per heartbeat and at `until`.
     Yielding { to: Writer, until: SystemTime },
-    /// A stopping holder released the lock and waits for a standby to
-    /// take it.
-    HandingOver,
+    /// A stopping holder released the lock (this version) and waits for a
+    /// standby to take it.
+    HandingOver(Current),
 }
 
 impl State {
     /// Whether this instance publishes now.
     pub(super) fn publishing(&self) -> bool {
-        matches!(self, State::Holding | State::HandingOver)
+        matches!(self, State::Holding(_) | State::HandingOver(_))
     }
 
-    /// Whether this instance should try to write: it publishes, or it has
-    /// not read the lock yet, or it may take it.
+    /// Whether this instance writes: it publishes, it has not read the lock
+    /// yet, or it may take it.
     pub(super) fn may_write(&self) -> bool {
-        matches!(self, State::Unknown | State::Claiming | State::Holding | State::HandingOver)
+        matches!(self, State::Unknown | State::Claiming(_) | State::Holding(_) | State::HandingOver(_))
     }
 
     fn standing_by(&self) -> bool {
         matches!(self, State::StandingBy | State::Starting { standing_by: true })
+    }
+
+    /// The ConfigMap a write goes against, when this state writes and the
+    /// ConfigMap exists.
+    fn against(&self) -> Option<&Current> {
+        let (State::Claiming(c) | State::Holding(c) | State::HandingOver(c)) = self else { return None };
+        Some(c).filter(|c| !c.resource_version.is_empty())
     }
 }
 
 /// What can happen to the publisher, as the shell feeds it in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Event {
-    /// A check of the operator's health checks: whether they passed
-    /// ([`answered`]).
+    /// A check of the operator's health checks: whether they passed.
     OperatorChecked { passed: bool },
     /// kubelet's preStop hook: the pod is stopping.
     PodStopping,
     /// The followed Lease was read (on a check): who leads decides now.
     LeaseRead(LeaseRead),
-    /// The status ConfigMap was read: a standby's look, a first look, or
-    /// the look after a refused write.
+    /// The status ConfigMap was read (a missing one has no
+    /// `resourceVersion`).
     ConfigMapRead(Current),
+    /// The ConfigMap as a write's first look left it, when the lock was
+    /// unknown or the ConfigMap missing (read, or created holding no lock):
+    /// a claim decided on a missing ConfigMap goes against the one created.
+    Init(Current),
     /// A write of this instance's claim (a renewal, or a release) went
     /// through: the object as written.
     Written(Current),
-    /// A write was refused with 409: somebody changed the ConfigMap. The
-    /// followed Lease as read again, if it is followed.
+    /// A write was refused with 409; the followed Lease as read again. The
+    /// shell reads the ConfigMap next, and that read decides.
     Conflict { lease: Option<LeaseRead> },
-    /// A write failed otherwise: it is retried with backoff, the lock as
-    /// it was.
-    WriteFailed,
     /// A stopping holder's release was written: it waits for a standby.
     HandOver,
-    /// The ConfigMap as a handing-over holder reads it while it waits.
-    HandoverRead(Current),
     /// The handover wait ran out (or a read in it failed): nobody took over.
     HandoverEnded,
 }
@@ -120,12 +125,9 @@ pub(super) enum Action {
     Publish { took_over: Option<Option<String>> },
     /// A standby took the lock a stopping holder released.
     HandedOver(String),
-    /// Read the ConfigMap again and feed it in ([`Event::ConfigMapRead`]).
-    ReadAgain,
 }
 
-/// The clock, as the rules read it: the monotonic one for what this
-/// instance saw and when, the wall clock for times written in objects.
+/// The clock: monotonic for what this instance saw, wall for objects.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Clock {
     pub now: Instant,
@@ -146,17 +148,14 @@ pub(super) struct Rules {
     pub me: String,
     /// The pod it runs in: what the operator's Lease names.
     pub pod: String,
-    /// The lease it announces when it holds the lock; also how long the
-    /// last answer of a failing Lease stands.
+    /// The lease it announces; also the grace of a failing Lease's answer.
     pub lease: Duration,
     /// How long a stopping instance leaves a free lock to others.
     pub operator_wait: Duration,
-    /// How long another writer keeps the status, and how often a yielding
-    /// instance looks.
+    /// How long another writer keeps the status, how often one looks.
     pub patience: Patience,
     check_interval: Duration,
-    /// How long a starting instance publishes nothing while its operator
-    /// has not answered.
+    /// The start-up allowance.
     pub allowance: Duration,
 }
 
@@ -174,9 +173,7 @@ impl Rules {
     }
 
     /// The lease follows the heartbeat interval as it is now (kube9-server
-    /// may ask for a longer one): a holder that writes less often than its
-    /// lease would lose the lock to a healthy standby between two
-    /// heartbeats.
+    /// may ask for a longer one), so a healthy holder keeps the lock.
     pub(super) fn follow_interval(&mut self, interval: Duration) {
         self.lease = lock::lease_duration(interval);
         self.operator_wait = lock::operator_wait(interval);
@@ -187,15 +184,13 @@ impl Rules {
 /// What the rules remember between events.
 #[derive(Debug)]
 pub(super) struct Memory {
-    /// The ConfigMap's version and lock as last read or written; `None`
-    /// until the first read.
+    /// The ConfigMap as last read or written (read missing: the lock kept).
     pub current: Option<Current>,
     /// When the lock record last changed, as seen from here.
     observer: Observer,
     /// Who leads the operator, as its Lease last answered (when followed).
     pub leader: Leader,
-    /// Whether the ConfigMap is left to another writer, and what of it
-    /// the writers' rule remembers.
+    /// What the writers' rule remembers of another writer.
     pub yielding: Yielding,
     /// What this instance knows of its operator and its pod.
     own: OwnState,
@@ -205,6 +200,8 @@ pub(super) struct Memory {
     stood_by: bool,
     /// Another instance seen holding the lock, last.
     last_other: Option<String>,
+    /// The leader's pod whose sidecar is silent, while this one stands in.
+    pub silent_leader: Option<String>,
 }
 
 impl Memory {
@@ -218,14 +215,9 @@ impl Memory {
             startup: Startup::Answered,
             stood_by: false,
             last_other: None,
+            silent_leader: None,
         }
     }
-}
-
-/// Whether the operator's health checks count as its answer: a check not
-/// answered in time (pending) is none.
-pub(super) fn answered(answer: &OperatorAnswer) -> bool {
-    *answer == OperatorAnswer::Answered
 }
 
 /// The publisher: its state, its rules' settings and their memory.
@@ -249,23 +241,27 @@ impl Machine {
         actions
     }
 
-    /// Whether a check should read the ConfigMap at `wall`: once it was
-    /// read, while this instance does not publish (the holder's writes
-    /// tell it all it needs), and while it yields only once per heartbeat
-    /// and when the status is due back.
+    /// Whether a check reads the ConfigMap at `wall`: a standby always, a
+    /// yielding instance once per heartbeat and when the status is due
+    /// back, a holder only while it stands in for a silent leader (to hand
+    /// back once that leader's sidecar takes the lock).
     pub(super) fn wants_look(&self, wall: SystemTime) -> bool {
-        self.memory.current.is_some()
-            && !self.state.publishing()
-            && self.memory.yielding.due(wall, &self.rules.patience)
+        match &self.state {
+            State::StandingBy => true,
+            State::Yielding { .. } => self.memory.yielding.due(wall, &self.rules.patience),
+            State::Holding(_) => self.memory.silent_leader.is_some(),
+            _ => false,
+        }
     }
 
-    /// The record a write carries (a claim or a renewal; released when
-    /// `release`) and the version it is written against, once read.
+    /// The record a write carries (released when `release`) and the
+    /// version it goes against; `None` when the state writes nothing or
+    /// must look first (the lock unknown, the ConfigMap missing).
     pub(super) fn claim(&self, release: bool, wall: SystemTime) -> Option<(Record, &str)> {
-        let current = self.memory.current.as_ref()?;
-        let record = Record::claim(&self.rules.me, current.lock.record(), self.rules.lease, wall);
+        let against = self.state.against()?;
+        let record = Record::claim(&self.rules.me, against.lock.record(), self.rules.lease, wall);
         let record = if release { record.released(wall) } else { record };
-        Some((record, &current.resource_version))
+        Some((record, &against.resource_version))
     }
 
     /// Who holds the lock, as last seen (`None`: nobody, or not read yet).
@@ -295,51 +291,54 @@ pub(super) fn transition(
             memory.leader.observe(read, clock.now);
             decide(state, clock.now, rules, memory, out)
         }
-        Event::ConfigMapRead(current) => {
+        // The ConfigMap created (or found) for a claim on a missing one,
+        // still holding no lock: the claim stands, against it.
+        Event::Init(created)
+            if matches!(&state, State::Claiming(c) if c.resource_version.is_empty())
+                && created.lock == Seen::Absent
+                && created.foreign.is_none() =>
+        {
+            memory.current = Some(created.clone());
+            State::Claiming(created)
+        }
+        Event::ConfigMapRead(mut current) | Event::Init(mut current) => {
+            // A deleted ConfigMap releases no lock: the record last seen
+            // stands until its lease runs out, as a silent holder's does
+            // (a holder's next write creates the ConfigMap again).
+            if let Some(last) = memory.current.as_ref().filter(|_| current.resource_version.is_empty()) {
+                current.lock = last.lock.clone();
+            }
             memory.current = Some(current);
             look(state, clock, rules, memory, out)
         }
         Event::Written(written) => {
             let previous = memory.current.as_ref().and_then(|c| c.lock.record()).map(|r| &r.holder_identity);
             let previous = previous.filter(|h| !h.is_empty() && **h != rules.me).cloned();
-            memory.current = Some(written);
+            memory.current = Some(written.clone());
             match state {
-                State::Holding | State::HandingOver => state,
+                State::Holding(_) => State::Holding(written),
+                State::HandingOver(_) => State::HandingOver(written),
                 _ => {
                     let took_over =
                         (memory.stood_by || previous.is_some()).then(|| previous.or_else(|| memory.last_other.clone()));
                     memory.stood_by = false;
                     out.push(Action::Publish { took_over });
-                    State::Holding
+                    State::Holding(written)
                 }
             }
         }
-        // Someone changed the ConfigMap since: look at the lock again.
         Event::Conflict { lease } => {
             if let Some(read) = lease {
                 memory.leader.observe(read, clock.now);
             }
-            out.push(Action::ReadAgain);
             state
         }
-        Event::WriteFailed => state,
         Event::HandOver => match state {
-            State::Holding => State::HandingOver,
+            State::Holding(c) => State::HandingOver(c),
             other => other,
         },
-        Event::HandoverRead(current) => {
-            let holder = current.lock.record().map(|r| r.holder_identity.clone()).unwrap_or_default();
-            memory.current = Some(current);
-            match state {
-                State::HandingOver if !holder.is_empty() && holder != rules.me => {
-                    out.push(Action::HandedOver(holder));
-                    State::StandingBy
-                }
-                other => other,
-            }
-        }
         Event::HandoverEnded => match state {
-            State::HandingOver => State::Holding,
+            State::HandingOver(c) => State::Holding(c),
             other => other,
         },
     };
@@ -366,10 +365,10 @@ fn operator_checked(
     }
     // The wait can begin only at the first check, which comes before any
     // read or write of the ConfigMap: only the leader has decided then.
+    // What was decided before it is forgotten: the lock is read again.
     let state = match (state, memory.startup.waiting()) {
-        (state @ (State::Unknown | State::Claiming | State::StandingBy), true) => {
-            State::Starting { standing_by: state == State::StandingBy }
-        }
+        (State::StandingBy, true) => State::Starting { standing_by: true },
+        (State::Unknown | State::Claiming(_), true) => State::Starting { standing_by: false },
         (State::Starting { standing_by: true }, false) => State::StandingBy,
         (State::Starting { standing_by: false }, false) => State::Unknown,
         (state, _) => state,
@@ -380,10 +379,9 @@ fn operator_checked(
     state
 }
 
-/// After a read of the ConfigMap: whose the status is, by the rule every
-/// instance reads from the object ([`crate::writers`]), then (when it is
-/// opstatus's) who holds the lock. A read while starting is kept, and
-/// decides nothing until the start ends.
+/// After a read of the ConfigMap: whose the status is ([`crate::writers`],
+/// a stopping holder's included), then who holds the lock. A read while
+/// starting is kept, and decides nothing until the start ends.
 fn look(state: State, clock: Clock, rules: &Rules, memory: &mut Memory, out: &mut Vec<Action>) -> State {
     let Some(current) = &memory.current else { return state };
     let turn = memory.yielding.observe(current.foreign.as_ref(), clock.wall, &rules.patience);
@@ -399,6 +397,7 @@ fn look(state: State, clock: Clock, rules: &Rules, memory: &mut Memory, out: &mu
         Turn::StillTheirs(to, until) => State::Yielding { to, until },
         Turn::Yield(writer, until) => {
             memory.stood_by = true;
+            memory.silent_leader = None;
             out.push(Action::Yield { writer: writer.clone(), until });
             State::Yielding { to: writer, until }
         }
@@ -417,7 +416,7 @@ fn look(state: State, clock: Clock, rules: &Rules, memory: &mut Memory, out: &mu
 }
 
 /// Who publishes, by the leader (when followed and it decides) or the
-/// lock. Nothing while the status is another writer's.
+/// lock; a stopping holder only learns whether a standby took it.
 fn decide(state: State, now: Instant, rules: &Rules, memory: &mut Memory, out: &mut Vec<Action>) -> State {
     if matches!(state, State::Yielding { .. }) {
         return state;
@@ -434,30 +433,59 @@ fn decide(state: State, now: Instant, rules: &Rules, memory: &mut Memory, out: &
             None => state,
         };
     };
+    if let State::HandingOver(_) = state {
+        return handing_over(current, rules, out);
+    }
     let other = current.lock.record().map(|r| &r.holder_identity).filter(|h| !h.is_empty() && **h != rules.me);
     if let Some(other) = other {
         memory.last_other = Some(other.clone());
     }
     let unchanged = memory.observer.observe(&current.lock, now);
-    if let lock::Seen::Unreadable(why) = &current.lock
+    if let Seen::Unreadable(why) = &current.lock
         && unchanged.is_zero()
     {
         out.push(Action::LockUnreadable(why.clone()));
     }
-    let own = memory.own.at(now);
-    let decision = lock::decide(&rules.me, &rules.pod, &current.lock, unchanged, leader, own, rules.operator_wait);
+    // The leader's sidecar publishes, unless it does not: when the lock
+    // has lapsed (nobody renewed it for its lease) while another pod renews
+    // the Lease, the lock decides, and the instance that takes it keeps it
+    // until the leader's sidecar claims it.
+    let silent = match leader {
+        Some(Ok(leader)) if leader != rules.pod => {
+            let mine = current.lock.record().is_some_and(|r| r.holder_identity == rules.me)
+                && memory.silent_leader.as_deref() == Some(leader);
+            let lapsed = lock::lapsed(&current.lock, unchanged, rules.lease) && memory.leader.renewing(now);
+            (mine || lapsed).then(|| leader.to_string())
+        }
+        _ => None,
+    };
+    let leader = leader.filter(|_| silent.is_none());
+    let stopping = memory.own.stopping_for(now);
+    let decision = lock::decide(&rules.me, &rules.pod, &current.lock, unchanged, leader, stopping, rules.operator_wait);
+    memory.silent_leader = silent;
     apply(state, decision, memory, out)
 }
 
+/// A stopping holder's look while it waits: handed over once another
+/// instance holds the lock, else still waiting.
+fn handing_over(current: &Current, rules: &Rules, out: &mut Vec<Action>) -> State {
+    let holder = current.lock.record().map(|r| r.holder_identity.as_str()).unwrap_or_default();
+    if holder.is_empty() || holder == rules.me {
+        return State::HandingOver(current.clone());
+    }
+    out.push(Action::HandedOver(holder.to_string()));
+    State::StandingBy
+}
+
 fn apply(state: State, decision: Decision, memory: &mut Memory, out: &mut Vec<Action>) -> State {
-    match decision {
-        Decision::Publish => match state {
-            State::Holding | State::HandingOver => state,
-            State::Starting { .. } => State::Starting { standing_by: false },
-            _ => State::Claiming,
-        },
-        Decision::StandBy(why) => {
+    match (decision, state, &memory.current) {
+        (Decision::Publish, State::Starting { .. }, _) => State::Starting { standing_by: false },
+        (Decision::Publish, State::Holding(_), Some(c)) if !c.resource_version.is_empty() => State::Holding(c.clone()),
+        (Decision::Publish, _, Some(c)) => State::Claiming(c.clone()),
+        (Decision::Publish, _, None) => State::Unknown,
+        (Decision::StandBy(why), state, _) => {
             memory.stood_by = true;
+            memory.silent_leader = None;
             out.push(Action::StandBy(why));
             match state {
                 State::Starting { .. } => State::Starting { standing_by: true },
@@ -499,8 +527,19 @@ mod tests {
             self.machine.on(event, Clock { now: self.t0 + S(secs), wall: wall(secs) })
         }
 
-        fn state(&self) -> &State {
-            &self.machine.state
+        /// The state's name (what it carries is the tests' business where
+        /// they say so).
+        fn state(&self) -> &'static str {
+            match &self.machine.state {
+                State::Starting { standing_by: false } => "Starting",
+                State::Starting { standing_by: true } => "Starting, standing by",
+                State::Unknown => "Unknown",
+                State::Claiming(_) => "Claiming",
+                State::Holding(_) => "Holding",
+                State::StandingBy => "StandingBy",
+                State::Yielding { .. } => "Yielding",
+                State::HandingOver(_) => "HandingOver",
+            }
         }
 
         /// Holding since `secs`: it found no ConfigMap and created it.
@@ -537,6 +576,18 @@ mod tests {
         Event::LeaseRead(LeaseRead::Held(held))
     }
 
+    /// A read of the Lease held by `holder`, renewed for the `n`th time.
+    fn renewed(holder: &str, n: u64) -> Event {
+        let held =
+            Held { lease: "ns/op".into(), holder: holder.into(), renew_time: Some(n.to_string()), duration: S(15) };
+        Event::LeaseRead(LeaseRead::Held(held))
+    }
+
+    /// A ConfigMap that does not exist (any more).
+    fn missing() -> Current {
+        Current { resource_version: String::new(), lock: Seen::Absent, uid: String::new(), foreign: None }
+    }
+
     const FAILED: Event = Event::OperatorChecked { passed: false };
     const PASSED: Event = Event::OperatorChecked { passed: true };
 
@@ -544,11 +595,11 @@ mod tests {
     fn a_starting_instance_reads_and_writes_nothing_until_the_first_answer_or_the_end_of_the_allowance() {
         let mut run = Run::new();
         assert_eq!(run.at(0, FAILED), [Action::Startup(Startup::Waiting { left: S(60) })]);
-        assert_eq!(run.state(), &State::Starting { standing_by: false });
+        assert_eq!(run.state(), "Starting");
         assert!(!run.machine.state.may_write() && !run.machine.state.publishing());
         assert!(run.at(30, FAILED).is_empty(), "said once");
         assert_eq!(run.at(45, PASSED), [Action::Startup(Startup::Answered)]);
-        assert_eq!(run.state(), &State::Unknown, "its first write reads the lock");
+        assert_eq!(run.state(), "Unknown", "its first write reads the lock");
         assert!(run.machine.state.may_write());
 
         // No answer for the whole allowance: it publishes, saying so.
@@ -556,7 +607,7 @@ mod tests {
         run.at(0, FAILED);
         assert!(run.at(59, FAILED).is_empty());
         assert_eq!(run.at(60, FAILED), [Action::Startup(Startup::Spent)]);
-        assert_eq!((run.state(), run.machine.memory.startup), (&State::Unknown, Startup::Spent));
+        assert_eq!((run.state(), run.machine.memory.startup), ("Unknown", Startup::Spent));
         assert!(run.at(65, PASSED).is_empty(), "a late answer is no news");
         assert_eq!(run.machine.memory.startup, Startup::Answered);
 
@@ -570,27 +621,27 @@ mod tests {
         run.at(0, FAILED);
         let another = Action::StandBy("pod-b publishes (the operator's leader)".into());
         assert_eq!(run.at(0, lease("pod-b_1")), [another]);
-        assert_eq!(run.state(), &State::Starting { standing_by: true });
+        assert_eq!(run.state(), "Starting, standing by");
         assert_eq!(run.at(5, PASSED), [Action::Startup(Startup::Answered)]);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         assert!(!run.machine.state.may_write());
         assert!(run.at(10, lease("pod-a_2")).is_empty());
-        assert_eq!(run.state(), &State::Claiming, "this pod leads: its next write claims the lock");
+        assert_eq!(run.state(), "Unknown", "this pod leads: its next write reads the lock and claims it");
         // A Lease that cannot be read before any answer: stand by for now.
         let mut run = Run::new();
         let failed = Event::LeaseRead(LeaseRead::Failed("Cannot read Lease ns/op: 403".into()));
         assert_eq!(run.at(0, failed), [Action::StandBy("Cannot read Lease ns/op: 403".into())]);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         // Past the grace (a lease of the lock) the first write reads the lock.
         run.at(130, Event::LeaseRead(LeaseRead::Failed("Cannot read Lease ns/op: 403".into())));
-        assert_eq!(run.state(), &State::Unknown);
+        assert_eq!(run.state(), "Unknown");
     }
 
     #[test]
     fn the_first_write_claims_a_missing_or_own_lock_with_no_takeover_news() {
         let mut run = Run::new();
         assert!(run.at(0, Event::ConfigMapRead(configmap(Seen::Absent))).is_empty());
-        assert_eq!(run.state(), &State::Claiming);
+        assert_eq!(run.state(), "Claiming");
         let (record, version) = run.machine.claim(false, wall(0)).unwrap();
         assert_eq!((record.holder_identity.as_str(), version), ("pod-a", "7"));
         assert_eq!(run.at(0, Event::Written(held_by("pod-a"))), [Action::Publish { took_over: None }]);
@@ -611,11 +662,11 @@ mod tests {
         let mut run = Run::new();
         let b = Action::StandBy("pod-b publishes".into());
         assert_eq!(run.at(0, Event::ConfigMapRead(held_by("pod-b"))), std::slice::from_ref(&b));
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         assert!(run.machine.wants_look(wall(5)), "a standby looks on every check");
         assert_eq!(run.at(129, Event::ConfigMapRead(held_by("pod-b"))), [b], "unchanged for less than its lease");
         assert!(run.at(130, Event::ConfigMapRead(held_by("pod-b"))).is_empty());
-        assert_eq!(run.state(), &State::Claiming, "expired");
+        assert_eq!(run.state(), "Claiming", "expired");
         let took_over = Some(Some("pod-b".to_string()));
         assert_eq!(run.at(131, Event::Written(held_by("pod-a"))), [Action::Publish { took_over }]);
         assert!(!run.machine.wants_look(wall(136)), "the holder's writes tell it all");
@@ -625,7 +676,7 @@ mod tests {
         let mut run = Run::new();
         run.at(0, Event::ConfigMapRead(held_by("pod-b")));
         assert!(run.at(5, Event::ConfigMapRead(released_by("pod-b"))).is_empty());
-        assert_eq!(run.state(), &State::Claiming);
+        assert_eq!(run.state(), "Claiming");
         let took_over = Some(Some("pod-b".to_string()));
         assert_eq!(run.at(6, Event::Written(held_by("pod-a"))), [Action::Publish { took_over }]);
     }
@@ -633,18 +684,14 @@ mod tests {
     #[test]
     fn a_409_on_a_heartbeat_reads_the_configmap_again_and_keeps_or_loses_the_lock() {
         let mut run = Run::holding(0);
-        assert_eq!(run.at(60, Event::Conflict { lease: None }), [Action::ReadAgain]);
-        assert_eq!(run.state(), &State::Holding, "nothing decided before the read");
+        assert!(run.at(60, Event::Conflict { lease: None }).is_empty());
+        assert_eq!(run.state(), "Holding", "nothing decided before the read");
         assert!(run.at(60, Event::ConfigMapRead(held_by("pod-a"))).is_empty());
-        assert_eq!(run.state(), &State::Holding, "only its own version moved (a label, an annotation)");
+        assert_eq!(run.state(), "Holding", "only its own version moved (a label, an annotation)");
         run.at(120, Event::Conflict { lease: None });
         assert_eq!(run.at(120, Event::ConfigMapRead(held_by("pod-b"))), [Action::StandBy("pod-b publishes".into())]);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         assert!(!run.machine.state.may_write() && !run.machine.state.publishing());
-        // Any other failure is retried with backoff, the lock as it was.
-        let mut run = Run::holding(0);
-        assert!(run.at(60, Event::WriteFailed).is_empty());
-        assert_eq!(run.state(), &State::Holding);
     }
 
     #[test]
@@ -659,18 +706,18 @@ mod tests {
         let until = wall(55 + 285);
         let kube9 = Writer { manager: "kube9-operator".into(), operation: "Update".into() };
         assert_eq!(actions, [Action::Yield { writer: kube9.clone(), until }]);
-        assert_eq!(run.state(), &State::Yielding { to: kube9.clone(), until });
+        assert_eq!(run.machine.state, State::Yielding { to: kube9.clone(), until });
         assert!(!run.machine.state.may_write() && !run.machine.state.publishing());
         assert!(!run.machine.wants_look(wall(65)) && run.machine.wants_look(wall(120)), "once per heartbeat");
         assert!(run.at(120, Event::ConfigMapRead(replaced.clone())).is_empty());
-        assert_eq!(run.state(), &State::Yielding { to: kube9.clone(), until });
+        assert_eq!(run.machine.state, State::Yielding { to: kube9.clone(), until });
         // The lock decides nothing meanwhile, nor does a first answer.
         assert!(run.at(125, lease("pod-a_1")).is_empty() && run.at(125, PASSED).is_empty());
-        assert!(matches!(run.state(), State::Yielding { .. }));
+        assert_eq!(run.state(), "Yielding");
         // Due back: taken back, and the lock (gone with the PUT) decides.
         let actions = run.at(340, Event::ConfigMapRead(replaced));
         assert_eq!(actions, [Action::Resume { writer: kube9, quiet_for: S(285) }]);
-        assert_eq!(run.state(), &State::Claiming);
+        assert_eq!(run.state(), "Claiming");
         let news = run.at(340, Event::Written(held_by("pod-a")));
         assert_eq!(news, [Action::Publish { took_over: Some(None) }], "it stood by: news, from nobody known");
     }
@@ -686,7 +733,7 @@ mod tests {
         };
         assert_eq!(writer.manager, "kube9-operator");
         assert!(why.ends_with("stale to readers"), "{why}");
-        assert_eq!(run.state(), &State::Holding);
+        assert_eq!(run.state(), "Holding");
         assert!(run.at(3606, Event::ConfigMapRead(stale.clone())).is_empty(), "once per episode");
         // A standby takes no part in it: the holder says it.
         let mut run = Run::new();
@@ -699,46 +746,43 @@ mod tests {
     fn the_operators_leader_changing_moves_publishing_to_the_sidecar_beside_it() {
         let mut run = Run::new();
         assert!(run.at(0, lease("pod-a_1")).is_empty());
-        assert_eq!(run.state(), &State::Claiming, "decided before the first read");
+        assert_eq!(run.state(), "Unknown", "decided before the first read: its write reads the lock first");
         assert!(run.at(0, Event::ConfigMapRead(held_by("pod-b"))).is_empty(), "the leader, not the lock, decides");
         let from_b = Action::Publish { took_over: Some(Some("pod-b".into())) };
         assert_eq!(run.at(0, Event::Written(held_by("pod-a"))), std::slice::from_ref(&from_b));
         let b_leads = Action::StandBy("pod-b publishes (the operator's leader)".into());
         assert_eq!(run.at(5, lease("pod-b_2")), [b_leads]);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         assert!(run.at(10, lease("pod-a_3")).is_empty());
-        assert_eq!(run.state(), &State::Claiming);
+        assert_eq!(run.state(), "Claiming");
         assert_eq!(run.at(10, Event::Written(held_by("pod-a"))), [from_b], "it stood by: news again");
         // A 409 reads the Lease again, but only the read after it decides.
         run.at(70, Event::Conflict { lease: Some(LeaseRead::NoLeader("Lease ns/op has no holder".into())) });
-        assert_eq!(run.state(), &State::Holding);
+        assert_eq!(run.state(), "Holding");
         let actions = run.at(70, Event::ConfigMapRead(held_by("pod-a")));
-        assert_eq!(
-            (run.state(), actions),
-            (&State::StandingBy, vec![Action::StandBy("Lease ns/op has no holder".into())])
-        );
+        assert_eq!((run.state(), actions), ("StandingBy", vec![Action::StandBy("Lease ns/op has no holder".into())]));
     }
 
     #[test]
     fn a_stopping_holder_hands_over_and_holds_on_when_nobody_takes_the_lock() {
         let mut run = Run::holding(0);
         assert!(run.at(10, Event::HandOver).is_empty());
-        assert_eq!(run.state(), &State::HandingOver);
+        assert_eq!(run.state(), "HandingOver");
         assert!(run.machine.state.publishing(), "until another takes the lock");
-        assert!(run.at(11, Event::HandoverRead(released_by("pod-a"))).is_empty());
-        assert_eq!(run.state(), &State::HandingOver);
-        assert_eq!(run.at(12, Event::HandoverRead(held_by("pod-b"))), [Action::HandedOver("pod-b".into())]);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert!(run.at(11, Event::ConfigMapRead(released_by("pod-a"))).is_empty());
+        assert_eq!(run.state(), "HandingOver");
+        assert_eq!(run.at(12, Event::ConfigMapRead(held_by("pod-b"))), [Action::HandedOver("pod-b".into())]);
+        assert_eq!(run.state(), "StandingBy");
 
         let mut run = Run::holding(0);
         run.at(10, Event::HandOver);
         assert!(run.at(16, Event::HandoverEnded).is_empty());
-        assert_eq!(run.state(), &State::Holding, "nobody took over: publishing on");
+        assert_eq!(run.state(), "Holding", "nobody took over: publishing on");
         // A standby has nothing to hand over.
         let mut run = Run::new();
         run.at(0, Event::ConfigMapRead(held_by("pod-b")));
         run.at(1, Event::HandOver);
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
     }
 
     #[test]
@@ -752,7 +796,7 @@ mod tests {
         assert!(why.starts_with("this pod is stopping"), "{why}");
         assert_eq!(run.at(60, Event::ConfigMapRead(released_by("pod-b"))).len(), 1, "for less than a heartbeat");
         assert!(run.at(61, Event::ConfigMapRead(released_by("pod-b"))).is_empty());
-        assert_eq!(run.state(), &State::Claiming, "nobody took it in a heartbeat (the operator wait)");
+        assert_eq!(run.state(), "Claiming", "nobody took it in a heartbeat (the operator wait)");
     }
 
     #[test]
@@ -762,11 +806,11 @@ mod tests {
         run.at(0, FAILED);
         run.at(60, FAILED);
         run.at(61, Event::ConfigMapRead(held_by("pod-b")));
-        assert_eq!(run.state(), &State::StandingBy);
+        assert_eq!(run.state(), "StandingBy");
         run.at(190, FAILED);
-        assert_eq!(run.state(), &State::StandingBy, "no answer: the next check decides");
+        assert_eq!(run.state(), "StandingBy", "no answer: the next check decides");
         run.at(191, PASSED);
-        assert_eq!(run.state(), &State::Claiming, "the lock unchanged for its lease: expired");
+        assert_eq!(run.state(), "Claiming", "the lock unchanged for its lease: expired");
     }
 
     #[test]
@@ -775,7 +819,7 @@ mod tests {
         let unreadable = configmap(Seen::parse(Some("garbage")));
         let actions = run.at(0, Event::ConfigMapRead(unreadable.clone()));
         assert!(matches!(&actions[..], [Action::LockUnreadable(why)] if why.contains("is not a lock record")));
-        assert_eq!(run.state(), &State::Claiming);
+        assert_eq!(run.state(), "Claiming");
         assert!(run.at(5, Event::ConfigMapRead(unreadable)).is_empty());
     }
 
@@ -784,14 +828,129 @@ mod tests {
         let mut run = Run::new();
         run.at(0, FAILED);
         assert!(run.at(1, Event::ConfigMapRead(held_by("pod-b"))).is_empty());
-        assert_eq!(run.state(), &State::Starting { standing_by: false });
+        assert_eq!(run.state(), "Starting");
         assert_eq!(run.machine.holder(), Some("pod-b"));
     }
 
     #[test]
-    fn a_check_that_is_pending_is_no_answer() {
-        assert!(answered(&OperatorAnswer::Answered));
-        assert!(!answered(&OperatorAnswer::Pending));
-        assert!(!answered(&OperatorAnswer::Down("connection refused".into())));
+    fn a_claim_interrupted_by_the_start_up_wait_is_forgotten_and_the_lock_read_again_before_any_write() {
+        let mut run = Run::new();
+        run.at(0, Event::ConfigMapRead(configmap(Seen::Absent)));
+        assert_eq!(run.state(), "Claiming");
+        run.at(0, FAILED);
+        assert_eq!(run.state(), "Starting");
+        // Meanwhile another instance took the lock, and this one read it.
+        assert!(run.at(1, Event::ConfigMapRead(held_by("pod-b"))).is_empty());
+        run.at(5, PASSED);
+        assert_eq!(run.state(), "Unknown");
+        assert!(run.machine.state.may_write(), "its next write looks first");
+        assert_eq!(run.machine.claim(false, wall(5)), None, "nothing to claim against: it has not decided");
+        // The write's first look decides: pod-b publishes.
+        assert_eq!(run.at(5, Event::Init(held_by("pod-b"))), [Action::StandBy("pod-b publishes".into())]);
+        assert!(!run.machine.state.may_write());
+    }
+
+    #[test]
+    fn a_deleted_configmap_releases_no_lock_and_a_claim_on_a_missing_one_creates_it_first() {
+        // A standby that saw pod-b's lock: the ConfigMap deleted leaves it
+        // standing by for pod-b's lease, as if the annotation were there.
+        let mut run = Run::new();
+        run.at(0, Event::ConfigMapRead(held_by("pod-b")));
+        for t in (5..130).step_by(5) {
+            run.at(t, Event::ConfigMapRead(missing()));
+            assert_eq!(run.state(), "StandingBy", "at {t} s");
+        }
+        assert_eq!(run.machine.holder(), Some("pod-b"));
+        // Unrenewed for its lease: free, but the claim has no version to go
+        // against, so the write looks first, creating the ConfigMap.
+        run.at(130, Event::ConfigMapRead(missing()));
+        assert_eq!(run.state(), "Claiming");
+        assert_eq!(run.machine.claim(false, wall(130)), None);
+        assert!(run.at(130, Event::Init(configmap(Seen::Absent))).is_empty());
+        let (record, version) = run.machine.claim(false, wall(130)).expect("a claim against the created one");
+        assert_eq!((record.holder_identity.as_str(), version), ("pod-a", "7"));
+        // Another standby claimed it first: its lock decides.
+        let mut run = Run::new();
+        run.at(0, Event::ConfigMapRead(missing()));
+        assert_eq!(run.state(), "Claiming", "nobody ever wrote it");
+        assert_eq!(run.at(0, Event::Init(held_by("pod-c"))), [Action::StandBy("pod-c publishes".into())]);
+        // The holder's own write after a 409 finds it gone: it claims it
+        // again the same way.
+        let mut run = Run::holding(0);
+        run.at(60, Event::Conflict { lease: None });
+        assert!(run.at(60, Event::ConfigMapRead(missing())).is_empty());
+        assert_eq!((run.state(), run.machine.claim(false, wall(60))), ("Claiming", None));
+        run.at(60, Event::Init(configmap(Seen::Absent)));
+        assert!(run.machine.claim(false, wall(60)).is_some());
+    }
+
+    #[test]
+    fn a_stopping_holder_leaves_the_status_to_another_writer_that_takes_it_while_it_hands_over() {
+        let mut run = Run::holding(0);
+        run.at(10, Event::HandOver);
+        let replaced = replaced_by_kube9(Some(wall(11)), wall(11));
+        let actions = run.at(12, Event::ConfigMapRead(replaced));
+        assert!(matches!(&actions[..], [Action::Yield { .. }]), "{actions:?}");
+        assert_eq!(run.state(), "Yielding");
+        assert!(!run.machine.state.publishing() && !run.machine.state.may_write(), "no final status over it");
+        assert!(run.at(16, Event::HandoverEnded).is_empty());
+        assert_eq!(run.state(), "Yielding", "the wait's end takes nothing back");
+    }
+
+    #[test]
+    fn a_leader_whose_sidecar_does_not_publish_is_stood_in_for_after_a_lease_until_its_sidecar_takes_the_lock() {
+        // pod-c renews the operator's Lease; its pod has no sidecar, and
+        // nobody ever wrote the status.
+        let mut run = Run::new();
+        let c_leads = Action::StandBy("pod-c publishes (the operator's leader)".into());
+        assert_eq!(run.at(0, renewed("pod-c_1", 0)), std::slice::from_ref(&c_leads));
+        let mut t = 0;
+        while run.state() == "StandingBy" {
+            assert!(run.machine.wants_look(wall(t)), "a follower looks at the lock on every check");
+            run.at(t, renewed("pod-c_1", t));
+            run.at(t, Event::ConfigMapRead(missing()));
+            t += 5;
+        }
+        assert_eq!((t - 5, run.state()), (130, "Claiming"), "a lease (130 s) with no lock written");
+        assert_eq!(run.machine.memory.silent_leader.as_deref(), Some("pod-c"));
+        run.at(130, Event::Init(configmap(Seen::Absent)));
+        let news = run.at(130, Event::Written(held_by("pod-a")));
+        assert_eq!(news, [Action::Publish { took_over: Some(None) }]);
+        // It keeps the lock while pod-c leads and its sidecar is silent.
+        for t in (135..400).step_by(5) {
+            assert!(run.at(t, renewed("pod-c_1", t)).is_empty());
+            assert_eq!(run.state(), "Holding", "at {t} s");
+            assert!(run.machine.wants_look(wall(t)), "it looks for the leader's sidecar on every check");
+            run.at(t, Event::ConfigMapRead(held_by("pod-a")));
+        }
+        // pod-c's sidecar takes the lock: handed back at once.
+        assert_eq!(run.at(400, Event::ConfigMapRead(held_by("pod-c"))), [c_leads]);
+        assert_eq!((run.state(), run.machine.memory.silent_leader.as_deref()), ("StandingBy", None));
+
+        // A leader's sidecar that renews the lock is never stood in for.
+        let mut run = Run::new();
+        for t in (0..400).step_by(5) {
+            run.at(t, renewed("pod-c_1", t));
+            let renewal = Record::claim("pod-c", None, S(130), wall(t / 60 * 60));
+            run.at(t, Event::ConfigMapRead(configmap(Seen::Record(renewal))));
+            assert_eq!(run.state(), "StandingBy", "at {t} s");
+        }
+        // A Lease nobody renews is no silent sidecar: past its duration and
+        // 10 s it names no leader, and the lock decides (saying so).
+        let mut run = Run::new();
+        for t in (0..=130).step_by(5) {
+            run.at(t, lease("pod-c_1"));
+            run.at(t, Event::ConfigMapRead(missing()));
+            assert_eq!(run.machine.memory.silent_leader, None, "at {t} s");
+        }
+        // Nor one whose lock is live (held by another follower that stood
+        // in, renewing it).
+        let mut run = Run::new();
+        for t in (0..400).step_by(5) {
+            run.at(t, renewed("pod-c_1", t));
+            let renewal = Record::claim("pod-b", None, S(130), wall(t / 60 * 60));
+            run.at(t, Event::ConfigMapRead(configmap(Seen::Record(renewal))));
+            assert_eq!(run.state(), "StandingBy", "at {t} s");
+        }
     }
 }

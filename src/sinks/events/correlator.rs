@@ -126,11 +126,21 @@ pub(crate) fn upgradeable_changed(before: Status, after: Status, why: &str, at: 
 }
 
 /// This instance took the publisher lock over from another (`from`, when
-/// known) or after standing by.
-pub(crate) fn became_publisher(me: &str, configmap: &str, from: Option<&str>, at: SystemTime) -> Occurrence {
+/// known) or after standing by; `because` a leader's sidecar publishes
+/// nothing (a warning, saying so), when it is why.
+pub(crate) fn became_publisher(
+    me: &str,
+    configmap: &str,
+    from: Option<&str>,
+    because: Option<&str>,
+    at: SystemTime,
+) -> Occurrence {
     let from = from.map_or_else(|| "after standing by".to_string(), |f| format!("from {f}"));
     let message = format!("{me} publishes the status in ConfigMap {configmap}: took over {from}");
-    Occurrence::new(EventType::Normal, BECAME_PUBLISHER, &message, at)
+    match because {
+        Some(why) => Occurrence::new(EventType::Warning, BECAME_PUBLISHER, &format!("{message}: {why}"), at),
+        None => Occurrence::new(EventType::Normal, BECAME_PUBLISHER, &message, at),
+    }
 }
 
 /// Another writer took the status key over; opstatus leaves the
@@ -453,13 +463,16 @@ mod tests {
 
     #[test]
     fn becoming_the_publisher_names_who_was_before() {
-        let e = became_publisher("pod-b", "ops/kube9-operator-status", Some("pod-a"), at(0));
+        let e = became_publisher("pod-b", "ops/kube9-operator-status", Some("pod-a"), None, at(0));
         assert_eq!((e.kind, e.reason), (EventType::Normal, BECAME_PUBLISHER));
         assert_eq!(
             e.message,
             "pod-b publishes the status in ConfigMap ops/kube9-operator-status: took over from pod-a"
         );
-        assert!(became_publisher("b", "ops/x", None, at(0)).message.ends_with("took over after standing by"));
+        assert!(became_publisher("b", "ops/x", None, None, at(0)).message.ends_with("took over after standing by"));
+        let e = became_publisher("b", "ops/x", None, Some("the operator's leader c publishes no status"), at(0));
+        assert_eq!(e.kind, EventType::Warning, "standing in for a leader is no ordinary takeover");
+        assert!(e.message.ends_with("after standing by: the operator's leader c publishes no status"), "{}", e.message);
     }
 
     #[test]
