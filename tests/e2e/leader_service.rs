@@ -215,10 +215,16 @@ fn e2e_the_leaders_service_points_at_the_leaders_pod_follows_a_handover_and_empt
     assert_eq!(written["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "opstatus");
     assert_eq!(written["endpoints"][0]["targetRef"]["name"], "op-a");
     assert_eq!(written["endpoints"][0]["conditions"]["ready"], true);
-    let (code, body, _) = get(addr_a, "/leader");
-    assert_eq!((code, body.as_str()), (200, "leader: this pod (op-a) leads\n"));
-    let (code, body, _) = get(addr_b, "/leader");
-    assert_eq!((code, body.as_str()), (503, "not the leader: op-a leads\n"));
+    // What `/leader` answers is set in each pod's first check, just after
+    // its slice request: a moment after the slice shows, on a busy machine.
+    let answers = || {
+        let (a, b) = (get(addr_a, "/leader"), get(addr_b, "/leader"));
+        ((a.0, a.1), (b.0, b.1))
+    };
+    let leads_a =
+        ((200, "leader: this pod (op-a) leads\n".to_string()), (503, "not the leader: op-a leads\n".to_string()));
+    let said = wait_for(Duration::from_secs(10), Duration::from_millis(50), || (answers() == leads_a).then_some(()));
+    assert!(said.is_some(), "/leader: {:?}", answers());
     // Both pods are Ready (once their first tick is served: the slice is
     // written in the check before it): /leader is no readiness.
     let ready = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
