@@ -14,13 +14,19 @@
 //!
 //! The first state observed is published at once: there is nothing yet to
 //! hold on to (the start-up allowance, not inertia, covers an operator
-//! that is only starting). A pending change that reverses before its
-//! window ends is forgotten; one that moves further the same way (healthy
-//! → degraded → unhealthy) keeps counting from its first check, and the
-//! state published at the end is the one seen then. A published state
-//! holds "since" the first check that saw it, which the outputs say in
-//! their reason or message only where inertia is on, so that their words
-//! without it stay as they were.
+//! that is only starting), unless the output said a state already
+//! ([`Inertia::seed`]: read back after a restart or a takeover), which
+//! then holds as published. Worse goes out sooner than better: a pending
+//! change towards better that reverses before its window ends is
+//! forgotten (better must hold unbroken); one towards worse is forgotten
+//! only once better has held for its own window, so flapping cannot hide
+//! it: it is published once its window since its first check has passed,
+//! whatever that check saw, and then held while the flapping goes on. One
+//! that moves further the same way (healthy → degraded → unhealthy) keeps
+//! counting from its first check, and the state published at the end is
+//! the worst seen last. A published state holds "since" the first check
+//! that saw it, which the outputs say in their reason or message only
+//! where inertia is on, so that their words without it stay as they were.
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -95,12 +101,16 @@ pub(crate) struct Inertia<S> {
     published: Option<Since<S>>,
     /// A change from `published`, since its first check.
     pending: Option<Since<S>>,
+    /// While a change is pending: since when the state seen is back to the
+    /// published one (a reversal, which cancels the change once it has
+    /// held for its own window).
+    back: Option<Instant>,
 }
 
 impl<S: Copy + Ord> Inertia<S> {
     /// The first state observed is published at once.
     pub(crate) fn new(windows: Windows) -> Inertia<S> {
-        Inertia { windows, initial: None, published: None, pending: None }
+        Inertia { windows, initial: None, published: None, pending: None, back: None }
     }
 
     /// `initial` counts as published from the first observation on (the
@@ -109,32 +119,57 @@ impl<S: Copy + Ord> Inertia<S> {
         Inertia { initial: Some(initial), ..Inertia::new(windows) }
     }
 
+    /// Before the first observation: `state` is what the output already
+    /// says (read back from it after a restart or a takeover), published
+    /// since `since`; the first state observed is then a change like any
+    /// other, counted from that observation.
+    pub(crate) fn seed(&mut self, state: S, since: SystemTime, now: Instant) {
+        if self.published.is_none() {
+            self.published = Some(Since { state, at: now, wall: since });
+        }
+    }
+
+    /// The window a change from `from` to `to` must hold for.
+    fn window(&self, from: S, to: S) -> Duration {
+        if to > from { self.windows.worse } else { self.windows.better }
+    }
+
     /// Takes the state seen at `now` (`wall` the same instant on the wall
     /// clock) and says which state to publish.
     pub(crate) fn observe(&mut self, state: S, now: Instant, wall: SystemTime) -> S {
         let published = match (self.published, self.initial.take()) {
             (Some(published), _) => published,
-            (None, initial) => {
-                let first = Since { state: initial.unwrap_or(state), at: now, wall };
-                self.published = Some(first);
-                first
-            }
+            (None, initial) => *self.published.insert(Since { state: initial.unwrap_or(state), at: now, wall }),
+        };
+        let held = |since: Instant, window: Duration| now.saturating_duration_since(since) >= window;
+        let publish = |inertia: &mut Inertia<S>, change: Since<S>| {
+            (inertia.published, inertia.pending, inertia.back) = (Some(change), None, None);
+            change.state
         };
         if state == published.state {
-            self.pending = None;
-            return state;
+            let Some(pending) = self.pending else { return state };
+            // Back where it was published: a change towards better is
+            // cancelled at once (it must hold unbroken); one towards worse
+            // only once better has held for its window, and it is published
+            // when its own window ends first: a flapping operator is shown.
+            let back = *self.back.get_or_insert(now);
+            let cancel_after = if pending.state > state { self.windows.better } else { Duration::ZERO };
+            if held(back, cancel_after) {
+                (self.pending, self.back) = (None, None);
+            } else if held(pending.at, self.window(state, pending.state)) {
+                return publish(self, pending);
+            }
+            return published.state;
         }
+        self.back = None;
         let worse = state > published.state;
-        let window = if worse { self.windows.worse } else { self.windows.better };
-        let (at, wall) = match self.pending {
+        let at = match self.pending {
             Some(p) if (p.state > published.state) == worse => (p.at, p.wall),
             _ => (now, wall),
         };
-        let change = Since { state, at, wall };
-        if now.saturating_duration_since(at) >= window {
-            self.published = Some(change);
-            self.pending = None;
-            return state;
+        let change = Since { state, at: at.0, wall: at.1 };
+        if held(change.at, self.window(published.state, state)) {
+            return publish(self, change);
         }
         self.pending = Some(change);
         published.state
@@ -149,8 +184,7 @@ impl<S: Copy + Ord> Inertia<S> {
     pub(crate) fn pending(&self) -> Option<Pending<S>> {
         let published = self.published?;
         let p = self.pending?;
-        let window = if p.state > published.state { self.windows.worse } else { self.windows.better };
-        Some(Pending { state: p.state, since: p.wall, due: p.wall + window })
+        Some(Pending { state: p.state, since: p.wall, due: p.wall + self.window(published.state, p.state) })
     }
 }
 
@@ -160,19 +194,39 @@ impl<S: Copy + Ord> Inertia<S> {
 #[derive(Clone, Debug)]
 pub(crate) struct HeldValue<T, S> {
     inertia: Inertia<S>,
+    /// The last value seen in the published state.
     kept: Option<T>,
+    /// The last value seen in a pending state: kept once that is published
+    /// on a check that saw it reversed (a flapping operator).
+    pending: Option<T>,
 }
 
 impl<T: Clone, S: Copy + Ord> HeldValue<T, S> {
     pub(crate) fn new(windows: Windows) -> HeldValue<T, S> {
-        HeldValue { inertia: Inertia::new(windows), kept: None }
+        HeldValue { inertia: Inertia::new(windows), kept: None, pending: None }
+    }
+
+    /// Before the first observation: `value`, in `state`, is what the
+    /// output says, since `since` ([`Inertia::seed`]).
+    pub(crate) fn seed(&mut self, value: T, state: S, since: SystemTime, now: Instant) {
+        if self.inertia.published.is_none() {
+            self.inertia.seed(state, since, now);
+            self.kept = Some(value);
+        }
     }
 
     /// Takes the value seen at `now`, in `state`.
     pub(crate) fn observe(&mut self, value: &T, state: S, now: Instant, wall: SystemTime) {
-        if self.inertia.observe(state, now, wall) == state {
+        let before = self.inertia.published.map(|p| p.state);
+        let published = self.inertia.observe(state, now, wall);
+        if published == state {
             self.kept = Some(value.clone());
+            return;
         }
+        if before != Some(published) {
+            self.kept = self.pending.take();
+        }
+        self.pending = Some(value.clone());
     }
 
     /// What to publish of `value` (in `state`) as of the last observation:
@@ -213,6 +267,16 @@ impl PendingChange {
 /// ends with.
 pub(crate) fn since_note(wall: SystemTime) -> String {
     format!(" (since {})", crate::util::time::format_rfc3339(wall))
+}
+
+/// A reason or message and the time its ` (since …)` note says, the note
+/// taken off; the text as it is, and `None`, without one.
+pub(crate) fn split_since(text: &str) -> (&str, Option<SystemTime>) {
+    let note = text.strip_suffix(')').and_then(|t| t.rsplit_once(" (since "));
+    match note.and_then(|(before, at)| Some((before, crate::util::time::parse_rfc3339(at)?))) {
+        Some((before, at)) => (before, Some(at)),
+        None => (text, None),
+    }
 }
 
 #[cfg(test)]
@@ -319,6 +383,68 @@ mod tests {
         assert_eq!(held.pending(), None);
     }
 
+    /// An operator in a restart loop: bad at every other check, 1 s apart.
+    fn flapping(inertia: &mut Inertia<u8>, t0: Instant, from: u64, to: u64) -> Vec<u8> {
+        (from..to).map(|s| observe(inertia, (s % 2) as u8, t0, s)).collect()
+    }
+
+    #[test]
+    fn a_flapping_state_is_published_once_and_held_until_the_better_one_holds() {
+        let t0 = Instant::now();
+        let mut inertia = Inertia::new(Windows { worse: Duration::ZERO, better: secs(3) });
+        assert_eq!(observe(&mut inertia, 0, t0, 0), 0);
+        let published = flapping(&mut inertia, t0, 1, 21);
+        assert_eq!(published, [1; 20], "bad at once, then held: good never holds 3 s");
+        assert_eq!(observe(&mut inertia, 0, t0, 22), 1, "good since 20 s: 2 s of 3");
+        assert_eq!(observe(&mut inertia, 0, t0, 23), 0, "good for 3 s");
+    }
+
+    #[test]
+    fn a_window_towards_worse_does_not_hide_a_flapping_state_for_ever() {
+        let t0 = Instant::now();
+        let mut inertia = Inertia::new(Windows { worse: secs(8), better: secs(3) });
+        observe(&mut inertia, 0, t0, 0);
+        let published = flapping(&mut inertia, t0, 1, 30);
+        let first_bad = published.iter().position(|s| *s == 1).expect("published");
+        assert_eq!(first_bad + 1, 9, "8 s after the first bad check: {published:?}");
+        assert!(published[first_bad..].iter().all(|s| *s == 1), "held while it flaps: {published:?}");
+        assert_eq!(inertia.published().map(|p| p.wall), Some(at(t0, 1).1), "bad since its first check");
+        // A bad blip shorter than the window, then good for longer than 3 s:
+        // nothing published.
+        let mut calm = Inertia::new(Windows { worse: secs(8), better: secs(3) });
+        for (s, state) in [(0, 0), (1, 1), (2, 0), (3, 0), (4, 0), (5, 0), (6, 1), (7, 0), (11, 0)] {
+            assert_eq!(observe(&mut calm, state, t0, s), 0, "{s}");
+        }
+        assert_eq!(calm.pending(), None);
+    }
+
+    #[test]
+    fn a_seeded_state_counts_as_published_since_its_own_time() {
+        let t0 = Instant::now();
+        let mut held: HeldValue<&str, bool> = HeldValue::new(Windows { worse: Duration::ZERO, better: secs(20) });
+        let since = at(t0, 0).1 - secs(600);
+        held.seed("blocked, as read back", true, since, t0);
+        let (now, wall) = at(t0, 1);
+        held.observe(&"clear", false, now, wall);
+        assert_eq!(held.held("clear", false), ("blocked, as read back", Some(since)), "the window counts from here");
+        let (now, wall) = at(t0, 21);
+        held.observe(&"clear", false, now, wall);
+        assert_eq!(held.held("clear", false), ("clear", Some(at(t0, 1).1)));
+        held.seed("ignored once observed", true, since, t0);
+        assert_eq!(held.held("clear", false).0, "clear");
+    }
+
+    #[test]
+    fn a_state_published_on_a_reversed_check_keeps_its_own_value() {
+        let t0 = Instant::now();
+        let mut held: HeldValue<&str, u8> = HeldValue::new(Windows { worse: secs(2), better: secs(5) });
+        for (s, value, state) in [(0, "ok", 0), (1, "bad: a", 1), (2, "ok", 0), (3, "ok", 0)] {
+            let (now, wall) = at(t0, s);
+            held.observe(&value, state, now, wall);
+        }
+        assert_eq!(held.held("ok", 0), ("bad: a", Some(at(t0, 1).1)), "bad for 2 s, with the reason it had");
+    }
+
     #[test]
     fn windows_parse_worse_then_better_within_bounds() {
         let plain = |v: &str| v.parse::<u64>().map(Duration::from_secs).map_err(|_| "is not a number".to_string());
@@ -341,7 +467,11 @@ mod tests {
     }
 
     #[test]
-    fn the_note_says_since_when_in_rfc_3339() {
-        assert_eq!(since_note(SystemTime::UNIX_EPOCH + secs(1_795_849_262)), " (since 2026-11-28T07:01:02Z)");
+    fn the_note_says_since_when_in_rfc_3339_and_reads_back() {
+        let at = SystemTime::UNIX_EPOCH + secs(1_795_849_262);
+        assert_eq!(since_note(at), " (since 2026-11-28T07:01:02Z)");
+        assert_eq!(split_since(&format!("Blocked{}", since_note(at))), ("Blocked", Some(at)));
+        assert_eq!(split_since("Blocked (since then)"), ("Blocked (since then)", None));
+        assert_eq!(split_since("Blocked"), ("Blocked", None));
     }
 }

@@ -25,18 +25,20 @@ impl LeaderService {
 
     /// One check: from the Lease as last read (`leader`), keeps the slice
     /// and says what `/leader` answers; a slice that cannot be kept is a
-    /// problem of the status. `grace`: how long failed Lease reads keep
-    /// the last answer.
+    /// problem of the status. `interval`: the heartbeat, how often the
+    /// leader checks the slice for drift; failed Lease reads keep the last
+    /// answer for one lease of the publisher lock.
     pub(super) fn check(
         &mut self,
         client: &mut Client,
         leader: &Leader,
         now: Instant,
-        grace: Duration,
+        interval: Duration,
         shared: &Shared,
     ) -> Option<Problem> {
+        let grace = crate::lock::lease_duration(interval);
         let leading = leading(leader, now, grace);
-        self.endpoints.sync(client, leading, now);
+        self.endpoints.sync(client, leading, now, interval);
         let view = view(leading, &self.pod, leader, grace);
         shared.lock().unwrap_or_else(|p| p.into_inner()).leader = Some(view);
         self.endpoints.problem()

@@ -3,8 +3,7 @@
 //! What that means for publishing is [`super::leader`]'s (pure).
 
 use super::leader::{DEFAULT_LEASE_DURATION, Held, LeaseRead};
-use crate::kube::Client;
-use serde_json::Value;
+use crate::kube::{Client, Fields, unreadable};
 use std::time::Duration;
 
 /// Where the permission to read the operator's Lease is granted.
@@ -25,32 +24,35 @@ pub(super) fn read_leader(client: &mut Client, namespace: &str, name: &str) -> L
             return LeaseRead::Failed(format!("Cannot read Lease {namespace}/{name}: {}", e.granted_by(LEASE_GRANT)));
         }
     };
-    // The Lease is the operator's (anyone with its RBAC may write it): its
-    // holder reaches logs and messages sanitised and bounded, and a parse
-    // error never quotes it.
-    let lease: Value = match serde_json::from_slice(&lease) {
-        Ok(lease) => lease,
-        Err(e) => {
-            let kind = crate::lock::error_kind(&e);
-            return LeaseRead::Failed(format!("Lease {namespace}/{name} is {kind} (column {})", e.column()));
-        }
+    // Only the three fields used are parsed; labels, annotations and the
+    // rest are skipped.
+    let spec = Fields::parse(&lease).and_then(|lease| lease.object("spec"));
+    let read = spec.and_then(|spec| {
+        Ok((
+            spec.get::<String>("holderIdentity")?,
+            spec.get::<String>("renewTime")?,
+            spec.get::<u64>("leaseDurationSeconds")?,
+        ))
+    });
+    let (holder, renew_time, duration) = match read {
+        Ok(read) => read,
+        Err(e) => return LeaseRead::Failed(unreadable(&format!("Lease {namespace}/{name}"), &e).to_string()),
     };
-    let text = |pointer: &str, limit: usize| {
-        let found = lease.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
-        found.map(|s| crate::util::text::sanitize(s, limit))
+    // The Lease is the operator's (anyone with its RBAC may write it): its
+    // holder reaches logs and messages sanitised and bounded.
+    let text = |found: Option<String>, limit: usize| {
+        found.filter(|s| !s.is_empty()).map(|s| crate::util::text::sanitize(&s, limit))
     };
     // `<pod name>_<uuid>`: a pod name's limit and room for the suffix.
-    match text("/spec/holderIdentity", crate::lock::MAX_IDENTITY + 64) {
+    match text(holder, crate::lock::MAX_IDENTITY + 64) {
         Some(holder) => LeaseRead::Held(Held {
             lease: format!("{namespace}/{name}"),
             holder,
             // RFC 3339 with microseconds is 27 characters.
-            renew_time: text("/spec/renewTime", 64),
+            renew_time: text(renew_time, 64),
             // Bounded as the lock's own leases are: no Lease keeps the
             // publishers silent for longer than readers' patience.
-            duration: lease
-                .pointer("/spec/leaseDurationSeconds")
-                .and_then(Value::as_u64)
+            duration: duration
                 .map_or(DEFAULT_LEASE_DURATION, Duration::from_secs)
                 .clamp(crate::lock::LEASE_RANGE.0, crate::lock::LEASE_RANGE.1),
         }),

@@ -153,10 +153,8 @@ pub(crate) struct Agent {
     /// Whether `RUST_LOG` asked for a line on every heartbeat
     /// ([`write_log::HEARTBEAT_TARGET`]); read once, not on every write.
     heartbeat_lines: bool,
-    /// The health under `--health-inertia`; `None`: off.
-    health: Option<published::HeldHealth>,
-    /// `Upgradeable` as the sinks publish it, for its Events.
-    upgradeable: crate::sinks::upgradeable::HeldUpgradeable,
+    /// The health held: recoveries, and changes under `--health-inertia`.
+    health: published::HeldHealth,
     leader_service: Option<LeaderService>,
     /// How long the last checks took: what a standby's take-over costs.
     check_times: CheckTimes,
@@ -212,8 +210,7 @@ impl Agent {
             published: None,
             last_written: None,
             publisher,
-            health: Some(config.settings.health_inertia).filter(|w| w.is_on()).map(published::HeldHealth::new),
-            upgradeable: crate::sinks::upgradeable::HeldUpgradeable::new(config.settings.upgradeable_inertia),
+            health: published::HeldHealth::new(config.settings.health_inertia, config.settings.check_interval),
             config,
             sinks_synced: false,
             pod_stopping: false,
@@ -276,10 +273,10 @@ impl Agent {
         let publishing = self.publisher.publishing();
         let mut observation = Observation::default();
         observation.problems.extend(self.publisher.problem(now));
-        let grace = crate::lock::lease_duration(self.interval());
+        let interval = self.interval();
         if let Some(service) = self.leader_service.as_mut().filter(|_| !eager) {
             let leader = self.publisher.leader();
-            observation.problems.extend(service.check(&mut self.client, leader, now, grace, &self.shared));
+            observation.problems.extend(service.check(&mut self.client, leader, now, interval, &self.shared));
         }
         for signal in &mut self.signals {
             if publishing || (active && (eager || !signal.waits_for_the_lock())) || signal.when_standing_by() {
@@ -301,14 +298,16 @@ impl Agent {
             }
         }
         self.observation = observation;
-        self.hold_health(now);
         self.follow_interval();
-        if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
-            let (wall, probes) = (SystemTime::now(), self.observation.probes.as_ref());
-            let held = probes.and_then(|p| p.upgradeable.as_ref()).map(|u| self.upgradeable.publish(u, now, wall));
-            events.observe_upgradeable(held.as_deref(), now, wall);
-        }
         self.sync_sinks(now);
+        // After the sinks: their failures are this check's health too.
+        self.hold_health(now);
+        // Events say what the sinks published (under inertia, a flip once it
+        // went out), else what the probes say.
+        if let Some(events) = self.events.as_ref().filter(|_| self.publisher.publishing()) {
+            let probes = self.observation.probes.as_ref().and_then(|p| p.upgradeable.as_ref());
+            events.observe_upgradeable(self.sinks.upgradeable().or(probes), now, SystemTime::now());
+        }
     }
 
     /// After the lock or another writer of the status made a publisher
@@ -326,7 +325,10 @@ impl Agent {
     /// Brings every other sink up to date with the observation, if this
     /// instance holds the lock: only the holder writes anything.
     fn sync_sinks(&mut self, now: Instant) {
-        self.sinks_synced = self.publisher.publishing();
+        let synced = std::mem::replace(&mut self.sinks_synced, self.publisher.publishing());
+        if synced && !self.sinks_synced {
+            self.sinks.stand_by();
+        }
         if self.sinks.is_empty() || !self.sinks_synced {
             return;
         }

@@ -79,6 +79,7 @@ impl Agent {
             // The signals that waited for the lock look at once.
             self.check_soon = self.signals.iter().any(|s| s.waits_for_the_lock());
             self.sync_sinks(Instant::now());
+            self.hold_health(Instant::now());
             if !shutting_down && self.published != Some(self.content()) {
                 return self.publish(self.publishable(), release);
             }

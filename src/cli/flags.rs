@@ -125,7 +125,8 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--check-interval",
         env: "OPSTATUS_CHECK_INTERVAL",
         default: Default::ValueThen("5s", "(at most --interval)"),
-        help: "How often the watched signals are checked; a health change is published at once.",
+        help: "How often the watched signals are checked; worse health is published at once, better once three \
+               checks in a row see it.",
         kind: Kind::Value(|s, v| {
             s.agent.check_interval = v.duration(MIN_INTERVAL..=MAX_INTERVAL)?;
             Ok(())

@@ -9,6 +9,7 @@
 //!   admin what to do.
 //! - [`yaml`]: the YAML subset kubeconfig files use.
 //! - [`names`]: Kubernetes object-name rules.
+//! - [`Fields`]: one object read for the few fields its caller uses.
 //! - [`reflector`]: what a list-then-watch does after each list and watch
 //!   (pure), for every watch opstatus keeps.
 //!
@@ -21,6 +22,7 @@ mod error;
 mod failures;
 mod identity;
 pub(crate) mod names;
+mod object;
 mod object_ref;
 pub(crate) mod reflector;
 mod request;
@@ -33,6 +35,7 @@ pub use client::Client;
 pub(crate) use client::call_bound;
 pub use credentials::{Auth, Credentials, Secret};
 pub(crate) use error::KubeError;
+pub(crate) use object::{Fields, unreadable};
 pub(crate) use object_ref::ObjectRef;
 pub(crate) use watch_stream::{Closer, ListKey, PartBound, WatchStream};
 pub(crate) use worker::{Stop, Worker};

@@ -70,6 +70,8 @@ pub(crate) enum Ended {
     Gone {
         error: String,
     },
+    /// The owner wants what it watches listed again, at once: no problem.
+    Relist,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +147,7 @@ impl Machine {
                 let step = if relist { Step::List } else { Step::Watch };
                 plan(step, self.backoff.next_delay(random, retry_after), Some(Some(error)))
             }
+            Ended::Relist => plan(Step::List, Duration::ZERO, None),
             Ended::Gone { error } => {
                 self.gone += 1;
                 if self.gone == 1 {

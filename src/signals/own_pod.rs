@@ -63,7 +63,9 @@ impl OwnPod {
     }
 }
 
-/// Whether a Pod's JSON has a `deletionTimestamp` (its deletion requested).
+/// Whether a Pod's JSON has a `deletionTimestamp` (its deletion
+/// requested): a time, as the API writes it. Anything else there (`false`,
+/// a number, an object) is no Pod the API would send, and no deletion.
 fn deletion_requested(body: &[u8]) -> Result<bool, String> {
     #[derive(serde::Deserialize)]
     struct Pod {
@@ -72,11 +74,15 @@ fn deletion_requested(body: &[u8]) -> Result<bool, String> {
     #[derive(serde::Deserialize)]
     struct Metadata {
         #[serde(rename = "deletionTimestamp")]
-        deletion_timestamp: Option<serde::de::IgnoredAny>,
+        deletion_timestamp: Option<String>,
     }
     let pod: Pod = serde_json::from_slice(body)
         .map_err(|e| format!("the Pod is not what the API promises ({})", crate::lock::error_kind(&e)))?;
-    Ok(pod.metadata.deletion_timestamp.is_some())
+    let at = pod.metadata.deletion_timestamp;
+    match at.as_deref().map(crate::util::time::parse_rfc3339) {
+        Some(None) => Err("the Pod's deletionTimestamp is not a time".into()),
+        at => Ok(at.is_some()),
+    }
 }
 
 #[cfg(test)]
@@ -94,5 +100,11 @@ mod tests {
         let broken = deletion_requested(b"{\"metadata\":").unwrap_err();
         assert!(broken.starts_with("the Pod is not what the API promises ("), "{broken}");
         assert!(deletion_requested(br#"{"kind":"Status"}"#).is_err(), "no metadata at all");
+        // Not a time: no deletion, and said.
+        for odd in ["false", "true", "0", "{}", "[]", r#""""#, r#""soon""#] {
+            let pod = format!(r#"{{"metadata":{{"name":"op-1","deletionTimestamp":{odd}}}}}"#);
+            let read = deletion_requested(pod.as_bytes());
+            assert!(read.is_err(), "{odd}: {read:?}");
+        }
     }
 }

@@ -23,11 +23,15 @@
 //! happens only when what the slice should say changes: on a handover, when
 //! the Lease lapses, when this process starts as the leader; a standby reads
 //! the slice once at start (and after a refused write), never per heartbeat.
+//! Like every sink, the leader's slice is under a drift check: once per
+//! heartbeat interval the leader's sidecar reads it, and a slice deleted,
+//! pointed elsewhere, or with its ports, family or Service label edited is
+//! written again.
 //!
 //! What the slice should say ([`wanted`]) is pure; what the Lease means now
 //! (the clock) is decided by the caller.
 
-use crate::kube::{Client, KubeError, ObjectRef};
+use crate::kube::{Client, Fields, KubeError, ObjectRef, unreadable};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::{Backoff, Jitter};
 use crate::util::reported::Reported;
@@ -100,6 +104,15 @@ pub(crate) fn pod_ip(given: Option<&str>) -> Result<IpAddr, String> {
                 .trim()
                 .parse()
                 .map_err(|_| format!("--leader-service: POD_IP {shown:?} is not an IP address ({HOW})"))?;
+            // Kubernetes gives an IPv4 pod its IPv4 address; the mapped form
+            // would be written as an IPv6 address, which it is not.
+            if ip.to_canonical() != ip {
+                return Err(format!(
+                    "--leader-service: POD_IP {shown:?} is an IPv4 address written as IPv6 (IPv4-mapped): give it \
+                     as {} ({HOW})",
+                    ip.to_canonical()
+                ));
+            }
             // The API server refuses them in an EndpointSlice (422), and no
             // client elsewhere could reach them.
             if ip.is_loopback() || ip.is_unspecified() || ip.is_multicast() {
@@ -141,6 +154,16 @@ pub(crate) fn wanted(leading: Leading<'_>, me: &str, ip: IpAddr, known: Option<S
     }
 }
 
+/// What the slice says as last read or written: where it points, whether
+/// the rest (family, ports, the Service's label) is what opstatus writes,
+/// and its `resourceVersion`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Known {
+    says: Says,
+    intact: bool,
+    version: String,
+}
+
 /// The EndpointSlice of the leader's Service, and what it last said.
 #[derive(Clone, Debug)]
 pub(crate) struct LeaderEndpoints {
@@ -149,14 +172,15 @@ pub(crate) struct LeaderEndpoints {
     ports: Vec<ServicePort>,
     pod: String,
     ip: IpAddr,
-    /// What the slice says and its `resourceVersion`, as last read or
-    /// written; `None` until read, and after a refused write.
-    known: Option<(Says, String)>,
+    /// `None` until read, and after a refused write.
+    known: Option<Known>,
     failure: Reported,
     backoff: Backoff,
     jitter: Jitter,
     /// After a failure: not before then.
     retry_at: Option<Instant>,
+    /// While this pod leads: when the slice is read again to repair it.
+    drift_check_at: Option<Instant>,
 }
 
 impl LeaderEndpoints {
@@ -173,6 +197,7 @@ impl LeaderEndpoints {
             backoff,
             jitter,
             retry_at: None,
+            drift_check_at: None,
         }
     }
 
@@ -181,14 +206,27 @@ impl LeaderEndpoints {
     }
 
     /// Brings the slice to what it should say given `leading`: at most one
-    /// read (only when what it says is not known and matters) and one write,
-    /// none when nothing changed; after a failure, none until the backoff
-    /// has passed.
-    pub(crate) fn sync(&mut self, client: &mut Client, leading: Leading<'_>, now: Instant) {
+    /// read (only when what it says is not known and matters, or, for the
+    /// leader, once per `interval`: the drift check) and one write, none
+    /// when nothing changed; after a failure, none until the backoff has
+    /// passed.
+    pub(crate) fn sync(&mut self, client: &mut Client, leading: Leading<'_>, now: Instant, interval: Duration) {
         if self.retry_at.is_some_and(|at| now < at) {
             return;
         }
-        let failure = match self.try_sync(client, leading) {
+        let drift_check = match (leading == Leading::Pod(&self.pod), self.drift_check_at) {
+            (false, _) => {
+                self.drift_check_at = None;
+                false
+            }
+            (true, Some(at)) if now < at => false,
+            // The first check as the leader writes without reading.
+            (true, at) => {
+                self.drift_check_at = Some(now + interval);
+                at.is_some()
+            }
+        };
+        let failure = match self.try_sync(client, leading, drift_check) {
             Ok(()) => {
                 self.backoff.reset();
                 self.retry_at = None;
@@ -203,29 +241,30 @@ impl LeaderEndpoints {
         self.failure.update(failure, log::Level::Warn, "The leader's EndpointSlice can be written again");
     }
 
-    fn try_sync(&mut self, client: &mut Client, leading: Leading<'_>) -> Result<(), KubeError> {
+    fn try_sync(&mut self, client: &mut Client, leading: Leading<'_>, drift_check: bool) -> Result<(), KubeError> {
         // Another pod leads: the slice is its sidecar's to rewrite, so what
         // this one knows of it is stale; read again if it matters again.
         if matches!(leading, Leading::Pod(pod) if pod != self.pod) {
             self.known = None;
         }
-        let known = self.known.as_ref().map(|(says, _)| *says);
-        if known.is_none() && leading == Leading::Nobody {
+        if drift_check || (self.known.is_none() && leading == Leading::Nobody) {
+            self.known = None;
             self.read(client)?;
         }
-        let known = self.known.as_ref().map(|(says, _)| *says);
+        let known = self.known.as_ref().map(|k| k.says);
         let Some(want) = wanted(leading, &self.pod, self.ip, known) else { return Ok(()) };
-        if known == Some(want) {
+        if self.known.as_ref().is_some_and(|k| k.says == want && (k.intact || want.is_none())) {
             return Ok(());
         }
         // Emptying is conditional on the version last seen: a new leader's
         // write since then wins (409), and what it says is read again.
-        let version = if want.is_none() { self.known.as_ref().map(|(_, v)| v.as_str()) } else { None };
+        let version = if want.is_none() { self.known.as_ref().map(|k| k.version.as_str()) } else { None };
         let body = self.body(want, version);
         match client.apply(&self.object(), MANAGER, true, body.to_string().as_bytes()) {
             Ok(stored) => {
-                self.known = Some(says(&stored)?);
+                self.known = Some(self.stored(&stored)?);
                 let what = match want {
+                    Some(_) if drift_check => "is written again: it had been changed or deleted".into(),
                     Some(ip) => format!("points at this pod, {} ({ip})", self.pod),
                     None => "is emptied: the operator's Lease names no live leader".into(),
                 };
@@ -244,16 +283,49 @@ impl LeaderEndpoints {
 
     /// Reads what the slice says (a missing slice says nothing).
     fn read(&mut self, client: &mut Client) -> Result<(), KubeError> {
-        self.known = match client.get(&self.object())? {
-            Some(body) => Some(says(&body)?),
-            None => Some((None, String::new())),
-        };
+        let (ns, name) = (&self.namespace, &self.service);
+        let action = format!("get endpointslices {name:?} in namespace {ns:?}");
+        self.known = Some(match client.get_path(&self.object().path(), &action)? {
+            Some(body) => self.stored(&body)?,
+            None => Known { says: None, intact: false, version: String::new() },
+        });
         Ok(())
+    }
+
+    /// What a stored slice (as read, or a write's answer) says: the first
+    /// address of its first endpoint (anything else is not opstatus's, and
+    /// is written over by the leader), whether the rest is as this pod
+    /// writes it, and its version. Only those fields are parsed.
+    fn stored(&self, body: &[u8]) -> Result<Known, KubeError> {
+        let judged = (|| {
+            let slice = Fields::parse(body)?;
+            let metadata = slice.object("metadata")?;
+            // Small lists, parsed whole.
+            let endpoints: Vec<Value> = slice.get("endpoints")?.unwrap_or_default();
+            let addresses = endpoints.first().and_then(|e| e["addresses"].as_array()).map_or(&[][..], Vec::as_slice);
+            let ports: Vec<Value> = slice.get("ports")?.unwrap_or_default();
+            let theirs =
+                ports.iter().map(|p| (p["name"].as_str().unwrap_or(""), p["port"].as_u64(), p["protocol"].as_str()));
+            let ours = self.ports.iter().map(|p| (p.name.as_str(), Some(u64::from(p.port)), Some(p.protocol)));
+            let intact = theirs.eq(ours)
+                && endpoints.len() <= 1
+                && addresses.len() <= 1
+                && slice.get::<String>("addressType")?.as_deref() == Some(family(self.ip))
+                && metadata.object("labels")?.get::<String>("kubernetes.io/service-name")?.as_ref()
+                    == Some(&self.service);
+            // An address that is no IP is someone else's: not this pod.
+            let says = addresses
+                .first()
+                .map(|a| a.as_str().and_then(|a| a.parse().ok()).unwrap_or(IpAddr::from([0, 0, 0, 0])));
+            let version = metadata.get::<String>("resourceVersion")?.unwrap_or_default();
+            Ok(Known { says, intact, version: crate::util::text::sanitize(&version, 64) })
+        })();
+        judged.map_err(|e| unreadable(&format!("the EndpointSlice {}/{}", self.namespace, self.service), &e))
     }
 
     /// The whole slice as opstatus writes it.
     fn body(&self, points_at: Says, version: Option<&str>) -> Value {
-        let family = if self.ip.is_ipv4() { "IPv4" } else { "IPv6" };
+        let family = family(self.ip);
         let ports: Vec<Value> =
             self.ports.iter().map(|p| json!({"name": p.name, "port": p.port, "protocol": p.protocol})).collect();
         let endpoints: Vec<Value> = points_at
@@ -307,17 +379,9 @@ impl LeaderEndpoints {
     }
 }
 
-/// What a stored slice says, and its `resourceVersion`: the first address
-/// of its first endpoint (anything else is not opstatus's, and is written
-/// over by the leader).
-fn says(body: &[u8]) -> Result<(Says, String), KubeError> {
-    let bad = |why: &str| KubeError::Response { message: format!("the EndpointSlice read back {why}") };
-    let slice: Value = serde_json::from_slice(body).map_err(|e| bad(crate::lock::error_kind(&e)))?;
-    let version = slice.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
-    let address = slice.pointer("/endpoints/0/addresses/0").and_then(Value::as_str);
-    // An address that is no IP is someone else's: not this pod.
-    let says = address.map(|a| a.parse().unwrap_or(IpAddr::from([0, 0, 0, 0])));
-    Ok((says, crate::util::text::sanitize(version, 64)))
+/// The slice's `addressType` for `ip`.
+fn family(ip: IpAddr) -> &'static str {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }
 }
 
 #[cfg(test)]
@@ -381,13 +445,7 @@ mod tests {
 
     #[test]
     fn the_slice_names_its_service_and_family_and_empties_only_on_the_version_seen() {
-        let mut slice = LeaderEndpoints::new(
-            "ops".into(),
-            "op-leader".into(),
-            vec![ServicePort { name: "http".into(), port: 8080, protocol: "TCP" }],
-            ME.into(),
-            ip("fd00::7"),
-        );
+        let mut slice = slice("fd00::7");
         let body = slice.body(Some(ip("fd00::7")), Some("41"));
         assert_eq!(body["metadata"]["labels"]["kubernetes.io/service-name"], "op-leader");
         assert_eq!(body["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "opstatus");
@@ -405,13 +463,45 @@ mod tests {
         assert!(slice.body(None, None)["metadata"].get("resourceVersion").is_none());
     }
 
+    fn slice(ip: &str) -> LeaderEndpoints {
+        let port = ServicePort { name: "http".into(), port: 8080, protocol: "TCP" };
+        LeaderEndpoints::new("ops".into(), "op-leader".into(), vec![port], ME.into(), ip.parse().unwrap())
+    }
+
     #[test]
-    fn a_stored_slice_says_its_first_address_and_version() {
-        let stored = br#"{"metadata":{"resourceVersion":"9"},"endpoints":[{"addresses":["10.0.0.7"]}]}"#;
-        assert_eq!(says(stored).unwrap(), (Some(ip("10.0.0.7")), "9".into()));
-        assert_eq!(says(br#"{"metadata":{"resourceVersion":"10"},"endpoints":[]}"#).unwrap(), (None, "10".into()));
-        let foreign = br#"{"metadata":{"resourceVersion":"11"},"endpoints":[{"addresses":["not-an-ip"]}]}"#;
-        assert_eq!(says(foreign).unwrap().0, Some(ip("0.0.0.0")), "someone else's: not this pod");
-        assert!(says(b"{").is_err());
+    fn a_stored_slice_says_its_first_address_and_version_and_whether_the_rest_is_ours() {
+        let ours = slice("10.0.0.7");
+        let judge = |json: &str| ours.stored(json.as_bytes()).unwrap();
+        let labels = r#""labels":{"kubernetes.io/service-name":"op-leader","other":"x"}"#;
+        let port = r#""ports":[{"name":"http","port":8080,"protocol":"TCP"}]"#;
+        let stored = format!(
+            r#"{{"metadata":{{"resourceVersion":"9",{labels}}},"addressType":"IPv4",{port},"endpoints":[{{"addresses":["10.0.0.7"]}}]}}"#
+        );
+        assert_eq!(judge(&stored), Known { says: Some(ip("10.0.0.7")), intact: true, version: "9".into() });
+        // The API writes an empty list as null.
+        let empty = format!(
+            r#"{{"metadata":{{"resourceVersion":"10",{labels}}},"addressType":"IPv4",{port},"endpoints":null}}"#
+        );
+        assert_eq!((judge(&empty).says, judge(&empty).intact), (None, true));
+        let foreign = stored.replace("10.0.0.7", "not-an-ip");
+        assert_eq!(judge(&foreign).says, Some(ip("0.0.0.0")), "someone else's: not this pod");
+        // Edited: each is written again by the leader.
+        for edited in [
+            stored.replace("8080", "9090"),
+            stored.replace(r#""http""#, r#""metrics""#),
+            stored.replace(port, r#""ports":[]"#),
+            stored.replace("IPv4", "IPv6"),
+            stored.replace(r#""kubernetes.io/service-name":"op-leader","#, ""),
+            stored.replace(r#"["10.0.0.7"]"#, r#"["10.0.0.7","10.0.0.8"]"#),
+        ] {
+            assert!(!judge(&edited).intact, "{edited}");
+        }
+        assert!(ours.stored(b"{").is_err());
+    }
+
+    #[test]
+    fn an_ipv4_mapped_pod_ip_is_refused_naming_its_ipv4_form() {
+        let mapped = pod_ip(Some("::ffff:10.0.0.5")).unwrap_err();
+        assert!(mapped.contains("is an IPv4 address written as IPv6 (IPv4-mapped): give it as 10.0.0.5"), "{mapped}");
     }
 }

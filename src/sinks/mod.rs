@@ -19,20 +19,21 @@
 //! writers share (conditions), so they are written as the APIs ask: read,
 //! change only what opstatus owns, write back with the `resourceVersion`
 //! that was read, and on a conflict (409) start over from a fresh read:
-//! [`read_modify_write`].
+//! [`read_modify_write`], which parses only the lists a sink owns
+//! ([`rewrite`]).
 
 pub(crate) mod cluster_operator;
 pub(crate) mod configmap;
 pub(crate) mod events;
 pub(crate) mod leader_endpoints;
 pub(crate) mod operator_condition;
+pub(crate) mod rewrite;
 pub(crate) mod upgradeable;
 
 use crate::kube::{Client, KubeError};
 use crate::signals::Observation;
 use crate::status::{Problem, Rule, Verdict, evaluate_health};
 use crate::util::reported::Reported;
-use serde_json::Value;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Attempts per write when others keep changing the object (409 Conflict).
@@ -85,36 +86,18 @@ impl<T: PartialEq> LastWritten<T> {
     }
 }
 
-/// GETs `path`, lets `modify` change the object (it returns whether it
-/// did), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
-/// carrying the `resourceVersion` it read. A 409 starts over from a fresh
-/// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
-/// a 403 naming `grant` as where the permission comes from.
-pub(crate) fn read_modify_write(
-    client: &mut Client,
-    path: &str,
-    write_suffix: &str,
-    action: &str,
-    grant: &'static str,
-    modify: &mut dyn FnMut(&mut Value) -> Result<bool, String>,
-) -> Result<Written, KubeError> {
-    read_modify_write_raw(client, path, write_suffix, action, grant, &mut |body| {
-        let mut object: Value =
-            serde_json::from_slice(body).map_err(|e| format!("{action}: the object is not JSON: {e}"))?;
-        Ok(modify(&mut object)?.then(|| serde_json::to_vec(&object).expect("a JSON value serialises")))
-    })
-}
-
 /// Given an object's body as read, the body to write back (`None`: nothing
 /// changed) or why it cannot be.
 pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
 
-/// [`read_modify_write`] on the object as read: `modify` is given the body
-/// and returns the body to PUT (`None`: nothing changed), so an object
-/// with large parts opstatus does not own need not be parsed whole. The
-/// body read is dropped before the write, and the server's answer to it is
-/// not kept.
-pub(crate) fn read_modify_write_raw(
+/// GETs `path`, lets `modify` change the object as read (it returns the
+/// body to write, `None`: nothing changed; [`rewrite`] parses only what it
+/// changes), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
+/// carrying the `resourceVersion` it read. A 409 starts over from a fresh
+/// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
+/// a 403 naming `grant` as where the permission comes from. The body read
+/// is dropped before the write, and the server's answer to it is not kept.
+pub(crate) fn read_modify_write(
     client: &mut Client,
     path: &str,
     write_suffix: &str,
@@ -148,6 +131,20 @@ fn read_modify_write_once(
             Err(e) => return Err(e),
         }
     }
+}
+
+/// The conditions in the `key` (`spec`, `status`) of the `kind` at `path`,
+/// for a read back after a start or a takeover: only they are parsed. A
+/// missing object has none.
+pub(crate) fn read_conditions(
+    client: &mut Client,
+    (kind, path, action): (&str, &str, &str),
+    key: &'static str,
+    grant: &'static str,
+) -> Result<Vec<crate::conditions::Condition>, KubeError> {
+    let Some(body) = client.get_path(path, action).map_err(|e| e.granted_by(grant))? else { return Ok(Vec::new()) };
+    let read = rewrite::Rewrite::parse(&body, key, kind).and_then(|o| o.field("conditions"));
+    Ok(read.map_err(|message| KubeError::Response { message })?.unwrap_or_default())
 }
 
 /// `Upgradeable=False, Important=True`: what a write said, for its log line.
@@ -199,6 +196,13 @@ pub(crate) trait Sink {
     /// `/status`.
     fn pending(&self) -> Vec<crate::inertia::PendingChange> {
         Vec::new()
+    }
+    /// Another instance publishes now: what this one saw, wrote or read
+    /// back is not its own to keep (its next sync starts afresh).
+    fn stand_by(&mut self) {}
+    /// The `Upgradeable` it last published, if it publishes one.
+    fn upgradeable(&self) -> Option<&crate::conditions::Desired> {
+        None
     }
 }
 
@@ -252,6 +256,17 @@ impl Sinks {
     /// Counters per sink, in order, for `/metrics`.
     pub(crate) fn counts(&self) -> Vec<(&'static str, SyncCounts)> {
         self.entries.iter().map(|e| (e.sink.name(), e.counts)).collect()
+    }
+
+    /// Another instance publishes now ([`Sink::stand_by`]).
+    pub(crate) fn stand_by(&mut self) {
+        self.entries.iter_mut().for_each(|e| e.sink.stand_by());
+        self.next_drift_check = None;
+    }
+
+    /// The `Upgradeable` the first sink that publishes one last published.
+    pub(crate) fn upgradeable(&self) -> Option<&crate::conditions::Desired> {
+        self.entries.iter().find_map(|e| e.sink.upgradeable())
     }
 
     /// Every sink's changes held back under inertia, in order.

@@ -7,16 +7,19 @@
 //! of only the condition types opstatus owns (with metav1.Condition
 //! semantics, [`crate::conditions`]), and a `PUT` carrying the
 //! `resourceVersion` read. Conditions the operator sets itself, and the
-//! admin's `spec.overrides`, are left as they are. Nothing is sent when
-//! nothing changed.
+//! admin's `spec.overrides`, are left as they are, and so is the rest of
+//! the object, carried as read ([`super::rewrite`]). Nothing is sent when
+//! nothing changed. Under `--upgradeable-inertia` the first sync after a
+//! start or a takeover reads the object first: the `Upgradeable` it says
+//! holds as published, since when it says ([`super::upgradeable`]).
 
+use super::rewrite::{Rewrite, raw};
 use super::upgradeable::{HeldUpgradeable, state_name};
 use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::inertia::{PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::util::time::format_rfc3339;
-use serde_json::Value;
 
 pub(crate) const API: &str = "/apis/operators.coreos.com/v2";
 
@@ -54,9 +57,11 @@ impl OperatorConditionSink {
     fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<(Written, String), String> {
         let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
         let mut said = String::new();
-        let result = read_modify_write(client, &self.path(), "", &action, GRANT, &mut |object| {
-            let changed = set_conditions(object, &desired, now)?;
-            Ok(changed.map(|what| said = what).is_some())
+        let result = read_modify_write(client, &self.path(), "", &action, GRANT, &mut |body| {
+            Ok(set_conditions(body, &desired, now)?.map(|(body, what)| {
+                said = what;
+                body
+            }))
         });
         let describe = self.describe();
         if let Err(e) = &result
@@ -85,8 +90,15 @@ impl Sink for OperatorConditionSink {
     /// The probes' `Upgradeable` and `Important`, when they can be said.
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
         let Some(outcome) = &tick.observation.probes else { return Ok(Synced::Skipped) };
+        if self.upgradeable.needs_reading_back() {
+            let (path, action) =
+                (self.path(), format!("get operatorconditions {:?} in namespace {:?}", self.name, self.namespace));
+            let conditions = super::read_conditions(client, ("OperatorCondition", &path, &action), "spec", GRANT)
+                .map_err(|e| explain(&e, &self.describe(), false))?;
+            self.upgradeable.read_back(&conditions, tick.now);
+        }
         let upgradeable =
-            outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall).into_owned());
+            outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall).clone());
         let desired: Vec<Desired> = upgradeable.into_iter().chain(outcome.important.clone()).collect();
         if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
             return Ok(Synced::Skipped);
@@ -104,6 +116,15 @@ impl Sink for OperatorConditionSink {
     fn pending(&self) -> Vec<PendingChange> {
         let pending = self.upgradeable.pending();
         pending.map(|p| PendingChange::new(self.describe(), state_name(p.state), p)).into_iter().collect()
+    }
+
+    fn stand_by(&mut self) {
+        self.written = LastWritten::default();
+        self.upgradeable.forget();
+    }
+
+    fn upgradeable(&self) -> Option<&Desired> {
+        self.upgradeable.last()
     }
 }
 
@@ -126,28 +147,18 @@ fn explain(e: &KubeError, what: &str, olm_v1: bool) -> String {
     }
 }
 
-/// Sets `desired` in the object's `spec.conditions`; when that changed
-/// them, what changed ([`changes`]).
-pub(crate) fn set_conditions(object: &mut Value, desired: &[Desired], now: &str) -> Result<Option<String>, String> {
-    let spec = object
-        .as_object_mut()
-        .ok_or("the OperatorCondition is not a JSON object")?
-        .entry("spec")
-        .or_insert_with(|| Value::Object(Default::default()));
-    let spec = spec.as_object_mut().ok_or("the OperatorCondition's spec is not an object")?;
-    let mut list: Vec<Condition> = match spec.get("conditions") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => serde_json::from_value(v.clone())
-            .map_err(|e| format!("the OperatorCondition's spec.conditions are not conditions: {e}"))?,
-    };
+/// Sets `desired` in the object's `spec.conditions` (`body` as read); when
+/// that changed them, the object to write and what changed ([`changes`]).
+pub(crate) fn set_conditions(body: &[u8], desired: &[Desired], now: &str) -> Result<Option<(Vec<u8>, String)>, String> {
+    let object = Rewrite::parse(body, "spec", "OperatorCondition")?;
+    let mut list: Vec<Condition> = object.field("conditions")?.unwrap_or_default();
     let said = changes(&list, desired);
     // OLM stamps observedGeneration when it copies spec.conditions into
     // status; writing one here would only be our own write's stale number.
     if !conditions::set_all(&mut list, desired, None, now) {
         return Ok(None);
     }
-    spec.insert("conditions".into(), serde_json::to_value(list).expect("conditions serialise"));
-    Ok(Some(said))
+    Ok(Some((object.with(&[("conditions", raw(&list))]), said)))
 }
 
 /// What writing `desired` over `before` changes, for the log line: each
@@ -193,9 +204,18 @@ mod tests {
         assert!(said.contains("readiness is what holds an upgrade back"), "{said}");
     }
     use crate::conditions::Status;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     const NOW: &str = "2026-11-22T10:00:00Z";
+
+    /// [`set_conditions`] on a parsed object, updated when it changed.
+    fn set_conditions_on(object: &mut Value, desired: &[Desired], now: &str) -> Result<Option<String>, String> {
+        let written = set_conditions(&serde_json::to_vec(object).unwrap(), desired, now)?;
+        Ok(written.map(|(body, said)| {
+            *object = serde_json::from_slice(&body).unwrap();
+            said
+        }))
+    }
 
     fn upgradeable(status: Status) -> Desired {
         Desired::new("Upgradeable", status, "AsExpected", "No resource blocks an upgrade (1 checked)")
@@ -212,7 +232,7 @@ mod tests {
             "metadata": {"name": "op.v1", "namespace": "ops", "resourceVersion": "42"},
             "spec": {"deployments": ["op"], "conditions": [theirs.clone()], "overrides": overrides.clone()},
         });
-        let said = set_conditions(&mut object, &[upgradeable(Status::False)], NOW);
+        let said = set_conditions_on(&mut object, &[upgradeable(Status::False)], NOW);
         assert_eq!(said, Ok(Some("Upgradeable=False (new)".into())));
         assert_eq!(object["spec"]["conditions"][0], theirs);
         assert_eq!(object["spec"]["conditions"][1]["type"], "Upgradeable");
@@ -220,7 +240,7 @@ mod tests {
         assert_eq!(object["spec"]["overrides"], overrides);
         assert_eq!(object["metadata"]["resourceVersion"], "42", "the write carries what was read");
         // The same again: nothing to send.
-        assert_eq!(set_conditions(&mut object, &[upgradeable(Status::False)], "2026-11-22T11:00:00Z"), Ok(None));
+        assert_eq!(set_conditions_on(&mut object, &[upgradeable(Status::False)], "2026-11-22T11:00:00Z"), Ok(None));
     }
 
     /// A write that changes only the message says so: the same line three
@@ -229,7 +249,7 @@ mod tests {
     fn each_update_says_what_changed() {
         let mut object = json!({"spec": {}});
         let blocked = |message: &str| Desired::new("Upgradeable", Status::False, "Migrating", message);
-        let mut write = |d: Desired| set_conditions(&mut object, &[d], NOW).unwrap();
+        let mut write = |d: Desired| set_conditions_on(&mut object, &[d], NOW).unwrap();
         assert_eq!(write(upgradeable(Status::True)).as_deref(), Some("Upgradeable=True (new)"));
         assert_eq!(write(blocked("1 Foo is migrating")).as_deref(), Some("Upgradeable=False (was True)"));
         assert_eq!(
@@ -244,16 +264,16 @@ mod tests {
     #[test]
     fn an_object_without_spec_gets_one() {
         let mut object = json!({"metadata": {"name": "op.v1"}});
-        assert!(set_conditions(&mut object, &[upgradeable(Status::True)], NOW).unwrap().is_some());
+        assert!(set_conditions_on(&mut object, &[upgradeable(Status::True)], NOW).unwrap().is_some());
         assert_eq!(object["spec"]["conditions"].as_array().unwrap().len(), 1);
     }
 
     #[test]
     fn malformed_objects_are_errors_not_overwrites() {
         let mut object = json!({"spec": {"conditions": "garbage"}});
-        let err = set_conditions(&mut object, &[upgradeable(Status::True)], NOW).unwrap_err();
-        assert!(err.starts_with("the OperatorCondition's spec.conditions are not conditions"), "{err}");
+        let err = set_conditions_on(&mut object, &[upgradeable(Status::True)], NOW).unwrap_err();
+        assert!(err.starts_with("spec.conditions are not as expected"), "{err}");
         assert_eq!(object["spec"]["conditions"], "garbage");
-        assert!(set_conditions(&mut json!({"spec": 3}), &[], NOW).is_err());
+        assert!(set_conditions_on(&mut json!({"spec": 3}), &[], NOW).is_err());
     }
 }

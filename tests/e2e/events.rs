@@ -1,9 +1,9 @@
 //! End to end, real kube-apiserver: Kubernetes Events on published health
 //! changes. A watched URL flipping healthy → degraded → healthy gives
 //! exactly two events about the sidecar's Pod (what `kubectl describe pod`
-//! shows); a signal flapping at every check gives a bounded number, the
-//! repeats counted on the events already recorded; losing the permission
-//! to record events changes nothing in the status and is logged once; and
+//! shows); a signal flapping as fast as it is published gives a bounded
+//! number, the repeats counted on the events already recorded; losing the
+//! permission to record events changes nothing in the status and is logged once; and
 //! `--events=false` sends no event request at all.
 
 use crate::support;
@@ -140,8 +140,9 @@ fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     })
     .unwrap_or_else(|| panic!("the first publication is not in the log: {}", agent.stderr()));
 
-    // The operator flips as soon as opstatus published its last flip: one
-    // change per check (1 s), however slowly a busy machine runs them.
+    // The operator flips as soon as opstatus published its last flip:
+    // degraded at the next check (1 s), healthy at the third in a row (the
+    // hysteresis), however slowly a busy machine runs them.
     let started = Instant::now();
     for flip in 0..FLAPS {
         let before = support::published_health(&agent.stderr()).len();

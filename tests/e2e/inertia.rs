@@ -4,11 +4,14 @@
 //! - `--health-inertia`: a failure of the operator's health shorter than
 //!   the window never reaches the API server (no write but the first);
 //!   one longer than it is published by one write, never before the window
-//!   has passed, its reason saying since when; the recovery at once.
+//!   has passed, its reason saying since when; the recovery once three
+//!   checks in a row saw it.
 //! - `--upgradeable-inertia 0,W`: a block goes out at once; the blocking
 //!   resource clear for less than the window sends nothing; clear for
 //!   longer, `Upgradeable=True` goes out in one update, never before the
-//!   window has passed; the Events say only the flips published.
+//!   window has passed; the Events say only the flips published. The
+//!   window holds across a restart of the sidecar and a takeover by a
+//!   standby: each reads the published condition back before it writes.
 //!
 //! Meanwhile `/status` shows the change held back and when it would be
 //! published. Each short change is ended only once `/status` shows it held
@@ -24,6 +27,7 @@ use std::time::{Duration, SystemTime};
 use support::control_plane::{AuditEvent, ControlPlane, Deployed, release_bin, shared};
 use support::events::{create_pod, opstatus_events, summaries};
 use support::http::{FakeOperator, endpoint_from_log, get};
+use support::replicas::{another_replica, bind_role, replica_env};
 use support::resources::find;
 use support::{RunningAgent, wait_for};
 
@@ -157,7 +161,7 @@ fn e2e_health_inertia_a_flap_shorter_than_the_window_never_reaches_the_api_serve
         "since {since:?}, broke {broke:?}, written {writes:?}"
     );
 
-    // Recovery: no window towards better, published at once.
+    // Recovery: published once three checks in a row saw it.
     let fixed = SystemTime::now();
     operator.set_code(200);
     let healthy = wait_health("healthy");
@@ -263,4 +267,108 @@ fn e2e_upgradeable_inertia_true_only_once_clear_for_the_window() {
     assert!(said[1].starts_with("Upgradeable changed from True to False: Upgrade blocked"), "{said:?}");
     assert_eq!(agent.exited(), None);
     println!("e2e Upgradeable inertia: a {short:.1?} clear spell sent nothing; True {held:.1?} after the clearance");
+}
+
+/// `opstatus run` (`env` names its pod) beside the OperatorCondition, with
+/// `--upgradeable-inertia 0,WINDOW`, and its endpoint.
+fn replica(env: Vec<(String, String)>, ns: &str) -> (RunningAgent, SocketAddr) {
+    let agent = Run::every("2s")
+        .checks("1s")
+        .listen()
+        .flag("--probe", "example.com/v1/foos:Upgradeable=!Migrating")
+        .flag("--probe-namespace", ns)
+        .flag("--operator-condition", OC)
+        .flag("--upgradeable-inertia", format!("0,{}s", WINDOW.as_secs()))
+        .start(&release_bin(), &env);
+    let addr = endpoint(&agent);
+    (agent, addr)
+}
+
+#[test]
+fn e2e_upgradeable_inertia_holds_across_a_restart_and_a_takeover() {
+    let cp = shared();
+    cp.install_crd("foos.example.com");
+    cp.install_crd("operatorconditions.operators.coreos.com");
+    let pod = cp.deploy("inertia-restart");
+    let ns = pod.namespace.as_str();
+    cp.apply_manifests("manifests/olm", ns, &[]);
+    cp.grant_operator_condition_as_olm(ns, OC);
+    cp.create_operator_condition(ns, OC, &[]);
+    cp.create_foo(ns, "alpha", &[("Migrating", "True")]);
+    let (sa_b, user_b) = another_replica(cp, &pod, "opstatus-b");
+    bind_role(cp, ns, "opstatus-b", &format!("opstatus-probe-reader-{ns}"));
+    bind_role(cp, ns, "opstatus-b", OC);
+    let env_a = replica_env(cp, &pod.sa, "pod-a");
+    let upgradeable = || find(&cp.operator_condition(ns, OC)["spec"]["conditions"], "Upgradeable").cloned();
+    let wait_upgradeable = |want: &str, logs: &[&RunningAgent]| {
+        wait_for(WINDOW * 3, Duration::from_millis(100), || upgradeable().filter(|c| c["status"] == want))
+            .unwrap_or_else(|| {
+                let logs: Vec<String> = logs.iter().map(|a| a.stderr()).collect();
+                panic!("Upgradeable never {want}: {:?}\n{}", upgradeable(), logs.join("\n--\n"))
+            })
+    };
+    // When Upgradeable=True reached the OperatorCondition after `cleared`,
+    // written by `user`.
+    let published_true = |user: &str, cleared: SystemTime| {
+        let updates: Vec<AuditEvent> = cp
+            .audit_events(user)
+            .into_iter()
+            .filter(|e| e.uri.contains("/operatorconditions/") && e.verb == "update" && e.received >= cleared)
+            .collect();
+        assert_eq!(updates.len(), 1, "one update, the clearance: {updates:?}");
+        updates[0].received.duration_since(cleared).unwrap_or_default()
+    };
+
+    // A restart while the clearance is held back: the restarted sidecar
+    // reads Upgradeable=False back and counts the window from its own first
+    // check, so True goes out a whole window after the restart.
+    let (mut a, addr_a) = replica(env_a.clone(), ns);
+    wait_upgradeable("False", &[&a]);
+    cp.set_foo_conditions(ns, "alpha", &[("Migrating", "False")]);
+    let cleared = cp.admin_request_time("patch", &format!("/namespaces/{ns}/foos/alpha/status"));
+    wait_pending(addr_a, "Upgradeable=True", &a);
+    a.signal("TERM");
+    assert!(a.wait_exit(Duration::from_secs(20)).is_some(), "{}", a.stderr());
+    let restarted = SystemTime::now();
+    let (a, addr_a) = replica(env_a, ns);
+    let up = wait_upgradeable("True", &[&a]);
+    let after_clear = published_true(&pod.user, cleared);
+    let after_restart = after_clear.saturating_sub(restarted.duration_since(cleared).unwrap_or_default());
+    assert!(
+        after_restart >= WINDOW - Duration::from_secs(1),
+        "Upgradeable=True {after_restart:?} after the restart ({after_clear:?} after the clearance)\n{}",
+        a.stderr()
+    );
+    assert!(up["message"].as_str().unwrap().starts_with("No resource blocks an upgrade (1 checked) (since "), "{up}");
+
+    // A takeover: pod-b stands by; pod-a stops while a clearance is held
+    // back; pod-b reads Upgradeable=False back and holds the clearance for
+    // a whole window from its takeover.
+    cp.set_foo_conditions(ns, "alpha", &[("Migrating", "True")]);
+    wait_upgradeable("False", &[&a]);
+    let (b, _) = replica(replica_env(cp, &sa_b, "pod-b"), ns);
+    let standing = wait_for(Duration::from_secs(10), Duration::from_millis(50), || {
+        b.stderr().contains("Standing by: pod-a publishes").then_some(())
+    });
+    assert!(standing.is_some(), "pod-b never stood by\n{}", b.stderr());
+    cp.set_foo_conditions(ns, "alpha", &[("Migrating", "False")]);
+    let cleared = cp.admin_request_time("patch", &format!("/namespaces/{ns}/foos/alpha/status"));
+    wait_pending(addr_a, "Upgradeable=True", &a);
+    a.signal("TERM");
+    let took = wait_for(Duration::from_secs(20), Duration::from_millis(50), || {
+        b.stderr().contains("Publishing as pod-b").then(SystemTime::now)
+    });
+    let took = took.unwrap_or_else(|| panic!("pod-b never took over\n{}\n{}", a.stderr(), b.stderr()));
+    wait_upgradeable("True", &[&a, &b]);
+    let after_clear = published_true(&user_b, cleared);
+    let after_takeover = after_clear.saturating_sub(took.duration_since(cleared).unwrap_or_default());
+    assert!(
+        after_takeover >= WINDOW - Duration::from_secs(2),
+        "Upgradeable=True {after_takeover:?} after the takeover ({after_clear:?} after the clearance)\n{}",
+        b.stderr()
+    );
+    println!(
+        "e2e Upgradeable inertia across a restart and a takeover: True {after_restart:.1?} after the restart, \
+         {after_takeover:.1?} after the takeover (window {WINDOW:?})"
+    );
 }

@@ -12,6 +12,7 @@ mod arch;
 mod client_certificate;
 mod cluster_operator;
 mod component;
+mod condition_metrics;
 mod events;
 mod first_hour;
 mod foreign_time;

@@ -52,9 +52,12 @@ fn e2e_the_four_pro_tier_scenarios_of_the_spec() {
     assert_eq!(summary(&s), ("enabled".into(), "free".into(), "degraded".into(), false.into()));
     assert!(s["error"].as_str().unwrap().starts_with("Failed to connect to kube9-server"), "{s}");
 
-    // 4. Remove the key.
+    // 4. Remove the key: the free tier at once; healthy again once three
+    // checks in a row saw it (a recovery is held, docs/behaviour.md).
     std::fs::remove_file(&key_file).unwrap();
     let s = wait("free again", &|s| s["mode"] == "operated");
+    assert_eq!(s["tier"], "free", "{s}");
+    let s = wait("healthy again", &|s| s["health"] == "healthy");
     assert_eq!(summary(&s), ("operated".into(), "free".into(), "healthy".into(), false.into()));
     assert!(s.get("clusterId").is_none(), "{s}");
     assert!(!agent.stderr().contains(KEY), "the key leaked into the log");

@@ -102,6 +102,8 @@ struct State {
     /// Collections whose every list page says there is more: with a new
     /// token each time (`true`) or the same one (`false`).
     endless: HashMap<String, bool>,
+    /// Collections of this many made-up resources, listed but never stored.
+    many: HashMap<String, usize>,
     tokens_given: u64,
     /// Every change of a custom resource: (version, path, event).
     events: Vec<(u64, String, Value)>,
@@ -332,6 +334,14 @@ impl FakeApiServer {
         self.state.lock().unwrap().endless.insert(collection.to_string(), fresh);
     }
 
+    /// Makes `collection` hold `n` resources (`r-000000`, …, no
+    /// conditions), written as a list asks for them and never stored: a
+    /// collection larger than the real API server can be filled with in a
+    /// test. A page says `remainingItemCount`, as the real server does.
+    pub fn many(&self, collection: &str, n: usize) {
+        self.state.lock().unwrap().many.insert(collection.to_string(), n);
+    }
+
     /// The parsed `status` document of a ConfigMap.
     pub fn status_document(&self, namespace: &str, name: &str) -> Option<Value> {
         let cm = self.object(namespace, name)?;
@@ -444,7 +454,33 @@ fn handle(r: &Recorded, s: &mut State) -> Response {
 }
 
 /// Custom resources: see the module doc.
+/// A page of a [`FakeApiServer::many`] collection of `n`: from the watch
+/// cache whole, else `limit` from the `continue` index.
+fn many_page(r: &Recorded, s: &State, n: usize) -> Response {
+    let whole = query(r, "resourceVersion") == Some("0") && s.watch_cache;
+    let from: usize = query(r, "continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let limit = query(r, "limit").and_then(|l| l.parse().ok()).filter(|_| !whole).unwrap_or(usize::MAX);
+    let to = from.saturating_add(limit).min(n);
+    let namespace = r.path.split('/').nth(5).unwrap_or_default();
+    let mut body = format!(r#"{{"kind":"List","metadata":{{"resourceVersion":"{}""#, s.resource_version);
+    if to < n {
+        body.push_str(&format!(r#","continue":"{to}","remainingItemCount":{}"#, n - to));
+    }
+    body.push_str(r#"},"items":["#);
+    for i in from..to {
+        let comma = if i == from { "" } else { "," };
+        body.push_str(&format!(
+            r#"{comma}{{"metadata":{{"name":"r-{i:06}","namespace":"{namespace}","resourceVersion":"1"}},"status":{{"conditions":[]}}}}"#
+        ));
+    }
+    body.push_str("]}");
+    Response { code: 200, body: body.into_bytes(), retry_after: None }
+}
+
 fn handle_custom(r: &Recorded, s: &mut State) -> Response {
+    if let Some(n) = s.many.get(&r.path).copied().filter(|_| r.method == "GET") {
+        return many_page(r, s, n);
+    }
     let group = r.path.split('/').nth(2).unwrap_or_default();
     if !s.custom.keys().any(|p| p.split('/').nth(2) == Some(group)) {
         return Response { code: 404, body: b"404 page not found\n".to_vec(), retry_after: None };

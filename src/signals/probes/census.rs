@@ -124,6 +124,8 @@ pub(super) fn count(rows: impl Iterator<Item = (Row, bool)>, tracked: &[Box<str>
             }
         }
     }
+    // A type no resource carries any more is no longer counted.
+    types.retain(|t| t.resources[1..].iter().any(|n| *n > 0));
     (types, untracked)
 }
 

@@ -26,7 +26,7 @@ use super::answer::{AnswerSeed, Items, PageMeta};
 use super::collection::Collection;
 use super::pager::{Budget, Pager};
 use super::store::Store;
-use super::{PAGE_SIZE, not_served, percent_encode};
+use super::{MAX_RESOURCES, PAGE_SIZE, not_served, percent_encode};
 use crate::kube::{Client, KubeError, MAX_BODY, PartBound, WatchStream};
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,9 @@ pub(crate) struct Listing {
     paged: bool,
     pager: Pager,
     budget: Budget,
+    /// The last list stopped at [`MAX_RESOURCES`]: the collection holds
+    /// more than a probe keeps.
+    past_cap: bool,
 }
 
 impl Listing {
@@ -102,6 +105,7 @@ impl Listing {
             paged: false,
             pager: Pager::new(budget),
             budget,
+            past_cap: false,
         }
     }
 
@@ -118,6 +122,11 @@ impl Listing {
     /// Pages read so far.
     pub(crate) fn pages(&self) -> usize {
         self.pager.pages()
+    }
+
+    /// Whether the last list stopped at [`MAX_RESOURCES`].
+    pub(crate) fn past_cap(&self) -> bool {
+        self.past_cap
     }
 
     /// Whether the next page is the first.
@@ -190,6 +199,7 @@ impl Listing {
         // etcd's compaction window; start over once, then give up until the
         // next try.
         let mut restarts_left = 1;
+        self.past_cap = false;
         let action = format!("list {}{}", collection.name, collection.scope);
         self.pager.resume(Instant::now());
         loop {
@@ -232,6 +242,7 @@ impl Listing {
             }
             let follow = self.pager.follow(&meta.next, self.store.len(), Instant::now());
             if let Err(message) = follow {
+                self.past_cap = self.store.len() >= MAX_RESOURCES;
                 self.start_over();
                 return Err(KubeError::Response { message });
             }
@@ -272,6 +283,7 @@ impl Listing {
             // Cut short, timed out: what was listed stays, for the next try.
             Err(e) => return Err(e),
         };
+        self.past_cap = self.store.len() >= MAX_RESOURCES;
         self.start_over();
         Err(KubeError::Response { message })
     }

@@ -1,7 +1,8 @@
 //! The bounds on one collection's list ([`Pager`]): resources, pages, a
 //! continue token that comes back, and time ([`Budget`]), fixed in
-//! `opstatus once` and growing with progress on a watch thread. Pure: the
-//! clock is an argument.
+//! `opstatus once` and growing with progress on a watch thread; and when a
+//! collection found past [`MAX_RESOURCES`] is counted again ([`OverCap`]).
+//! Pure: the clock is an argument.
 
 use super::{LIST_ANSWER, MAX_PAGES, MAX_RESOURCES};
 use std::time::{Duration, Instant};
@@ -32,6 +33,31 @@ impl Budget {
     /// watch thread's list, which holds no one up).
     pub(super) fn growing(length: Duration, now: Instant) -> Budget {
         Budget { grows: true, ..Budget::fixed(length, now) }
+    }
+}
+
+/// A collection found past [`MAX_RESOURCES`] is not listed again (the
+/// heaviest request a client makes, on the clusters that can least afford
+/// it) until a count says it fits: one request with `limit=1`, reading the
+/// server's `remainingItemCount`. The first count comes this long after
+/// the list that found it, each count that finds it still past after twice
+/// the wait before, up to [`OVER_CAP_MOST`].
+pub(super) const OVER_CAP_FIRST: Duration = Duration::from_secs(60);
+pub(super) const OVER_CAP_MOST: Duration = Duration::from_secs(3600);
+
+/// When a collection past [`MAX_RESOURCES`] is counted again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct OverCap {
+    wait: Duration,
+    pub due: Instant,
+}
+
+impl OverCap {
+    /// Found past the cap (by a list or a count) at `now`; `before`: the
+    /// last, while it has been past since (its wait doubles).
+    pub(super) fn after(before: Option<OverCap>, now: Instant) -> OverCap {
+        let wait = before.map_or(OVER_CAP_FIRST, |b| b.wait.saturating_mul(2).min(OVER_CAP_MOST));
+        OverCap { wait, due: now + wait }
     }
 }
 
@@ -147,6 +173,23 @@ mod tests {
         let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
         let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), 0, now).is_ok()).count();
         assert_eq!(followed, MAX_PAGES - 1, "empty pages: at most MAX_PAGES");
+    }
+
+    #[test]
+    fn past_the_cap_it_is_counted_after_a_minute_doubling_to_an_hour() {
+        let t0 = Instant::now();
+        let mut over = None;
+        let mut counts = Vec::new();
+        // A collection that stays past the cap for a day: each count finds
+        // it past again.
+        let mut now = t0;
+        while now < t0 + Duration::from_secs(24 * 3600) {
+            let next = OverCap::after(over, now);
+            (now, over) = (next.due, Some(next));
+            counts.push(now.duration_since(t0).as_secs() / 60);
+        }
+        assert_eq!(counts[..8], [1, 3, 7, 15, 31, 63, 123, 183], "minutes after the list that found it");
+        assert_eq!(counts.len(), 29, "29 one-item counts in a day, not a list of 100,000 every 30 s (2,880)");
     }
 
     #[test]

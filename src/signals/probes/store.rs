@@ -14,7 +14,7 @@ use super::census::{TypeCounts, count, row_of};
 /// resources with a type not counted, and a few of those types.
 type Census = (Vec<TypeCounts>, u64, Vec<Box<str>>);
 use super::grammar::ProbeSpec;
-use super::table::{Marks, Row, Table};
+use super::table::{ABSENT, Marks, ROW_TYPES, Row, Table};
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
 use crate::expr::Truth;
 use crate::util::text::{MAX_FOREIGN, sanitize};
@@ -43,6 +43,27 @@ pub(crate) struct Store {
     /// New resources not kept because the store holds [`MAX_RESOURCES`]:
     /// reported until a list that fits replaces the store.
     beyond: u64,
+    /// Who carries the counted types ([`Store::types_stale`]).
+    carriers: Carriers,
+}
+
+/// Per counted type, the resources that carry it; and the resources that
+/// carry a type not counted.
+#[derive(Clone, Debug, Default)]
+struct Carriers {
+    per_type: [u32; ROW_TYPES],
+    untracked: u32,
+}
+
+impl Carriers {
+    /// Counts `row` in (or, `false`, out).
+    fn carry(&mut self, row: &Row, add: bool) {
+        let step = |n: &mut u32| *n = if add { n.saturating_add(1) } else { n.saturating_sub(1) };
+        (0..ROW_TYPES).filter(|i| row.status(*i) != ABSENT).for_each(|i| step(&mut self.per_type[i]));
+        if row.untracked {
+            step(&mut self.untracked);
+        }
+    }
 }
 
 /// How many distinct condition types a store remembers.
@@ -210,6 +231,16 @@ impl Store {
     /// left unused: a listed store is kept for the watch's life.
     pub(crate) fn shrink_to_fit(&mut self) {
         self.objects.shrink_to_fit();
+        self.carriers = Carriers::default();
+        self.objects.rows().for_each(|(row, _)| self.carriers.carry(&row, true));
+    }
+
+    /// Whether the counted condition types no longer follow the types that
+    /// exist: resources carry types not counted while a counted type is
+    /// carried by none (the types were replaced). Listing again counts
+    /// the types that exist.
+    pub(crate) fn types_stale(&self) -> bool {
+        self.carriers.untracked > 0 && self.carriers.per_type[..self.tracked.len()].contains(&0)
     }
 
     /// Records a listed resource, appended in the order the list brings
@@ -347,12 +378,17 @@ impl Store {
         self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
-            Ok(at) => Some(self.objects.replace(at, marks, row)),
+            Ok(at) => {
+                self.carriers.carry(&self.objects.row_at(at), false);
+                self.carriers.carry(row, true);
+                Some(self.objects.replace(at, marks, row))
+            }
             Err(_) if self.objects.len() >= MAX_RESOURCES => {
                 self.beyond += 1;
                 None
             }
             Err(at) => {
+                self.carriers.carry(row, true);
                 self.objects.insert(at, key, marks, row);
                 None
             }
@@ -363,7 +399,10 @@ impl Store {
         self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
-            Ok(at) => Some(self.objects.remove(at)),
+            Ok(at) => {
+                self.carriers.carry(&self.objects.row_at(at), false);
+                Some(self.objects.remove(at))
+            }
             // One of those past the bound (or one never seen) is gone.
             Err(_) => {
                 self.beyond = self.beyond.saturating_sub(1);
@@ -722,10 +761,26 @@ mod tests {
         let (types, untracked, names) = store.census();
         assert_eq!((types[0].resources, types[0].oldest), ([1, 1, 1, 0], [0, t(2), t(6), 0]));
         assert_eq!((untracked, names), (1, vec![Box::from("Third")]), "past the cap of 2");
+        assert!(!store.types_stale(), "both counted types are carried");
         store.apply(&timed("DELETED", "c", 6, &[]), &spec);
         store.apply(&timed("MODIFIED", "a", 7, &[]), &spec);
         let (types, ..) = store.census();
-        assert_eq!((types[0].resources, types[0].oldest), ([2, 0, 0, 0], [0; 4]));
+        assert_eq!(types.iter().map(|t| &*t.name).collect::<Vec<_>>(), ["Ready"], "Migrating, carried by none, goes");
+        assert!(store.types_stale(), "Third is not counted while Migrating holds a place: to be listed again");
+        // Listed again: the types that exist.
+        let mut relisted = Store::default();
+        for (name, conditions) in
+            [("a", "[]"), ("b", r#"[{"type":"Ready","status":"True"},{"type":"Third","status":"False"}]"#)]
+        {
+            let item = format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},"status":{{"conditions":{conditions}}}}}"#
+            );
+            relisted.insert(parse_item(&item).unwrap(), &spec);
+        }
+        relisted.shrink_to_fit();
+        let (types, untracked, _) = relisted.census();
+        assert_eq!((types.iter().map(|t| &*t.name).collect::<Vec<_>>(), untracked), (vec!["Ready", "Third"], 0));
+        assert!(!relisted.types_stale());
         let off = ProbeSpec { condition_types: 0, ..spec };
         let mut none = Store::default();
         assert!(store.counted.is_some(), "kept until a resource changes");

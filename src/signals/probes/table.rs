@@ -215,6 +215,11 @@ impl Table {
         row
     }
 
+    /// The row of the entry at `at`.
+    pub(super) fn row_at(&self, at: usize) -> Row {
+        self.row(&self.entries[at])
+    }
+
     /// Every resource's row, with whether it could be read (an unreadable
     /// one's row says nothing).
     pub(super) fn rows(&self) -> impl Iterator<Item = (Row, bool)> {

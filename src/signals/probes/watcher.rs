@@ -22,13 +22,14 @@
 //! turns degraded) and the store keeps its last contents; a watch the
 //! server ended on schedule, or that reconnected, is no problem.
 
+use super::MAX_RESOURCES;
 use super::collection::Collection;
 use super::list::Listing;
-use super::pager::Budget;
+use super::pager::{Budget, OVER_CAP_FIRST, OVER_CAP_MOST, OverCap};
 use super::store::{Applied, Store};
 use super::{GRANT, percent_encode};
 use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
-use crate::kube::{Client, KubeError, Stop, Worker};
+use crate::kube::{Client, Fields, KubeError, Stop, Worker, unreadable};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,11 @@ use std::time::{Duration, Instant};
 /// Up to this many seconds are added to [`WATCH_SECONDS`], so the
 /// watches of many instances do not end together.
 const WATCH_JITTER_SECONDS: u64 = 60;
+
+/// The shortest time between two lists made to count the condition types
+/// that exist ([`Store::types_stale`]): types replaced once (an operator's
+/// upgrade) cost one list, types that churn at most one list this often.
+const TYPES_RELIST_GAP: Duration = Duration::from_secs(600);
 
 /// What the thread publishes for the agent's checks.
 #[derive(Debug, Default)]
@@ -71,6 +77,10 @@ struct Run {
     /// The list under way, kept between tries ([`Listing`]).
     listing: Listing,
     jitter: Jitter,
+    /// When the collection was last listed again for its condition types.
+    types_relisted: Option<Instant>,
+    /// Found past [`MAX_RESOURCES`]: counted, not listed, until it fits.
+    over_cap: Option<OverCap>,
 }
 
 impl Watcher {
@@ -86,8 +96,17 @@ impl Watcher {
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
             let listing = Listing::new(Budget::growing(list_budget, Instant::now()));
-            let mut run =
-                Run { client, collection: thread_collection, shared: for_thread, stop, nudge, listing, jitter };
+            let mut run = Run {
+                client,
+                collection: thread_collection,
+                shared: for_thread,
+                stop,
+                nudge,
+                listing,
+                jitter,
+                types_relisted: None,
+                over_cap: None,
+            };
             reflector::drive(&mut run, &mut Jitter::from_os());
         })?;
         Ok(Watcher { collection, shared, _worker: worker })
@@ -142,17 +161,26 @@ impl Run {
             if self.stopped() {
                 return closed(delivered);
             }
-            let applied = {
+            let (applied, types_stale) = {
                 let mut shared = self.lock();
                 let Some(store) = shared.store.as_mut() else { return self.gone() };
                 let applied = store.apply(&line, &self.collection.spec);
                 version.clone_from(&store.resource_version);
-                applied
+                (applied, store.types_stale())
             };
             if matches!(applied, Applied::Quiet | Applied::Changed) && !delivered {
                 delivered = true;
                 machine.delivered();
                 reflector::report(self, None);
+            }
+            if types_stale && self.types_relisted.is_none_or(|at| at.elapsed() >= TYPES_RELIST_GAP) {
+                self.types_relisted = Some(Instant::now());
+                log::info!(
+                    "{}: the condition types counted for the metrics are no longer the ones the resources carry: \
+                     listing again to count those",
+                    self.collection.name
+                );
+                return Ended::Relist;
             }
             match applied {
                 Applied::Quiet => {}
@@ -167,6 +195,33 @@ impl Run {
                 }
             }
         }
+    }
+
+    /// How many resources the collection holds: one request for one item
+    /// (`limit=1`, no version: the latest, from etcd) and the server's
+    /// `remainingItemCount`; `None` when it does not say.
+    fn count(&mut self) -> Result<Option<u64>, KubeError> {
+        let c = &self.collection;
+        let action = format!("list {}{}", c.name, c.scope);
+        let Some(body) = self.client.get_path(&format!("{}?limit=1", c.path), &action)? else { return Ok(None) };
+        // With more than the one item asked for, the server says how many
+        // more (v1.15 and later); without, it has one at most, or does not say.
+        let remaining = Fields::parse(&body).and_then(|list| list.object("metadata")?.get::<u64>("remainingItemCount"));
+        let count = remaining.map(|n| n.map(|n| n + 1));
+        count.map_err(|e| unreadable(&format!("the list of {}", c.name), &e))
+    }
+
+    /// The collection is past [`MAX_RESOURCES`]: the problem, the same
+    /// words whatever the count, so that it is said once.
+    fn past_cap(&self) -> Ended {
+        let error = format!(
+            "Cannot list {}: more than {MAX_RESOURCES} resources (the most probed per type and namespace): not \
+             evaluated; counted again (one request) after a wait growing from {} s to {} min",
+            self.collection.name,
+            OVER_CAP_FIRST.as_secs(),
+            OVER_CAP_MOST.as_secs() / 60
+        );
+        Ended::ListFailed { error, retry_after: None }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
@@ -195,6 +250,24 @@ impl Reflect for Run {
     /// request leaves it to go on from its page at the next try. While
     /// the first list runs, [`Shared::listing`] says how far it got.
     fn list(&mut self, version: &mut String) -> Ended {
+        if let Some(over) = self.over_cap {
+            while !self.stopped() && Instant::now() < over.due {
+                std::thread::park_timeout(over.due.saturating_duration_since(Instant::now()));
+            }
+            if self.stopped() {
+                return self.past_cap();
+            }
+            match self.count() {
+                // Fits now, or the server does not say: list.
+                Ok(None) => {}
+                Ok(Some(n)) if n <= MAX_RESOURCES as u64 => {}
+                counted => {
+                    log::debug!("Counted {}: {counted:?}", self.collection.name);
+                    self.over_cap = Some(OverCap::after(self.over_cap, Instant::now()));
+                    return self.past_cap();
+                }
+            }
+        }
         let first = self.lock().store.is_none();
         let (shared, name) = (self.shared.clone(), &self.collection.name);
         let (started, mut said) = (Instant::now(), Instant::now());
@@ -215,12 +288,17 @@ impl Reflect for Run {
                     log::info!("Listed {} {}{} in {took} s", store.len(), c.name, c.scope);
                 }
                 version.clone_from(&store.resource_version);
+                self.over_cap = None;
                 let mut shared = self.lock();
                 shared.store = Some(store);
                 shared.listing = None;
                 drop(shared);
                 self.nudge.nudge();
                 Ended::Listed
+            }
+            Err(_) if self.listing.past_cap() => {
+                self.over_cap = Some(OverCap::after(self.over_cap, Instant::now()));
+                self.past_cap()
             }
             Err(e) => {
                 let retry_after = e.retry_after();

@@ -4,10 +4,10 @@
 //! grammars.
 
 use crate::conditions::{self, Condition, Desired, Status};
+use crate::sinks::rewrite::{Rewrite, raw};
 use crate::status::{Health, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 /// The name every ClusterOperator reports its own version under.
 pub(crate) const OPERATOR: &str = "operator";
@@ -208,109 +208,25 @@ impl Intent {
 /// them. An entry opstatus no longer names is not told from a foreign one:
 /// it stays until removed by hand.
 pub(crate) fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Vec<u8>>, String> {
-    // Parsed from bytes, into a list rather than a map, with types the rest
-    // of opstatus already parses: this costs the static binary little code.
-    let Members(root) =
-        serde_json::from_slice(body).map_err(|_| "the ClusterOperator is not a JSON object".to_string())?;
-    let raw_status = root.iter().find(|(k, _)| k == "status").map(|(_, raw)| raw.get());
-    let Members(status) = match raw_status {
-        None | Some("null") => Members(Vec::new()),
-        Some(raw) => serde_json::from_slice(raw.as_bytes())
-            .map_err(|_| "the ClusterOperator's status is not an object".to_string())?,
-    };
-    let field = |name: &str| -> Value {
-        // Valid JSON: it was read as part of the object.
-        let raw = status.iter().find(|(k, _)| k == name).map(|(_, raw)| raw.get());
-        raw.and_then(|raw| serde_json::from_str(raw).ok()).unwrap_or(Value::Null)
-    };
-    let mut conditions: Vec<Condition> = match field("conditions") {
-        Value::Null => Vec::new(),
-        v => serde_json::from_value(v).map_err(|e| format!("status.conditions are not conditions: {e}"))?,
-    };
-    let list = |name: &str, what: &str| match field(name) {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => Ok(items),
-        _ => Err(format!("status.{name} are not {what}: not a list")),
-    };
-    let versions = list("versions", "versions")?;
-    let related = list("relatedObjects", "related objects")?;
+    let object = Rewrite::parse(body, "status", "ClusterOperator")?;
+    let mut conditions: Vec<Condition> = object.field("conditions")?.unwrap_or_default();
+    let versions: Vec<Value> = object.field("versions")?.unwrap_or_default();
+    let related: Vec<Value> = object.field("relatedObjects")?.unwrap_or_default();
     let mut changed = conditions::set_all(&mut conditions, &intent.conditions, None, now);
-    let mut new_status = Fields(status.iter().map(|(k, v)| (k.as_str(), Field::Raw(v))).collect());
+    let mut set = Vec::new();
     let new_versions = merge_versions(intent, &versions);
     let new_related = merge_related(&intent.related, &related);
     for (key, old, new) in [("versions", versions, new_versions), ("relatedObjects", related, new_related)] {
-        if old != new || !status.iter().any(|(k, _)| k == key) {
-            new_status.set(key, Field::Owned(Value::Array(new)));
+        if old != new || !object.has(key) {
+            set.push((key, raw(&new)));
             changed = true;
         }
     }
     if !changed {
         return Ok(None);
     }
-    new_status.set("conditions", Field::Owned(serde_json::to_value(conditions).expect("conditions serialise")));
-    let mut new_root = Fields(root.iter().map(|(k, v)| (k.as_str(), Field::Raw(v))).collect());
-    new_root.set("status", Field::Status(new_status));
-    Ok(Some(serde_json::to_vec(&new_root).expect("a ClusterOperator serialises")))
-}
-
-/// A JSON object's members as read, each value its raw text borrowed from
-/// the body.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> Deserialize<'de> for Members<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Members<'de>, M::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        d.deserialize_map(Visit)
-    }
-}
-
-/// An object to write back, in the order read; a member set anew replaces
-/// the one read or comes last.
-struct Fields<'a>(Vec<(&'a str, Field<'a>)>);
-
-impl<'a> Fields<'a> {
-    fn set(&mut self, key: &'a str, value: Field<'a>) {
-        match self.0.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, old)) => *old = value,
-            None => self.0.push((key, value)),
-        }
-    }
-}
-
-impl Serialize for Fields<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
-    }
-}
-
-/// A member's value: as read, rewritten, or the rewritten status.
-enum Field<'a> {
-    Raw(&'a RawValue),
-    Owned(Value),
-    Status(Fields<'a>),
-}
-
-impl Serialize for Field<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Field::Raw(raw) => raw.serialize(s),
-            Field::Owned(value) => value.serialize(s),
-            Field::Status(fields) => fields.serialize(s),
-        }
-    }
+    set.push(("conditions", raw(&conditions)));
+    Ok(Some(object.with(&set)))
 }
 
 /// The versions opstatus reports (in the flags' order), then every entry
@@ -541,7 +457,7 @@ mod tests {
         assert_eq!(apply(b"[1]", &i, T0), Err("the ClusterOperator is not a JSON object".into()));
         assert_eq!(apply(br#"{"status":[]}"#, &i, T0), Err("the ClusterOperator's status is not an object".into()));
         let bad = apply(br#"{"status":{"versions":{}}}"#, &i, T0).unwrap_err();
-        assert!(bad.starts_with("status.versions are not versions: "), "{bad}");
+        assert!(bad.starts_with("status.versions are not as expected: "), "{bad}");
         assert!(apply(br#"{"status":null}"#, &i, T0).unwrap().is_some());
     }
 

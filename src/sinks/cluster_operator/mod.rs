@@ -15,7 +15,9 @@
 //! `Degraded` by default, as library-go's operators have it (its message
 //! keeps its words: its `lastTransitionTime` is when it was published),
 //! `Upgradeable` with `--upgradeable-inertia`, as on the OperatorCondition
-//! ([`super::upgradeable`]).
+//! ([`super::upgradeable`]). The first sync after a start or a takeover
+//! reads the object first: the two as it says them hold as published,
+//! since when it says, so a window under way outlives the process.
 //!
 //! Versions: `operator` = `--operator-version`, plus `--operand-version`s.
 //! Without a version file they are taken to run as soon as this sidecar
@@ -34,7 +36,7 @@
 pub(crate) mod intent;
 
 use super::upgradeable::{HeldUpgradeable, state_name};
-use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write_raw};
+use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
 use crate::inertia::{Inertia, PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::status::Health;
@@ -43,7 +45,7 @@ use crate::util::time::format_rfc3339;
 use intent::{Intent, RelatedObject, Signals, Version, parse_version_file};
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(crate) const API: &str = "/apis/config.openshift.io/v1";
 
@@ -66,6 +68,9 @@ pub(crate) struct ClusterOperatorSink {
     related: Vec<RelatedObject>,
     /// Whether bad health has held long enough to say `Degraded=True`.
     degraded: Inertia<bool>,
+    degraded_windows: Windows,
+    /// Whether the object was read back since the start or takeover.
+    read_back: bool,
     upgradeable: HeldUpgradeable,
     written: LastWritten<Intent>,
 }
@@ -89,6 +94,8 @@ impl ClusterOperatorSink {
             version_file_error: Reported::default(),
             related,
             degraded: Inertia::starting_at(degraded, false),
+            degraded_windows: degraded,
+            read_back: false,
             upgradeable: HeldUpgradeable::new(upgradeable),
             written: LastWritten::default(),
         }
@@ -123,7 +130,7 @@ impl ClusterOperatorSink {
         let mut created = false;
         let result = loop {
             let modify = &mut |body: &[u8]| intent::apply(body, &intent, now);
-            match read_modify_write_raw(client, &path, "/status", &action, GRANT, modify) {
+            match read_modify_write(client, &path, "/status", &action, GRANT, modify) {
                 Err(e) if e.is_missing_object() && !created => {
                     self.create(client)?;
                     created = true;
@@ -133,6 +140,23 @@ impl ClusterOperatorSink {
         };
         let describe = self.describe();
         self.written.record(intent, result, |e| explain(e, &describe))
+    }
+
+    /// Reads the object's conditions back before the first write after a
+    /// start or a takeover: its `Degraded` and `Upgradeable` hold as
+    /// published, since when it says. A missing object says nothing.
+    fn read_back(&mut self, client: &mut Client, now: Instant) -> Result<(), String> {
+        let (path, action) =
+            (format!("{API}/clusteroperators/{}", self.name), format!("get clusteroperators {:?}", self.name));
+        let conditions = super::read_conditions(client, ("ClusterOperator", &path, &action), "status", GRANT)
+            .map_err(|e| explain(&e, &self.describe()))?;
+        let degraded = conditions.iter().find(|c| c.kind == "Degraded");
+        if let Some((c, since)) = degraded.and_then(|c| Some((c, super::upgradeable::since(c)?))) {
+            self.degraded.seed(c.status == crate::conditions::Status::True, since, now);
+        }
+        self.upgradeable.read_back(&conditions, now);
+        self.read_back = true;
+        Ok(())
     }
 
     /// An empty object: the status goes through the status subresource.
@@ -166,6 +190,9 @@ impl Sink for ClusterOperatorSink {
     }
 
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
+        if !self.read_back && (self.degraded_windows.is_on() || self.upgradeable.needs_reading_back()) {
+            self.read_back(client, tick.now)?;
+        }
         let observation = tick.observation;
         let bad = tick.verdict.health != Health::Healthy;
         let degraded = self.degraded.observe(bad, tick.now, tick.wall);
@@ -215,6 +242,17 @@ impl Sink for ClusterOperatorSink {
         let upgradeable =
             self.upgradeable.pending().map(|p| PendingChange::new(self.describe(), state_name(p.state), p));
         degraded.into_iter().chain(upgradeable).collect()
+    }
+
+    fn stand_by(&mut self) {
+        self.written = LastWritten::default();
+        self.degraded = Inertia::starting_at(self.degraded_windows, false);
+        self.upgradeable.forget();
+        self.read_back = false;
+    }
+
+    fn upgradeable(&self) -> Option<&crate::conditions::Desired> {
+        self.upgradeable.last()
     }
 }
 
