@@ -96,8 +96,6 @@ pub(crate) struct Pending<S> {
 #[derive(Clone, Debug)]
 pub(crate) struct Inertia<S> {
     windows: Windows,
-    /// Published before the first observation, if anything is.
-    initial: Option<S>,
     published: Option<Since<S>>,
     /// A change from `published`, since its first check.
     pending: Option<Since<S>>,
@@ -110,13 +108,7 @@ pub(crate) struct Inertia<S> {
 impl<S: Copy + Ord> Inertia<S> {
     /// The first state observed is published at once.
     pub(crate) fn new(windows: Windows) -> Inertia<S> {
-        Inertia { windows, initial: None, published: None, pending: None, back: None }
-    }
-
-    /// `initial` counts as published from the first observation on (the
-    /// ClusterOperator's `Degraded` starts `False`).
-    pub(crate) fn starting_at(windows: Windows, initial: S) -> Inertia<S> {
-        Inertia { initial: Some(initial), ..Inertia::new(windows) }
+        Inertia { windows, published: None, pending: None, back: None }
     }
 
     /// Before the first observation: `state` is what the output already
@@ -137,10 +129,7 @@ impl<S: Copy + Ord> Inertia<S> {
     /// Takes the state seen at `now` (`wall` the same instant on the wall
     /// clock) and says which state to publish.
     pub(crate) fn observe(&mut self, state: S, now: Instant, wall: SystemTime) -> S {
-        let published = match (self.published, self.initial.take()) {
-            (Some(published), _) => published,
-            (None, initial) => *self.published.insert(Since { state: initial.unwrap_or(state), at: now, wall }),
-        };
+        let published = *self.published.get_or_insert(Since { state, at: now, wall });
         let held = |since: Instant, window: Duration| now.saturating_duration_since(since) >= window;
         let publish = |inertia: &mut Inertia<S>, change: Since<S>| {
             (inertia.published, inertia.pending, inertia.back) = (Some(change), None, None);
@@ -353,7 +342,7 @@ mod tests {
     }
 
     #[test]
-    fn zero_windows_publish_every_state_at_once_and_an_initial_state_counts_as_published() {
+    fn zero_windows_publish_every_state_at_once_and_a_seeded_state_counts_as_published() {
         let t0 = Instant::now();
         let mut none = Inertia::new(Windows::default());
         for (s, state) in [0, 2, 1, 0, 2].into_iter().enumerate() {
@@ -361,7 +350,8 @@ mod tests {
             assert_eq!(none.pending(), None);
         }
         assert!(!Windows::default().is_on());
-        let mut degraded = Inertia::starting_at(Windows { worse: secs(120), better: Duration::ZERO }, false);
+        let mut degraded = Inertia::new(Windows { worse: secs(120), better: Duration::ZERO });
+        degraded.seed(false, at(t0, 0).1, t0);
         assert!(!observe(&mut degraded, true, t0, 0), "not degraded at start: the window applies");
         assert!(observe(&mut degraded, true, t0, 120));
     }

@@ -356,7 +356,8 @@ mod tests {
         use crate::inertia::Inertia;
         use std::time::{Duration, Instant, SystemTime};
         let windows = crate::inertia::Windows { worse: DEFAULT_INERTIA, better: Duration::ZERO };
-        let (mut inertia, t0) = (Inertia::starting_at(windows, false), Instant::now());
+        let (mut inertia, t0) = (Inertia::new(windows), Instant::now());
+        inertia.seed(false, SystemTime::UNIX_EPOCH, t0);
         let mut observe = |bad, s| inertia.observe(bad, t0 + Duration::from_secs(s), SystemTime::UNIX_EPOCH);
         assert!(!observe(true, 0));
         assert!(!observe(true, 119));
@@ -364,7 +365,8 @@ mod tests {
         assert!(!observe(true, 130), "a new blip starts over");
         assert!(observe(true, 250));
         assert!(!observe(false, 251));
-        let mut at_once = Inertia::starting_at(crate::inertia::Windows::default(), false);
+        let mut at_once = Inertia::new(crate::inertia::Windows::default());
+        at_once.seed(false, SystemTime::UNIX_EPOCH, t0);
         assert!(at_once.observe(true, t0, SystemTime::UNIX_EPOCH), "zero inertia reports at once");
     }
 

@@ -45,7 +45,7 @@ use crate::util::time::format_rfc3339;
 use intent::{Intent, RelatedObject, Signals, Version, parse_version_file};
 use serde_json::json;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(crate) const API: &str = "/apis/config.openshift.io/v1";
 
@@ -93,7 +93,7 @@ impl ClusterOperatorSink {
             version_file,
             version_file_error: Reported::default(),
             related,
-            degraded: Inertia::starting_at(degraded, false),
+            degraded: Inertia::new(degraded),
             degraded_windows: degraded,
             read_back: false,
             upgradeable: HeldUpgradeable::new(upgradeable),
@@ -145,16 +145,19 @@ impl ClusterOperatorSink {
     /// Reads the object's conditions back before the first write after a
     /// start or a takeover: its `Degraded` and `Upgradeable` hold as
     /// published, since when it says. A missing object says nothing.
-    fn read_back(&mut self, client: &mut Client, now: Instant) -> Result<(), String> {
+    fn read_back(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<(), String> {
         let (path, action) =
             (format!("{API}/clusteroperators/{}", self.name), format!("get clusteroperators {:?}", self.name));
         let conditions = super::read_conditions(client, ("ClusterOperator", &path, &action), "status", GRANT)
             .map_err(|e| explain(&e, &self.describe()))?;
+        // Without one, `Degraded=False` is published: a bad signal waits
+        // for the window.
         let degraded = conditions.iter().find(|c| c.kind == "Degraded");
-        if let Some((c, since)) = degraded.and_then(|c| Some((c, super::upgradeable::since(c)?))) {
-            self.degraded.seed(c.status == crate::conditions::Status::True, since, now);
-        }
-        self.upgradeable.read_back(&conditions, now);
+        let (state, since) = degraded
+            .and_then(|c| Some((c.status == crate::conditions::Status::True, super::upgradeable::since(c)?)))
+            .unwrap_or((false, tick.wall));
+        self.degraded.seed(state, since, tick.now);
+        self.upgradeable.read_back(&conditions, tick.now);
         self.read_back = true;
         Ok(())
     }
@@ -191,7 +194,7 @@ impl Sink for ClusterOperatorSink {
 
     fn sync(&mut self, client: &mut Client, tick: &Tick<'_>) -> Result<Synced, String> {
         if !self.read_back && (self.degraded_windows.is_on() || self.upgradeable.needs_reading_back()) {
-            self.read_back(client, tick.now)?;
+            self.read_back(client, tick)?;
         }
         let observation = tick.observation;
         let bad = tick.verdict.health != Health::Healthy;
@@ -246,7 +249,7 @@ impl Sink for ClusterOperatorSink {
 
     fn stand_by(&mut self) {
         self.written = LastWritten::default();
-        self.degraded = Inertia::starting_at(self.degraded_windows, false);
+        self.degraded = Inertia::new(self.degraded_windows);
         self.upgradeable.forget();
         self.read_back = false;
     }
