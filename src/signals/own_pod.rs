@@ -7,13 +7,20 @@
 //! away. The API server set the Pod's `deletionTimestamp` before kubelet
 //! did either, so one GET of the Pod tells an operator exiting with its pod
 //! from one that went down: the watch signal ([`super::watch`]) asks only
-//! on that event (never on a heartbeat), and once the Pod is known to be
-//! going, never again. Needs `get` on pods in the operator's namespace
+//! on that event (never on a heartbeat), once the Pod is known to be going
+//! never again, and after it found the Pod staying not again for
+//! [`REREAD_AFTER`] (an operator in a restart loop refuses a check every
+//! few seconds; its Pod is not being deleted). Needs `get` on pods in the operator's namespace
 //! (manifests/base/role.yaml); without it the preStop hook alone says so,
 //! as before, and opstatus warns once.
 
 use crate::kube::Client;
 use crate::util::reported::Reported;
+use std::time::{Duration, Instant};
+
+/// After a read that found the Pod staying, refusals are not asked about
+/// again for this long (kubelet's preStop hook still says a deletion).
+pub(crate) const REREAD_AFTER: Duration = Duration::from_secs(30);
 
 /// Where the permission is granted, for a 403's message.
 const GRANT: &str = "see the Role opstatus-own-pod in manifests/base/role.yaml";
@@ -24,21 +31,23 @@ pub(crate) struct OwnPod {
     name: String,
     /// Seen being deleted: not read again.
     deleted: bool,
+    /// Seen staying: not read again before then.
+    quiet_until: Option<Instant>,
     /// A read that failed, said once until one succeeds.
     unreadable: Reported,
 }
 
 impl OwnPod {
     pub(crate) fn new(namespace: String, name: String) -> OwnPod {
-        OwnPod { namespace, name, deleted: false, unreadable: Reported::default() }
+        OwnPod { namespace, name, deleted: false, quiet_until: None, unreadable: Reported::default() }
     }
 
-    /// Whether the Pod is being deleted: one GET, until the answer is yes.
-    /// A read that fails says "no" (the preStop hook still comes) and is
-    /// logged once.
-    pub(crate) fn deleted(&mut self, client: &mut Client) -> bool {
-        if self.deleted {
-            return true;
+    /// Whether the Pod is being deleted at `now`: one GET, until the answer
+    /// is yes, and none within [`REREAD_AFTER`] of a no. A read that fails
+    /// says "no" (the preStop hook still comes) and is logged once.
+    pub(crate) fn deleted(&mut self, client: &mut Client, now: Instant) -> bool {
+        if self.deleted || self.quiet_until.is_some_and(|until| now < until) {
+            return self.deleted;
         }
         let (ns, name) = (&self.namespace, &self.name);
         let action = format!("get pod {name:?} in namespace {ns:?}");
@@ -56,6 +65,7 @@ impl OwnPod {
         });
         self.unreadable.update(why, log::Level::Warn, "This instance's own Pod is readable again");
         self.deleted = read.unwrap_or(false);
+        self.quiet_until = (!self.deleted).then(|| now + REREAD_AFTER);
         if self.deleted {
             log::info!("This Pod ({ns}/{name}) is being deleted: its operator is exiting with it, not failing");
         }

@@ -283,7 +283,7 @@ impl Signal for Watches {
         true
     }
 
-    fn observe(&mut self, client: &mut Client, _: Instant, into: &mut Observation) {
+    fn observe(&mut self, client: &mut Client, now: Instant, into: &mut Observation) {
         if self.is_empty() {
             return;
         }
@@ -299,7 +299,7 @@ impl Signal for Watches {
         // A URL refused right after passing on this check ([`Lateness`]
         // holds its verdict for it): is the pod being deleted?
         let refused_after_pass = self.late.iter().any(Lateness::refused_last);
-        let pod_deleted = refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client));
+        let pod_deleted = refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client, now));
         into.operator = Some(match self.problem.get() {
             Some(why) => {
                 let health = if self.critical { Problem::unhealthy } else { Problem::degraded };

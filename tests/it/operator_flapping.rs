@@ -1,8 +1,10 @@
 //! An operator in a restart loop (its port up for 1.25 s, then gone for
 //! 1 s, over and over) is shown `degraded` once and held there while it
 //! flaps: one published change and one write, where every flip of its
-//! checks was a status write (and an own-Pod read and an Event); healthy
-//! again only once it has answered three checks in a row. With
+//! checks was a status write (and an Event); healthy again only once it
+//! has answered three checks in a row. Its own Pod, read when a refusal
+//! follows a pass (is it being deleted?), is read once, not at every
+//! restart: a Pod found staying is not asked about again for 30 s. With
 //! `--health-inertia` longer than any of its bad spells it is shown all
 //! the same, once that window has passed since its first bad check.
 
@@ -23,6 +25,8 @@ const UP: Duration = Duration::from_millis(1250);
 const DOWN: Duration = Duration::from_secs(1);
 /// How long the operator flaps.
 const FLAPPING: Duration = Duration::from_secs(24);
+/// The sidecar's own Pod, which is not being deleted.
+const POD: &str = "/api/v1/namespaces/ops/pods/op-0";
 
 /// The operator: answers 200 on `addr` while up; on each restart its
 /// listener and every connection it accepted are gone (refused, reset), as
@@ -122,12 +126,15 @@ type Flapping = (RestartLoop, FakeApiServer, support::RunningAgent, ServiceAccou
 fn flapping_run(extra: &[&str]) -> Flapping {
     let api = FakeApiServer::start(TOKEN);
     let sa = ServiceAccountDir::new(TOKEN, &api.pki.ca_pem, "ops");
+    api.put_custom(POD, serde_json::json!({"kind": "Pod", "metadata": {"name": "op-0", "namespace": "ops"}}));
+    let mut env = pod_env(api.port(), &sa);
+    env.push(("POD_NAME".into(), "op-0".into()));
     let operator = RestartLoop::start();
     let mut run = Run::every("60s").checks("1s").flag("--watch-url", operator.url());
     for pair in extra.chunks(2) {
         run = run.flag(pair[0], pair[1]);
     }
-    let agent = run.start(&opstatus_bin(), &pod_env(api.port(), &sa));
+    let agent = run.start(&opstatus_bin(), &env);
     (operator, api, agent, sa)
 }
 
@@ -137,7 +144,12 @@ fn an_operator_in_a_restart_loop_is_shown_degraded_once_held_while_it_flaps_and_
     std::thread::sleep(FLAPPING);
     let log = agent.stderr();
     let (flipped, written, restarts) = (flips(&log), writes(&api), operator.restarts.load(Ordering::SeqCst));
-    println!("restart loop: {restarts} restarts in {FLAPPING:?}: {flipped} published changes, {written} status writes");
+    let pod_reads = api.requests().iter().filter(|r| r.method == "GET" && r.path == POD).count();
+    println!(
+        "restart loop: {restarts} restarts in {FLAPPING:?}: {flipped} published changes, {written} status writes, \
+         {pod_reads} reads of its own Pod"
+    );
+    assert!(pod_reads <= 1, "its own Pod read {pod_reads} times: {log}");
     assert!(restarts >= 8, "the operator restarted {restarts} times");
     assert_eq!(published_health(&log).first(), Some(&"healthy"), "its first answer is published: {log}");
     assert_eq!(flipped, 1, "degraded once, then held: {:?}\n{log}", published_health(&log));
