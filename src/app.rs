@@ -108,16 +108,9 @@ fn agent_for(
     let connection = connect(settings, env, Some(heartbeat)).map_err(config_error)?;
     let Connection { client, namespace, source, cluster_identifier } = connection;
     let pod = Pod::read(env).map_err(config_error)?;
-    let target = StatusConfigMap { namespace, name: settings.configmap.clone() };
-    let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| target.namespace.clone());
-    if settings.agent.follow_leader_lease.is_some() && operator_namespace != target.namespace {
-        // The publisher reads the Lease beside the status ConfigMap.
-        return Err(Failure::Config(
-            "--follow-leader-lease needs the status ConfigMap in the operator's namespace \
-             (not yet supported with --operator-namespace other than --namespace)"
-                .into(),
-        ));
-    }
+    let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| namespace.clone());
+    let operator_elsewhere = operator_namespace != namespace;
+    let target = StatusConfigMap { namespace, name: settings.configmap.clone(), operator_elsewhere };
 
     let mut signals: Vec<Box<dyn Signal>> = Vec::new();
     let pro = pro::from_settings(
@@ -197,9 +190,10 @@ fn agent_for(
     // The operator's leader Lease names pods: an --identity of its own
     // does not change which pod this instance runs in.
     let pod_name = pod.name.clone().or_else(|| pod.hostname.clone()).unwrap_or_else(|| identity.clone());
+    // The leader's Service fronts the operator's pods: in their namespace.
     let leader_endpoints = match &settings.leader_service {
         Some(service) => Some(LeaderEndpoints::new(
-            target.namespace.clone(),
+            operator_namespace.clone(),
             service.clone(),
             settings.leader_service_ports.clone(),
             pod_name.clone(),
@@ -207,13 +201,18 @@ fn agent_for(
         )),
         None => None,
     };
+    let mut agent_settings = settings.agent.clone();
+    // The operator's Lease is where the operator runs (`NAMESPACE/NAME`),
+    // wherever the status goes.
+    agent_settings.follow_leader_lease =
+        agent_settings.follow_leader_lease.map(|l| format!("{operator_namespace}/{l}"));
     let config = AgentConfig {
         target,
         operator_namespace,
         pod: pod_name,
         identity,
         credentials: source,
-        settings: settings.agent.clone(),
+        settings: agent_settings,
         leader_endpoints,
     };
     // Once the configuration is known to be good: a bad one is one line.
@@ -369,7 +368,8 @@ pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<St
     };
     let mut found = None;
     for ns in &searched {
-        let target = StatusConfigMap { namespace: ns.clone(), name: settings.configmap.clone() };
+        let target =
+            StatusConfigMap { namespace: ns.clone(), name: settings.configmap.clone(), operator_elsewhere: false };
         let body = target.fetch(&mut client).map_err(|e| {
             Failure::Runtime(format!("cannot read ConfigMap {}/{}: {e}", target.namespace, target.name))
         })?;
@@ -380,7 +380,11 @@ pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<St
     }
     let target = match &found {
         Some((t, _)) => t.clone(),
-        None => StatusConfigMap { namespace: searched.join(" or "), name: settings.configmap.clone() },
+        None => StatusConfigMap {
+            namespace: searched.join(" or "),
+            name: settings.configmap.clone(),
+            operator_elsewhere: false,
+        },
     };
     let body = found.as_ref().map(|(_, b)| b.clone());
     let status = body.as_deref().map(reader::status_of_configmap).transpose();

@@ -11,7 +11,10 @@ const LEASE_GRANT: &str = "see manifests/examples/sidecar/role-leader-lease.yaml
 
 /// The pod the operator's leader runs in, from its Lease's
 /// `spec.holderIdentity`; or that nobody leads, or that it cannot be told.
+/// `name` is `NAMESPACE/NAME` where the operator runs elsewhere than the
+/// status (`namespace`).
 pub(super) fn read_leader(client: &mut Client, namespace: &str, name: &str) -> LeaseRead {
+    let (namespace, name) = name.split_once('/').unwrap_or((namespace, name));
     let path = format!("/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}");
     let action = format!("get leases {name:?} in namespace {namespace:?}");
     let lease = match client.get_path(&path, &action) {

@@ -243,7 +243,11 @@ mod tests {
             upgradeable_inertia: crate::inertia::Windows::default(),
         };
         let config = AgentConfig {
-            target: StatusConfigMap { namespace: "ns".into(), name: "kube9-operator-status".into() },
+            target: StatusConfigMap {
+                namespace: "ns".into(),
+                name: "kube9-operator-status".into(),
+                operator_elsewhere: false,
+            },
             operator_namespace: "ns".into(),
             identity: "pod-a".into(),
             pod: "pod-a".into(),

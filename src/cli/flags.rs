@@ -257,7 +257,8 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--follow-leader-lease",
         env: "OPSTATUS_FOLLOW_LEADER_LEASE",
         default: Default::Prose("off"),
-        help: "The operator's leader-election Lease (in the namespace): the sidecar beside its leader publishes.",
+        help: "The operator's leader-election Lease (in the operator's namespace): the sidecar beside its leader \
+               publishes.",
         kind: Kind::Value(|s, v| {
             s.agent.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
             Ok(())
@@ -267,7 +268,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         name: "--leader-service",
         env: "OPSTATUS_LEADER_SERVICE",
         default: Default::Prose("off"),
-        help: "A Service without a selector (in the namespace) whose EndpointSlice points at the operator's leader's \
+        help: "A Service without a selector (in the operator's namespace) whose EndpointSlice points at the operator's leader's \
                pod (POD_IP), kept by the leader's sidecar; needs --follow-leader-lease.",
         kind: Kind::Value(|s, v| {
             s.leader_service = Some(v.name(check_dns_label, "is not a valid Service name")?);

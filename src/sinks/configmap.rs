@@ -45,14 +45,21 @@ pub(crate) const DEFAULT_CONFIGMAP: &str = "kube9-operator-status";
 /// name one.
 pub(crate) const DEFAULT_NAMESPACE: &str = "kube9-system";
 
-/// Where the permissions to read and write the status are granted.
-const GRANT: &str = "see manifests/base/role.yaml";
+/// Where the permissions to read and write the status are granted: beside
+/// the operator, and in another namespace (kube9-system) for an operator
+/// that runs elsewhere.
+const GRANT: &str = "see the Role opstatus-status-writer and its RoleBinding, manifests/base/role.yaml";
+const GRANT_ELSEWHERE: &str = "see the Role kube9-operator-status-writer and its RoleBinding in the status's \
+                               namespace, manifests/components/status-in-kube9-system/rbac.yaml";
 
 /// Where the status is published.
 #[derive(Clone, Debug)]
 pub(crate) struct StatusConfigMap {
     pub namespace: String,
     pub name: String,
+    /// The operator runs in another namespace: the permission is granted
+    /// as `status-in-kube9-system` grants it.
+    pub operator_elsewhere: bool,
 }
 
 /// What a read or a write of the ConfigMap saw: the version to write
@@ -238,6 +245,10 @@ const LABELS: [(&str, &str); 2] =
     [("app.kubernetes.io/name", "opstatus"), ("app.kubernetes.io/managed-by", "opstatus")];
 
 impl StatusConfigMap {
+    fn grant(&self) -> &'static str {
+        if self.operator_elsewhere { GRANT_ELSEWHERE } else { GRANT }
+    }
+
     pub(crate) fn object(&self) -> ObjectRef<'_> {
         ObjectRef { api: "/api/v1", resource: "configmaps", namespace: Some(&self.namespace), name: &self.name }
     }
@@ -301,7 +312,7 @@ impl StatusConfigMap {
                 log::debug!("The status ConfigMap's labels belong to another manager: {e}");
                 self.read(client)?.ok_or(e)
             }
-            Err(e) => Err(e.granted_by(GRANT)),
+            Err(e) => Err(e.granted_by(self.grant())),
         }
     }
 
@@ -324,13 +335,14 @@ impl StatusConfigMap {
     ) -> Result<Current, KubeError> {
         let sent = record.to_json_in_string();
         let body = self.apply_body(status, &sent, resource_version);
-        let answer = client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(GRANT))?;
+        let answer =
+            client.apply(&self.object(), FIELD_MANAGER, true, &body).map_err(|e| e.granted_by(self.grant()))?;
         written(&answer, record, &sent)
     }
 
     /// Reads the whole ConfigMap: `Ok(None)` when it does not exist.
     pub(crate) fn fetch(&self, client: &mut Client) -> Result<Option<Vec<u8>>, KubeError> {
-        client.get(&self.object()).map_err(|e| e.granted_by(GRANT))
+        client.get(&self.object()).map_err(|e| e.granted_by(self.grant()))
     }
 }
 
@@ -422,7 +434,11 @@ mod tests {
 
     #[test]
     fn apply_body_carries_the_status_the_lock_and_the_version_read() {
-        let cm = StatusConfigMap { namespace: "ops".into(), name: "kube9-operator-status".into() };
+        let cm = StatusConfigMap {
+            namespace: "ops".into(),
+            name: "kube9-operator-status".into(),
+            operator_elsewhere: false,
+        };
         let doc = StatusDocument { namespace: "ops".into(), ..StatusDocument::example() };
         let record = Record::claim("pod-a", None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body: serde_json::Value =
@@ -449,7 +465,7 @@ mod tests {
     #[test]
     fn the_status_and_the_lock_are_escaped_inside_the_body_exactly() {
         let odd = "a \"quoted\" \\ reason\non two lines, ünïcode, \u{1} and \u{7f}";
-        let cm = StatusConfigMap { namespace: odd.into(), name: format!("name {odd}") };
+        let cm = StatusConfigMap { namespace: odd.into(), name: format!("name {odd}"), operator_elsewhere: false };
         let doc = StatusDocument { error: Some(odd.into()), ..StatusDocument::example() };
         let record = Record::claim(&format!("pod-{odd}"), None, Duration::from_secs(130), SystemTime::UNIX_EPOCH);
         let body: serde_json::Value =

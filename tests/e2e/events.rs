@@ -244,7 +244,7 @@ fn e2e_without_the_permission_to_record_events_the_status_is_unchanged_and_it_is
     assert!(warned[0].contains(" WARN "), "{}", warned[0]);
     assert!(
         warned[0].contains(&format!(
-            "403 Forbidden: grant create and patch on events in namespace \"{ns}\" (see manifests/base/role.yaml)"
+            "403 Forbidden: grant create and patch on events in namespace \"{ns}\" (see manifests/base/role.yaml;"
         )),
         "{}",
         warned[0]

@@ -33,7 +33,7 @@ fn e2e_rbac_revoked_then_restored() {
     }
     let log = agent.stderr();
     assert!(log.contains("403 Forbidden"), "{log}");
-    assert!(log.contains(&format!("grant the permission to patch configmaps \"kube9-operator-status\" in namespace \"{ns}\": see manifests/base/role.yaml")), "{log}");
+    assert!(log.contains(&format!("grant the permission to patch configmaps \"kube9-operator-status\" in namespace \"{ns}\": see the Role opstatus-status-writer and its RoleBinding, manifests/base/role.yaml")), "{log}");
     assert!(log.contains("health=unhealthy; retrying in"), "{log}");
     assert!(agent.exited().is_none(), "opstatus must keep running");
 

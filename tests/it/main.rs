@@ -31,6 +31,7 @@ mod image;
 mod input_text;
 mod insecure_server_url;
 mod kept_connection_closed;
+mod kubebuilder_layout;
 mod large_objects;
 mod monitoring;
 mod operator_condition_conflict;

@@ -99,15 +99,15 @@ fn operator_namespace_names_where_the_operator_runs() {
     let conditions = &server.custom(oc_path).unwrap()["spec"]["conditions"];
     assert_eq!(conditions[0]["type"], "Upgradeable", "{conditions}");
 
-    // The leader Lease is read beside the status: refused, before any request.
+    // The leader Lease is the operator's: read where it runs, not beside the status.
     let before = server.requests().len();
     let (code, stderr) = once_on(&server, &[&args[..], &["--follow-leader-lease", "my-lock"]].concat());
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--follow-leader-lease needs the status ConfigMap in the operator's namespace"),
-        "{stderr}"
-    );
-    assert_eq!(server.requests().len(), before);
+    assert_eq!(code, Some(1), "nobody leads yet: {stderr}");
+    assert!(stderr.contains("Lease my-operator-system/my-lock does not exist"), "{stderr}");
+    let requests = server.requests();
+    let leases: Vec<&str> =
+        requests[before..].iter().map(|r| r.path.as_str()).filter(|p| p.contains("/leases/")).collect();
+    assert_eq!(leases, ["/apis/coordination.k8s.io/v1/namespaces/my-operator-system/leases/my-lock"], "{requests:?}");
 }
 
 /// Without the operator's version the status says `0.0.0-unknown` (never

@@ -73,12 +73,23 @@ pub fn snippets_with(doc: &str, marker: &str, image: &str) -> Vec<Vec<(String, S
 }
 
 /// The install guide's `opstatus-target` component, naming `deployment`
-/// instead of its example's `my-operator`: the kustomization.yaml text.
+/// and its pod's ServiceAccount (here of the same name) instead of its
+/// example's `my-operator`: the kustomization.yaml text.
 pub fn opstatus_target(deployment: &str) -> String {
+    opstatus_target_for(deployment, deployment)
+}
+
+/// The install guide's `opstatus-target`, naming `deployment` and its
+/// pod's ServiceAccount `account`.
+pub fn opstatus_target_for(deployment: &str, account: &str) -> String {
     let marker = "# my-overlay/opstatus-target/kustomization.yaml: the one place";
     let snippet =
         snippets_with("docs/install.md", marker, "").into_iter().next().expect("docs/install.md: opstatus-target");
     let (_, text) = snippet.into_iter().find(|(p, _)| p == "my-overlay/opstatus-target/kustomization.yaml").unwrap();
-    assert!(text.contains("name: my-operator "), "{text}");
-    text.replace("name: my-operator", &format!("name: {deployment}"))
+    assert!(text.contains("name: my-operator ") && text.contains("# its pod's ServiceAccount"), "{text}");
+    let named = |line: &str| match line.contains("# its pod's ServiceAccount") {
+        true => line.replace("my-operator", account),
+        false => line.replace("name: my-operator", &format!("name: {deployment}")),
+    };
+    text.lines().map(|l| named(l) + "\n").collect()
 }

@@ -15,6 +15,7 @@ pub mod fake_apiserver;
 pub mod fake_kube9;
 pub mod http;
 pub mod https;
+pub mod kubebuilder;
 pub mod markdown;
 pub mod monitoring;
 pub mod node;

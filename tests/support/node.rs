@@ -316,19 +316,25 @@ impl Node {
 
     /// The Pods of `ns` matching `selector`, as JSON.
     pub fn pods(&self, ns: &str, selector: &str) -> Vec<Value> {
+        self.listed_pods(ns, selector).unwrap_or_else(|| panic!("cannot list the pods of {ns}"))
+    }
+
+    /// The Pods of `ns` matching `selector`; `None` when the list failed
+    /// (an API server slow to answer on a busy machine).
+    fn listed_pods(&self, ns: &str, selector: &str) -> Option<Vec<Value>> {
         let selector = percent_encoding::utf8_percent_encode(selector, percent_encoding::NON_ALPHANUMERIC);
-        let list = self.cp.get_json(&format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"));
-        let list = list.unwrap_or_else(|| panic!("cannot list the pods of {ns}"));
-        list["items"].as_array().cloned().unwrap_or_default()
+        let list = self.cp.get_json(&format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"))?;
+        Some(list["items"].as_array().cloned().unwrap_or_default())
     }
 
     /// Waits until `want` Pods of `ns` matching `selector` are Ready.
     pub fn wait_ready(&self, ns: &str, selector: &str, want: usize, timeout: Duration) -> Vec<Value> {
         let deadline = Instant::now() + timeout;
         loop {
-            let pods = self.pods(ns, selector);
-            let ready: Vec<Value> = pods.iter().filter(|p| is_ready(p)).cloned().collect();
-            if ready.len() == want && pods.len() == want {
+            // A failed list is one more wait, until the deadline.
+            let pods = self.listed_pods(ns, selector);
+            let ready: Vec<Value> = pods.iter().flatten().filter(|p| is_ready(p)).cloned().collect();
+            if ready.len() == want && pods.is_some_and(|p| p.len() == want) {
                 return ready;
             }
             assert!(

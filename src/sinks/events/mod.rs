@@ -27,7 +27,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
 /// Where the permission is granted.
-const GRANT: &str = "see manifests/base/role.yaml";
+const GRANT: &str = "see manifests/base/role.yaml; with the status in another namespace, the Role opstatus-events of \
+                     manifests/components/status-in-kube9-system";
 
 /// Occurrences waiting to be sent (the bucket lets at most [`BURST`]
 /// through at once; past this, new ones are dropped and counted).
