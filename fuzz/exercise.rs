@@ -3,7 +3,6 @@
 //! committed corpus file in a normal `cargo test`. Each function also checks
 //! properties that must hold for any input, beyond "does not panic".
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 fn now() -> SystemTime {
@@ -32,7 +31,7 @@ pub fn reader(data: &[u8]) {
 pub fn kubeconfig(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     if let Ok(doc) = opstatus::testing::parse_yaml(text) {
-        let _ = opstatus::testing::kubeconfig_credentials(&doc, Path::new("/nonexistent"));
+        let _ = opstatus::testing::kubeconfig_credentials(&[("/nonexistent".into(), doc)], None);
     }
 }
 

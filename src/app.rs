@@ -68,10 +68,16 @@ struct Connection {
 }
 
 /// Credentials as [`credentials::choose`] picks them (exit code 2 before
-/// any request when they are wrong). A client for a loop that calls at
-/// least every `heartbeat` keeps its connection that long.
-fn connect(settings: &Settings, env: Env<'_>, heartbeat: Option<Duration>) -> Result<Connection, ConfigError> {
-    let chosen = credentials::choose(settings.kubeconfig.as_deref(), &settings.service_account_dir, env)?;
+/// any request when they are wrong; `lasting` for `run`). A client for a
+/// loop that calls at least every `heartbeat` keeps its connection that long.
+fn connect(
+    settings: &Settings,
+    env: Env<'_>,
+    heartbeat: Option<Duration>,
+    lasting: bool,
+) -> Result<Connection, ConfigError> {
+    let (kubeconfig, context) = (&settings.kubeconfig, settings.context.as_deref());
+    let chosen = credentials::choose(kubeconfig, context, &settings.service_account_dir, env, lasting)?;
     // A path, a context or user name from a file: shown, so sanitised.
     let (creds, source) = (chosen.creds, crate::util::text::sanitize(&chosen.source, 1024));
     let namespace =
@@ -105,7 +111,7 @@ fn agent_for(
         settings.agent.interval
     };
     let config_error = |e: ConfigError| Failure::Config(e.to_string());
-    let connection = connect(settings, env, Some(heartbeat)).map_err(config_error)?;
+    let connection = connect(settings, env, Some(heartbeat), nudge.is_some()).map_err(config_error)?;
     let Connection { client, namespace, source, cluster_identifier } = connection;
     let pod = Pod::read(env).map_err(config_error)?;
     let operator_namespace = settings.operator_namespace.clone().unwrap_or_else(|| namespace.clone());
@@ -360,39 +366,31 @@ pub fn once(settings: &Settings, env: Env<'_>) -> Result<(), Failure> {
 /// default): the first namespace that has the ConfigMap is the one read.
 pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<String, Failure> {
     let Connection { mut client, namespace, .. } =
-        connect(settings, env, None).map_err(|e| Failure::Config(e.to_string()))?;
+        connect(settings, env, None, false).map_err(|e| Failure::Config(e.to_string()))?;
     let (searched, why_there) = match (&settings.namespace, &settings.extension_namespace) {
         (Some(_), _) => (vec![namespace], "--namespace"),
         (None, Some(ns)) => (vec![ns.clone()], "kube9.operatorNamespace, as --extension-namespace mirrors it"),
         (None, None) => (reader::extension_namespaces(None), "where the extension looks: kube9-system, then default"),
     };
+    let name = &settings.configmap;
     let mut found = None;
     for ns in &searched {
-        let target =
-            StatusConfigMap { namespace: ns.clone(), name: settings.configmap.clone(), operator_elsewhere: false };
-        let body = target.fetch(&mut client).map_err(|e| {
-            Failure::Runtime(format!("cannot read ConfigMap {}/{}: {e}", target.namespace, target.name))
-        })?;
+        let target = StatusConfigMap { namespace: ns.clone(), name: name.clone(), operator_elsewhere: false };
+        let read = target.fetch(&mut client);
+        let body = read.map_err(|e| Failure::Runtime(format!("cannot read ConfigMap {ns}/{name}: {e}")))?;
         if let Some(body) = body {
-            found = Some((target, body));
+            found = Some((ns.as_str(), body));
             break;
         }
     }
-    let target = match &found {
-        Some((t, _)) => t.clone(),
-        None => StatusConfigMap {
-            namespace: searched.join(" or "),
-            name: settings.configmap.clone(),
-            operator_elsewhere: false,
-        },
-    };
-    let body = found.as_ref().map(|(_, b)| b.clone());
+    let found_in = found.as_ref().map(|(ns, _)| *ns);
+    let place = found_in.map_or_else(|| searched.join(" or "), String::from);
+    let body = found.map(|(_, body)| body);
     let status = body.as_deref().map(reader::status_of_configmap).transpose();
     let now = SystemTime::now();
     let reading = status
         .and_then(|s| reader::interpret(s.as_deref(), now))
-        .map_err(|e| Failure::Runtime(format!("ConfigMap {}/{}: {e}", target.namespace, target.name)))?;
-    let found_in = found.as_ref().map(|(t, _)| t.namespace.as_str());
+        .map_err(|e| Failure::Runtime(format!("ConfigMap {place}/{name}: {e}")))?;
     // Who publishes, from the lock beside the status (never inside it).
     let current = body.as_deref().and_then(|b| configmap::seen(b).ok());
     // Anyone who may patch the ConfigMap writes the annotation: the lock
@@ -432,7 +430,7 @@ pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<St
             json.to_string() + "\n"
         }
         OutputFormat::Text => {
-            let mut text = reader::render_text(&reading, &target.name, &target.namespace, now);
+            let mut text = reader::render_text(&reading, name, &place, now);
             text += &reader::render_explanation(&reading, &searched, found_in, why_there);
             match record {
                 Some(r) if !r.holder_identity.is_empty() => {

@@ -69,7 +69,7 @@ pub mod testing {
     pub use crate::expr::{Expr, Grammar, MAX_LEN, Truth};
     pub use crate::kube::credentials::kubeconfig_credentials;
     pub use crate::kube::yaml::parse as parse_yaml;
-    pub use crate::kube::{Auth, Client, Credentials, Secret};
+    pub use crate::kube::{Auth, Client, Credentials, ExecPlugin, Secret};
     pub use crate::pro::client::classify;
     pub use crate::reader::{interpret, render_text, status_of_configmap};
     pub use crate::signals::probes::grammar::parse_probe;

@@ -36,8 +36,9 @@ pub(crate) enum Kind {
     /// `--flag VALUE` or `--flag=VALUE`; the last one counts.
     Value(fn(&mut Settings, Given) -> Result<(), ConfigError>),
     /// `--flag PATH`: a file or directory, taken as given (any bytes but
-    /// none: a file name need not be UTF-8); the last one counts.
-    Path(fn(&mut Settings, PathBuf)),
+    /// none: a file name need not be UTF-8); the last one counts. Told
+    /// whether it came from the variable.
+    Path(fn(&mut Settings, PathBuf, bool)),
     /// `--flag` alone (or `--flag=true|false`); its variable takes
     /// true/false/1/0/yes/no. Applied only when given.
     Switch(fn(&mut Settings, bool)),
@@ -94,8 +95,8 @@ impl Flag {
                 None => Ok(()),
             },
             Kind::Path(apply) => {
-                if let Some((raw, _)) = self.one(given, env)? {
-                    apply(s, PathBuf::from(raw));
+                if let Some((raw, source)) = self.one(given, env)? {
+                    apply(s, PathBuf::from(raw), source == self.env);
                 }
                 Ok(())
             }

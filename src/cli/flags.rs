@@ -112,14 +112,27 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_SERVICE_ACCOUNT_DIR",
         default: Default::Value(DEFAULT_SERVICE_ACCOUNT_DIR),
         help: "Where the in-cluster token, ca.crt and namespace files are.",
-        kind: Kind::Path(|s, path| s.service_account_dir = path),
+        kind: Kind::Path(|s, path, _| s.service_account_dir = path),
     },
     Flag {
         name: "--kubeconfig",
         env: "KUBECONFIG",
         default: Default::Prose("in-cluster credentials, else ~/.kube/config"),
-        help: "Kubeconfig file to use instead of in-cluster credentials.",
-        kind: Kind::Path(|s, path| s.kubeconfig = Some(path)),
+        help: "Kubeconfig file to use instead of in-cluster credentials (the variable: files separated by `:`, \
+               merged as kubectl merges them).",
+        kind: Kind::Path(|s, path, from_variable| {
+            s.kubeconfig = if from_variable { std::env::split_paths(&path).collect() } else { vec![path] }
+        }),
+    },
+    Flag {
+        name: "--context",
+        env: "OPSTATUS_CONTEXT",
+        default: Default::Prose("the kubeconfig's current-context"),
+        help: "The kubeconfig context to use.",
+        kind: Kind::Value(|s, v| {
+            s.context = Some(v.value);
+            Ok(())
+        }),
     },
     Flag {
         name: "--check-interval",
@@ -147,7 +160,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_READY_FILE",
         default: Default::Prose("off"),
         help: "Keep this file fresh while ready (for `opstatus probe` in images without a shell).",
-        kind: Kind::Path(|s, path| s.agent.ready_file = Some(path)),
+        kind: Kind::Path(|s, path, _| s.agent.ready_file = Some(path)),
     },
     Flag {
         name: "--max-age",
@@ -183,7 +196,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_WATCH_FILE",
         default: Default::Prose("none"),
         help: "A heartbeat file the operator touches; stale or missing means the operator is not well.",
-        kind: Kind::Path(|s, path| s.watch.file = Some(path)),
+        kind: Kind::Path(|s, path, _| s.watch.file = Some(path)),
     },
     Flag {
         name: "--watch-max-age",
@@ -299,7 +312,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_API_KEY_FILE",
         default: Default::Prose("none (then KUBE9_API_KEY)"),
         help: "The kube9 API key, e.g. a mounted Secret; re-read on every check, so adding or removing it needs no restart.",
-        kind: Kind::Path(|s, path| s.pro.api_key.file = Some(path)),
+        kind: Kind::Path(|s, path, _| s.pro.api_key.file = Some(path)),
     },
     Flag {
         name: "--server-url",
@@ -327,7 +340,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_SERVER_CA_FILE",
         default: Default::Prose("the system CA bundle"),
         help: "CA bundle that kube9-server's certificate must chain to.",
-        kind: Kind::Path(|s, path| s.pro.server_ca_file = Some(path)),
+        kind: Kind::Path(|s, path, _| s.pro.server_ca_file = Some(path)),
     },
     Flag {
         name: "--operator-condition",
@@ -411,7 +424,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("none (the flags' versions count as running)"),
         help: "ClusterOperator: a file the operator writes once a version runs (VERSION or NAME=VERSION lines); \
                until then the old version is reported and Progressing is True.",
-        kind: Kind::Path(|s, path| cluster_operator(s).version_file = Some(path)),
+        kind: Kind::Path(|s, path, _| cluster_operator(s).version_file = Some(path)),
     },
     Flag {
         name: "--related-object",
@@ -535,7 +548,8 @@ mod tests {
                 "--extension-namespace" => s.extension_namespace.is_none(),
                 "--operator-namespace" => s.operator_namespace.is_none(),
                 "--operator-version" => s.agent.operator_version == crate::status::UNKNOWN_VERSION,
-                "--kubeconfig" => s.kubeconfig.is_none(),
+                "--kubeconfig" => s.kubeconfig.is_empty(),
+                "--context" => s.context.is_none(),
                 "--listen" => s.listen.is_none(),
                 "--ready-file" => s.agent.ready_file.is_none(),
                 "--watch-url" => s.watch.urls.is_empty(),

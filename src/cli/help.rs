@@ -10,7 +10,7 @@ use super::flags::{FLAGS, Kind};
 const GET_ONLY: [&str; 1] = ["--extension-namespace"];
 const PROBE_ONLY: [&str; 1] = ["--max-age"];
 /// What `get` reads besides its own: where to look and how to connect.
-const GET_READS: [&str; 4] = ["--namespace", "--configmap", "--kubeconfig", "--service-account-dir"];
+const GET_READS: [&str; 5] = ["--namespace", "--configmap", "--kubeconfig", "--context", "--service-account-dir"];
 /// What `probe` reads besides its own.
 const PROBE_READS: [&str; 1] = ["--ready-file"];
 /// What `prestop` reads: where `run` listens.
@@ -38,9 +38,12 @@ fn about(command: &Command) -> (&'static str, &'static str, &'static str) {
             "get",
             "Read the published status and interpret it as kube9's readers do: where the extension looks\n\
              (its setting, then kube9-system, then default), the mode it shows, and why.\n\
-             -o, --output text|json    the interpretation as text (default) or JSON",
+             -o, --output text|json    the interpretation as text (default) or JSON\n\
+             -n NAMESPACE              --namespace, as kubectl spells it\n\
+             On PATH as kubectl-opstatus, it is also `kubectl opstatus get`.",
             "opstatus get                          # as the extension finds it\n  \
-             opstatus get -o json --namespace kube9-system",
+             opstatus get -o json --namespace kube9-system\n  \
+             kubectl opstatus get --context prod   # as a kubectl plugin",
         ),
         Command::Probe => (
             "probe",

@@ -109,6 +109,8 @@ pub fn parse(args: &[OsString], env: Env<'_>) -> Result<Invocation, ConfigError>
                 });
             }
             _ if name.starts_with('-') => {
+                // kubectl's short name, for `kubectl opstatus get -n NAMESPACE`.
+                let name = if name == "-n" { "--namespace" } else { name };
                 let index = FLAGS.iter().position(|f| f.name == name).ok_or_else(|| unknown_flag(name))?;
                 let v = match (FLAGS[index].kind, &inline) {
                     (Kind::Switch(_), None) => "true".into(),
@@ -415,7 +417,7 @@ mod tests {
 
     #[test]
     fn empty_kubeconfig_variable_means_unset() {
-        assert_eq!(parse_with("", &[("KUBECONFIG", "")]).unwrap().settings.kubeconfig, None);
+        assert!(parse_with("", &[("KUBECONFIG", "")]).unwrap().settings.kubeconfig.is_empty());
     }
 
     #[test]

@@ -37,7 +37,11 @@ pub struct Settings {
     /// the agent's own.
     pub agent: AgentSettings,
     pub service_account_dir: PathBuf,
-    pub kubeconfig: Option<PathBuf>,
+    /// `--kubeconfig`'s file, or the files `KUBECONFIG` lists (merged as
+    /// kubectl merges them); empty: none.
+    pub kubeconfig: Vec<PathBuf>,
+    /// The kubeconfig context to use instead of its current one.
+    pub context: Option<String>,
     /// The probe and metrics endpoint's address; off when `None`.
     pub listen: Option<SocketAddr>,
     /// `opstatus probe`: the oldest readiness file that still counts.
@@ -129,7 +133,8 @@ pub(crate) fn defaults() -> Settings {
             upgradeable_inertia: Windows::default(),
         },
         service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
-        kubeconfig: None,
+        kubeconfig: Vec::new(),
+        context: None,
         listen: None,
         max_age: crate::ready_file::DEFAULT_MAX_AGE,
         identity: None,

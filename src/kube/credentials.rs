@@ -1,44 +1,28 @@
 //! Where the API server is and how to authenticate to it: in-cluster (the
-//! service-account directory, as client-go reads it) or a kubeconfig file,
-//! chosen in controller-runtime's order ([`choose`]), and named for the
-//! start line and `/status` ([`Chosen::source`]): the kubeconfig file with
-//! its context and user, or the service account the token's claims name.
+//! service-account directory, as client-go reads it) or kubeconfig files
+//! (merged as kubectl merges `KUBECONFIG`, a context chosen, an exec plugin
+//! run: [`super::exec`]), chosen in controller-runtime's order
+//! ([`choose`]), and named for the start line and `/status`
+//! ([`Chosen::source`]): the kubeconfig files with the context and user, or
+//! the service account the token's claims name.
 //!
 //! Everything here runs once at start and fails with a [`ConfigError`]
-//! that names the file or variable at fault (exit code 2), before any network
-//! traffic. Files are read through [`files::read_bounded`] (regular files
-//! only, each kind with its size limit); a client certificate is checked
-//! with its key ([`identity`]). Secrets are held in [`Secret`], whose `Debug`
-//! never shows them.
+//! that names the file or variable at fault (exit code 2), before any
+//! request to the API server. Files are read through [`files::read_bounded`]
+//! (regular files only, each kind with its size limit); a client
+//! certificate is checked with its key ([`identity`]). Secrets are held in
+//! [`Secret`], whose `Debug` never shows them.
 
-use super::{identity, yaml};
+use super::exec::Plugin;
+use super::{Secret, identity, yaml};
+use crate::util::base64::{decode_base64, encode_base64};
 use crate::util::config_error::ConfigError;
 use crate::util::files;
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::ffi::OsString;
-use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 use ureq::tls::{Certificate, PemItem};
-
-/// A credential string that never prints itself.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
 
 /// How requests authenticate.
 #[derive(Clone, Debug)]
@@ -50,6 +34,9 @@ pub enum Auth {
     TokenFile { path: PathBuf, initial: Secret },
     /// A client certificate and key, PEM.
     ClientCert { cert_pem: Vec<u8>, key_pem: Secret },
+    /// A kubeconfig user's exec plugin, and once it ran the token it gave
+    /// with its expiry: run again when that comes and after a 401.
+    Exec { plugin: Box<Plugin>, issued: Option<(Secret, Option<SystemTime>)> },
     /// No credentials: only useful against servers that allow anonymous.
     Anonymous,
 }
@@ -126,22 +113,25 @@ pub(crate) struct Chosen {
 }
 
 /// Picks credentials as controller-runtime does: an explicit kubeconfig
-/// (`--kubeconfig` / `KUBECONFIG`) first, even in a pod, then in-cluster
-/// when `KUBERNETES_SERVICE_HOST` is set, then `~/.kube/config`. Fails
+/// (`--kubeconfig`, or the files `KUBECONFIG` lists) first, even in a pod,
+/// then in-cluster when `KUBERNETES_SERVICE_HOST` is set, then
+/// `~/.kube/config`; a kubeconfig in `context` or its current one. Fails
 /// with a [`ConfigError`] (exit code 2) before any request; a variable
 /// that must be text and is not is one, naming it (never a fall-back to
-/// other credentials).
+/// other credentials). `lasting`: for `run` ([`from_kubeconfig`]).
 pub(crate) fn choose(
-    kubeconfig: Option<&Path>,
+    kubeconfig: &[PathBuf],
+    context: Option<&str>,
     sa_dir: &Path,
     env: &dyn Fn(&str) -> Option<OsString>,
+    lasting: bool,
 ) -> Result<Chosen, ConfigError> {
     let text = |name: &str| {
         env(name).map(|v| v.into_string().map_err(|v| err(format!("{name}: {v:?} is not UTF-8 text")))).transpose()
     };
     let host = text("KUBERNETES_SERVICE_HOST")?;
-    if let Some(path) = kubeconfig {
-        let mut chosen = from_kubeconfig(path)?;
+    if !kubeconfig.is_empty() {
+        let mut chosen = from_kubeconfig(kubeconfig, context, lasting)?;
         if host.is_some() {
             chosen.source += " (not the pod's service account: a kubeconfig comes first)";
         }
@@ -165,7 +155,7 @@ pub(crate) fn choose(
     if let Some(home) = env("HOME").filter(|h| !h.is_empty()) {
         let path = PathBuf::from(home).join(".kube").join("config");
         if path.exists() {
-            return from_kubeconfig(&path);
+            return from_kubeconfig(&[path], context, lasting);
         }
     }
     fail(
@@ -245,41 +235,90 @@ pub(crate) fn in_cluster(host: Option<&str>, port: Option<&str>, sa_dir: &Path) 
     })
 }
 
-/// Credentials from a kubeconfig file's current context, and their name:
-/// the file, the context and the user.
-pub(crate) fn from_kubeconfig(path: &Path) -> Result<Chosen, ConfigError> {
-    let text = read_file(path, files::KUBECONFIG_LIMIT, "kubeconfig")?;
-    let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
-    let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
-    let base = path.parent().unwrap_or(Path::new("."));
-    let creds = kubeconfig_credentials(&doc, base)
-        .or_else(|ConfigError(e)| fail(format!("kubeconfig {}: {e}", path.display())))?;
-    // Names from the file, shown: sanitised and bounded.
+/// Credentials from kubeconfig files merged as kubectl merges `KUBECONFIG`
+/// ([`kubeconfig_credentials`]; a file that does not exist is skipped, as
+/// long as one does), in `context` or the current one, and their name: the
+/// files, the context and the user. An exec plugin runs now, bounded: its
+/// failure is one too (exit code 2). `lasting`: for `run`, which renews
+/// credentials while it runs, with no one to answer a plugin.
+pub(crate) fn from_kubeconfig(paths: &[PathBuf], context: Option<&str>, lasting: bool) -> Result<Chosen, ConfigError> {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let mut files = Vec::new();
+    for path in paths.iter().filter(|p| !p.as_os_str().is_empty()) {
+        let text = match files::read_bounded(path, files::KUBECONFIG_LIMIT, "kubeconfig") {
+            Err(e) if e.is_not_found() && paths.len() > 1 => continue,
+            read => read.map_err(|e| err(e.to_string()))?,
+        };
+        let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
+        let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
+        files.push((path.parent().unwrap_or(Path::new(".")).to_path_buf(), doc));
+    }
+    if files.is_empty() {
+        return fail(format!("none of the kubeconfig files in KUBECONFIG exists: {}", shown.join(", ")));
+    }
+    let shown = shown.join(":");
+    let in_files = |ConfigError(e)| err(format!("kubeconfig {shown}: {e}"));
+    let mut creds = kubeconfig_credentials(&files, context).map_err(in_files)?;
+    let via = issue(&mut creds, lasting).map_err(in_files)?;
+    // Names from the files, shown: sanitised and bounded.
     let name = |v: Option<&str>| v.map_or("none".into(), |v| format!("{:?}", crate::util::text::sanitize(v, 253)));
-    let context = str_field(&doc, "current-context");
-    let user = context.and_then(|c| named(&doc, "contexts", c, "context").ok()).and_then(|c| str_field(c, "user"));
-    let source = format!(
-        "kubeconfig {}, context {}, user {}",
-        path.display(),
-        name(context),
-        name(user.filter(|u| !u.is_empty()))
-    );
-    Ok(Chosen { creds, source })
+    let context = current_context(&files, context);
+    let user =
+        context.and_then(|c| named(&files, "contexts", c, "context").ok()).and_then(|(_, c)| str_field(c, "user"));
+    let user = name(user.filter(|u| !u.is_empty()));
+    Ok(Chosen { creds, source: format!("kubeconfig {shown}, context {}, user {user}{via}", name(context)) })
 }
 
-/// Interprets a parsed kubeconfig; relative file paths are relative to `base`
-/// (the kubeconfig's directory), as kubectl resolves them.
-pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, ConfigError> {
-    let context_name = match doc.get("current-context").and_then(Value::as_str) {
-        Some(c) if !c.is_empty() => c,
-        _ => return fail("no current-context is set"),
+/// The context asked for, else the first `current-context` of the files.
+fn current_context<'a>(files: &'a [(PathBuf, Value)], asked: Option<&'a str>) -> Option<&'a str> {
+    asked.or_else(|| files.iter().find_map(|(_, doc)| str_field(doc, "current-context").filter(|c| !c.is_empty())))
+}
+
+/// Runs the exec plugin the credentials name, if any: its token (renewed
+/// while opstatus runs) or its client certificate, checked with its key
+/// (one that expires refused for a `lasting` command: renewing a client
+/// certificate would mean new connections everywhere). The words the
+/// start line adds.
+fn issue(creds: &mut Credentials, lasting: bool) -> Result<String, ConfigError> {
+    let Auth::Exec { plugin, issued } = &mut creds.auth else { return Ok(String::new()) };
+    plugin.attended = !lasting;
+    let got = plugin.run().map_err(err)?;
+    let until = got.expires.map_or(String::new(), |t| format!(", until {}", crate::util::time::format_rfc3339(t)));
+    let via = format!(" (exec plugin {}{until})", plugin.name());
+    match (got.token, got.client_cert) {
+        (Some(token), _) => *issued = Some((token, got.expires)),
+        (None, Some((cert_pem, key_pem))) => {
+            if lasting && got.expires.is_some() {
+                return fail(format!(
+                    "exec plugin {} gives a client certificate that expires{until}: `opstatus run` cannot renew a                      client certificate while it runs (its connections keep theirs); give it a user whose plugin                      gives a token",
+                    plugin.name()
+                ));
+            }
+            let chain = pem_certificates(&cert_pem, "the exec plugin's client certificate").map_err(err)?;
+            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(err)?;
+            creds.auth = Auth::ClientCert { cert_pem, key_pem };
+        }
+        (None, None) => unreachable!("a plugin's output without either is refused"),
+    }
+    Ok(via)
+}
+
+/// Interprets kubeconfig files (each with its directory, against which its
+/// relative paths resolve, as kubectl resolves them) merged as kubectl
+/// merges `KUBECONFIG`: for each cluster, user and context, the first file
+/// that defines its name wins; so does the first `current-context`, unless
+/// `context` names one. An exec plugin is described, not run.
+pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>) -> Result<Credentials, ConfigError> {
+    let context_name = match current_context(files, context) {
+        Some(c) => c,
+        None => return fail("no current-context is set (give --context)"),
     };
-    let context = named(doc, "contexts", context_name, "context")?;
+    let (_, context) = named(files, "contexts", context_name, "context")?;
     let cluster_name =
         str_field(context, "cluster").ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
-    let cluster = named(doc, "clusters", cluster_name, "cluster")?;
+    let (cluster_dir, cluster) = named(files, "clusters", cluster_name, "cluster")?;
     let user = match str_field(context, "user") {
-        Some(u) if !u.is_empty() => Some((u, named(doc, "users", u, "user")?)),
+        Some(u) if !u.is_empty() => Some((u, named(files, "users", u, "user")?)),
         _ => None,
     };
 
@@ -316,7 +355,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
         let source = format!("certificate-authority-data of cluster {cluster_name:?}");
         (decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?, source)
     } else if let Some(file) = str_field(cluster, "certificate-authority") {
-        let path = base.join(file);
+        let path = cluster_dir.join(file);
         (read_file(&path, files::CA_LIMIT, "CA file")?, path.display().to_string())
     } else {
         return fail(format!(
@@ -326,9 +365,22 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
     };
     check_ca(&ca_pem, &ca_source)?;
 
+    // What an exec plugin's `provideClusterInfo` hands it, as client-go does.
+    let mut cluster_info = json!({"server": server, "certificate-authority-data": encode_base64(&ca_pem)});
+    if let Some(name) = &tls_server_name {
+        cluster_info["tls-server-name"] = json!(name);
+    }
+    let extensions = cluster.get("extensions").and_then(Value::as_array).into_iter().flatten();
+    if let Some(config) =
+        extensions.into_iter().find(|e| str_field(e, "name") == Some("client.authentication.k8s.io/exec"))
+    {
+        cluster_info["config"] = config.get("extension").cloned().unwrap_or(Value::Null);
+    }
     let auth = match user {
         None => Auth::Anonymous,
-        Some((name, user)) => user_auth(user, base).map_err(|ConfigError(e)| err(format!("user {name:?}: {e}")))?,
+        Some((name, (dir, user))) => {
+            user_auth(user, dir, cluster_info).map_err(|ConfigError(e)| err(format!("user {name:?}: {e}")))?
+        }
     };
     Ok(Credentials {
         server: server.to_string(),
@@ -341,7 +393,7 @@ pub fn kubeconfig_credentials(doc: &Value, base: &Path) -> Result<Credentials, C
     })
 }
 
-fn user_auth(user: &Value, base: &Path) -> Result<Auth, ConfigError> {
+fn user_auth(user: &Value, base: &Path, cluster_info: Value) -> Result<Auth, ConfigError> {
     if let Some(token) = str_field(user, "token").filter(|t| !t.is_empty()) {
         return Ok(Auth::Token(Secret::new(token)));
     }
@@ -349,6 +401,10 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, ConfigError> {
         let path = base.join(file);
         let initial = read_token(&path)?;
         return Ok(Auth::TokenFile { path, initial });
+    }
+    if let Some(exec) = user.get("exec").filter(|e| !e.is_null()) {
+        let plugin = Plugin::new(exec, base, cluster_info).map_err(err)?;
+        return Ok(Auth::Exec { plugin: Box::new(plugin), issued: None });
     }
     let cert = pem_field(user, "client-certificate", files::CA_LIMIT, base)?;
     let key = pem_field(user, "client-key", files::KEY_LIMIT, base)?;
@@ -365,12 +421,16 @@ fn user_auth(user: &Value, base: &Path) -> Result<Auth, ConfigError> {
         }
         (None, None) => {}
     }
-    for unsupported in ["exec", "auth-provider", "username"] {
-        if user.get(unsupported).is_some() {
-            return fail(format!(
-                "the user's `{unsupported}` authentication is not supported: use a token, tokenFile or client certificate"
-            ));
-        }
+    if user.get("auth-provider").is_some() {
+        return fail(
+            "the user's `auth-provider` authentication is not supported (kubectl itself dropped it): convert it to \
+             an exec plugin (gke-gcloud-auth-plugin, `kubelogin convert-kubeconfig`)",
+        );
+    }
+    if user.get("username").is_some() {
+        return fail(
+            "the user's `username` (basic) authentication is not supported: use a token, client certificate or exec plugin",
+        );
     }
     Ok(Auth::Anonymous)
 }
@@ -393,49 +453,22 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// Finds `{name: NAME, FIELD: {...}}` in the list `list` and returns FIELD.
-fn named<'a>(doc: &'a Value, list: &str, name: &str, field: &str) -> Result<&'a Value, ConfigError> {
-    doc.get(list)
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|entry| str_field(entry, "name") == Some(name))
-        .and_then(|entry| entry.get(field))
-        .filter(|v| v.is_object())
+/// Finds `{name: NAME, FIELD: {...}}` in the list `list` of the first file
+/// that has one, and returns FIELD with that file's directory.
+fn named<'a>(
+    files: &'a [(PathBuf, Value)],
+    list: &str,
+    name: &str,
+    field: &str,
+) -> Result<(&'a Path, &'a Value), ConfigError> {
+    let entries = files.iter().flat_map(|(dir, doc)| {
+        let entries = doc.get(list).and_then(Value::as_array).into_iter().flatten();
+        entries.map(move |entry| (dir.as_path(), entry))
+    });
+    let found = entries.into_iter().find(|(_, entry)| str_field(entry, "name") == Some(name));
+    found
+        .and_then(|(dir, entry)| Some((dir, entry.get(field).filter(|v| v.is_object())?)))
         .ok_or_else(|| err(format!("{field} {name:?} is not defined in {list}")))
-}
-
-/// Standard base64 (RFC 4648, padding optional, white space ignored), as
-/// kubeconfig `*-data` fields hold it.
-pub(crate) fn decode_base64(input: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(input.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    let mut padding = false;
-    for c in input.bytes().filter(|c| !c.is_ascii_whitespace()) {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            b'=' => {
-                padding = true;
-                continue;
-            }
-            _ => return None,
-        };
-        if padding {
-            return None;
-        }
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    // Leftover bits must be fewer than a byte and all zero.
-    (bits < 6 && acc & ((1 << bits) - 1) == 0).then_some(out)
 }
 
 #[cfg(test)]
@@ -445,17 +478,9 @@ mod tests {
 
     const CA: &str = include_str!("../../tests/fixtures/fixture-ca.crt");
 
-    fn encode_base64(data: &[u8]) -> String {
-        const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        let mut s = String::new();
-        for chunk in data.chunks(3) {
-            let n = chunk.iter().fold(0u32, |a, &b| (a << 8) | u32::from(b)) << (8 * (3 - chunk.len()));
-            for i in 0..=chunk.len() {
-                s.push(T[(n >> (18 - 6 * i)) as usize & 63] as char);
-            }
-            s.push_str(&"=".repeat(3 - chunk.len()));
-        }
-        s
+    /// One kubeconfig file in `dir`, read in its current context.
+    fn one(doc: Value, dir: &Path) -> Result<Credentials, ConfigError> {
+        kubeconfig_credentials(&[(dir.to_path_buf(), doc)], None)
     }
 
     fn kubeconfig(user: Value) -> Value {
@@ -496,20 +521,8 @@ mod tests {
     }
 
     #[test]
-    fn base64_round_trips_and_rejects_garbage() {
-        for data in [&b""[..], b"f", b"fo", b"foo", b"foob", b"fooba", b"foobar", &[0, 255, 128, 7]] {
-            assert_eq!(decode_base64(&encode_base64(data)).as_deref(), Some(data));
-        }
-        assert_eq!(decode_base64("Zm9v\nYmFy").as_deref(), Some(&b"foobar"[..]));
-        assert_eq!(decode_base64("Zm9vYg").as_deref(), Some(&b"foob"[..]));
-        for bad in ["Zm9v!", "Zg=x", "Zh==", "Z"] {
-            assert_eq!(decode_base64(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
     fn kubeconfig_current_context_with_token() {
-        let c = kubeconfig_credentials(&kubeconfig(json!({"token": "s3cr3t"})), Path::new("/")).unwrap();
+        let c = one(kubeconfig(json!({"token": "s3cr3t"})), Path::new("/")).unwrap();
         assert_eq!(c.server, "https://10.0.0.1:6443");
         assert_eq!(c.namespace.as_deref(), Some("team-a"));
         assert_eq!(c.ca_pem, CA.as_bytes());
@@ -526,12 +539,12 @@ mod tests {
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["u1".to_string()]).unwrap().self_signed(&key).unwrap().pem();
         std::fs::write(dir.join("client.crt"), &cert).unwrap();
-        let c = kubeconfig_credentials(&kubeconfig(json!({"tokenFile": "tok"})), &dir).unwrap();
+        let c = one(kubeconfig(json!({"tokenFile": "tok"})), &dir).unwrap();
         assert!(
             matches!(&c.auth, Auth::TokenFile { initial, path } if initial.expose() == "tok-from-file" && path == &dir.join("tok"))
         );
-        let c = kubeconfig_credentials(
-            &kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(key.serialize_pem().as_bytes())})),
+        let c = one(
+            kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(key.serialize_pem().as_bytes())})),
             &dir,
         )
         .unwrap();
@@ -540,10 +553,8 @@ mod tests {
         );
         // A key that is not the certificate's: refused now, naming the user.
         let other = rcgen::KeyPair::generate().unwrap().serialize_pem();
-        let e = kubeconfig_credentials(
-            &kubeconfig(
-                json!({"client-certificate": "client.crt", "client-key-data": encode_base64(other.as_bytes())}),
-            ),
+        let e = one(
+            kubeconfig(json!({"client-certificate": "client.crt", "client-key-data": encode_base64(other.as_bytes())})),
             &dir,
         )
         .unwrap_err();
@@ -556,13 +567,13 @@ mod tests {
         let with = |key: &str, value: Value| {
             let mut k = kubeconfig(json!({"token": "s3cr3t"}));
             k["clusters"][0]["cluster"][key] = value;
-            kubeconfig_credentials(&k, Path::new("/"))
+            one(k, Path::new("/"))
         };
         let c = with("tls-server-name", json!("kubernetes.default.svc")).unwrap();
         assert_eq!(c.tls_server_name.as_deref(), Some("kubernetes.default.svc"));
         assert_eq!(c.server, "https://10.0.0.1:6443", "the connection stays the server's");
         assert_eq!(with("tls-server-name", json!("10.96.0.1")).unwrap().tls_server_name.as_deref(), Some("10.96.0.1"));
-        assert_eq!(kubeconfig_credentials(&kubeconfig(json!({})), Path::new("/")).unwrap().tls_server_name, None);
+        assert_eq!(one(kubeconfig(json!({})), Path::new("/")).unwrap().tls_server_name, None);
         for bad in [json!("not a name!"), json!(""), json!(7)] {
             let e = with("tls-server-name", bad.clone()).unwrap_err();
             assert!(e.0.contains("tls-server-name") && e.0.contains("is not a DNS name or IP address"), "{bad}: {e}");
@@ -626,7 +637,8 @@ mod tests {
                 },
                 "holds no PEM certificate",
             ),
-            (kubeconfig(json!({"exec": {"command": "aws"}})), "`exec` authentication is not supported"),
+            (kubeconfig(json!({"exec": {"command": "aws"}})), "user \"u1\": its exec plugin's apiVersion \"\""),
+            (kubeconfig(json!({"auth-provider": {"name": "gcp"}})), "convert it to an exec plugin"),
             (kubeconfig(json!({"client-certificate-data": encode_base64(b"C")})), "only one of client-certificate"),
             (kubeconfig(json!({"tokenFile": "/nonexistent/tok"})), "cannot read token file /nonexistent/tok"),
             (kubeconfig(json!({"tokenFile": "/dev/zero"})), "token file /dev/zero is a character device"),
@@ -636,7 +648,7 @@ mod tests {
             ),
         ];
         for (doc, needle) in cases {
-            let e = kubeconfig_credentials(&doc, Path::new("/")).unwrap_err();
+            let e = one(doc, Path::new("/")).unwrap_err();
             assert!(e.0.contains(needle), "{needle:?} not in {e}");
         }
     }

@@ -1,7 +1,8 @@
 //! The minimal Kubernetes REST client opstatus needs.
 //!
 //! - [`credentials`]: in-cluster and kubeconfig credentials, read at start;
-//!   a client certificate is checked with its key then (`identity`).
+//!   a client certificate is checked with its key then (`identity`), an
+//!   exec credential plugin run then (`exec`).
 //! - [`Client`]: verified TLS (for a kubeconfig's `tls-server-name`, that
 //!   name asked for and verified, as client-go does), bounded timeouts and body sizes, bearer-token
 //!   reload (at least once a minute, and at once after a 401), and
@@ -19,6 +20,7 @@
 mod client;
 pub(crate) mod credentials;
 mod error;
+mod exec;
 mod failures;
 mod identity;
 pub(crate) mod names;
@@ -33,8 +35,9 @@ pub(crate) mod yaml;
 
 pub use client::Client;
 pub(crate) use client::call_bound;
-pub use credentials::{Auth, Credentials, Secret};
+pub use credentials::{Auth, Credentials};
 pub(crate) use error::KubeError;
+pub use exec::Plugin as ExecPlugin;
 pub(crate) use object::{Fields, unreadable};
 pub(crate) use object_ref::ObjectRef;
 pub(crate) use watch_stream::{Closer, ListKey, PartBound, WatchStream};
@@ -53,3 +56,23 @@ pub(crate) const MAX_BODY: u64 = 4 * 1024 * 1024;
 pub(crate) const CLIENT_STACK: usize = 256 * 1024;
 #[cfg(test)]
 pub(crate) use error::from_response;
+
+/// A credential string that never prints itself.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}

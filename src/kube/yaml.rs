@@ -3,9 +3,12 @@
 //! Kubeconfig is the only YAML opstatus reads, and every tool that writes one
 //! (kubectl, kind, minikube, cloud CLIs) emits the same plain shape: block
 //! mappings and sequences, plain or quoted scalars, one-line flow collections
-//! (`{}`, `[]`, `{cluster: a, user: b}`), comments, and sometimes JSON. That
-//! is what this module accepts; anything else (anchors, tags, block scalars,
-//! multi-line flow) is refused with the line number, never guessed at.
+//! (`{}`, `[]`, `{cluster: a, user: b}`), comments, and sometimes JSON; and,
+//! in an exec plugin's `installHint`, block scalars (`|`, `>-`, `|2`: what
+//! the Azure CLI and the Kubernetes docs write) and plain scalars folded
+//! onto the next lines (what gcloud writes). That is what this module
+//! accepts; anything else (anchors, tags, multi-line quoted strings or
+//! flow) is refused with the line number, never guessed at.
 //!
 //! An error says where (line and column) and what was expected, and never
 //! quotes the input: a kubeconfig holds tokens and keys, and a parse error
@@ -40,6 +43,8 @@ struct Line<'a> {
     number: usize,
     indent: usize,
     text: &'a str,
+    /// The text of the block scalar this line's value opens (`key: |`).
+    block: Option<String>,
 }
 
 /// Parses one YAML document (or a JSON one) into a JSON value.
@@ -50,10 +55,13 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
     {
         return Ok(v);
     }
+    let raw: Vec<&str> = input.lines().collect();
     let mut lines = Vec::new();
-    for (i, raw) in input.lines().enumerate() {
+    let mut i = 0;
+    while i < raw.len() {
         let number = i + 1;
-        let content = raw.trim_end();
+        let content = raw[i].trim_end();
+        i += 1;
         let trimmed = content.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
@@ -74,7 +82,12 @@ pub fn parse(input: &str) -> Result<Value, YamlError> {
         if indent == 0 && trimmed.starts_with('%') {
             return Err(err(number, 1, "YAML directives are not supported"));
         }
-        lines.push(Line { number, indent, text: trimmed });
+        let block = block_indicator(trimmed).map(|indicator| {
+            let (text, end) = block_scalar(&raw[i..], indent, indicator);
+            i += end;
+            text
+        });
+        lines.push(Line { number, indent, text: trimmed, block });
     }
     if lines.is_empty() {
         return Ok(Value::Null);
@@ -100,6 +113,42 @@ fn at_line(line: &Line<'_>, message: impl Into<String>) -> YamlError {
 /// The 1-based column of `part`, a suffix of `line.text`.
 fn column_of(line: &Line<'_>, part: &str) -> usize {
     line.indent + 1 + line.text[..line.text.len() - part.len()].chars().count()
+}
+
+/// The block scalar indicator (`|`, `>`, with chomping and indentation:
+/// `|-`, `>+`, `|2`) that ends a `key: |` or `- |` line, if any.
+fn block_indicator(text: &str) -> Option<&str> {
+    let text = text.split(" #").next().unwrap_or(text).trim_end();
+    let (before, token) = text.rsplit_once(' ')?;
+    let before = before.trim_end();
+    let indicator = token.starts_with(['|', '>']) && token[1..].bytes().all(|b| matches!(b, b'+' | b'-' | b'1'..=b'9'));
+    (indicator && (before.ends_with(':') || before == "-" || before.ends_with(" -"))).then_some(token)
+}
+
+/// A block scalar's text from the lines after its indicator (those more
+/// indented than `parent`, and blank ones), and how many lines it took.
+fn block_scalar(lines: &[&str], parent: usize, indicator: &str) -> (String, usize) {
+    let taken = lines.iter().take_while(|l| l.trim().is_empty() || l.len() - l.trim_start().len() > parent).count();
+    let body = &lines[..taken];
+    let indent = match indicator.bytes().find(u8::is_ascii_digit) {
+        Some(d) => parent + usize::from(d - b'0'),
+        None => body.iter().find(|l| !l.trim().is_empty()).map_or(0, |l| l.len() - l.trim_start().len()),
+    };
+    let mut kept: Vec<&str> = body.iter().map(|l| l.get(indent..).unwrap_or_else(|| l.trim_start())).collect();
+    let trailing = kept.iter().rev().take_while(|l| l.trim().is_empty()).count();
+    kept.truncate(kept.len() - trailing);
+    let mut text = if indicator.starts_with('>') {
+        // Folded: lines joined by spaces, an empty line a line break.
+        kept.join("\n").replace("\n\n", "\u{0}").replace('\n', " ").replace('\u{0}', "\n")
+    } else {
+        kept.join("\n")
+    };
+    if indicator.contains('+') {
+        text += &"\n".repeat(trailing + 1);
+    } else if !indicator.contains('-') && !text.is_empty() {
+        text.push('\n');
+    }
+    (text, taken)
 }
 
 struct Parser<'a> {
@@ -144,6 +193,28 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The value that follows a key or a `- ` on its line: a block scalar,
+    /// or a scalar or flow collection, a plain scalar continued on the more
+    /// indented lines below that are not `key: value` (folded with spaces).
+    fn inline(&mut self, line: &Line<'_>, rest: &str) -> Result<Value, YamlError> {
+        if let Some(block) = &line.block {
+            return Ok(Value::String(block.clone()));
+        }
+        let mut value = scalar_or_flow(rest, line.number, column_of(line, rest))?;
+        if let Value::String(text) = &mut value
+            && !rest.starts_with(['"', '\'', '[', '{'])
+        {
+            while let Some(next) =
+                self.lines.get(self.pos).filter(|n| n.indent > line.indent && split_key(n.text).is_none())
+            {
+                text.push(' ');
+                text.push_str(next.text.split(" #").next().unwrap_or_default().trim_end());
+                self.pos += 1;
+            }
+        }
+        Ok(value)
+    }
+
     fn mapping(&mut self, indent: usize, depth: usize) -> Result<Value, YamlError> {
         let mut map = Map::new();
         while let Some(line) = self.lines.get(self.pos).cloned() {
@@ -156,11 +227,7 @@ impl<'a> Parser<'a> {
             let (key, rest) = split_key(line.text).ok_or_else(|| at_line(&line, "expected `key: value`"))?;
             let key = key_text(key, line.number, line.indent + 1)?;
             self.pos += 1;
-            let value = if rest.is_empty() {
-                self.nested(indent, true, depth)?
-            } else {
-                scalar_or_flow(rest, line.number, column_of(&line, rest))?
-            };
+            let value = if rest.is_empty() { self.nested(indent, true, depth)? } else { self.inline(&line, rest)? };
             if map.insert(key, value).is_some() {
                 return Err(at_line(&line, "duplicate key: this key is already set in the same mapping"));
             }
@@ -185,11 +252,11 @@ impl<'a> Parser<'a> {
                 // `- key: v` / `- - v`: a compact block that starts on this
                 // line; its column is where `rest` starts.
                 let column = indent + (line.text.len() - rest.len());
-                self.lines[self.pos] = Line { number: line.number, indent: column, text: rest };
+                self.lines[self.pos] = Line { number: line.number, indent: column, text: rest, block: line.block };
                 items.push(self.block(column, depth + 1)?);
             } else {
                 self.pos += 1;
-                items.push(scalar_or_flow(rest, line.number, column_of(&line, rest))?);
+                items.push(self.inline(&line, rest)?);
             }
         }
         Ok(Value::Array(items))
@@ -346,46 +413,15 @@ impl<'a> Flow<'a> {
         let close = closing_quote(rest, quote).ok_or_else(|| {
             self.error(format!("unterminated quoted string: expected a closing {quote} on the same line"))
         })?;
-        let body = &rest[1..close];
-        self.pos += close + 1;
         if quote == '\'' {
-            return Ok(body.replace("''", "'"));
+            self.pos += close + 1;
+            return Ok(rest[1..close].replace("''", "'"));
         }
-        // Escape errors point at the backslash; `self.pos` is past the string.
-        let body_column = self.column + self.text[..self.pos - close].chars().count();
-        let escape_error =
-            |offset: usize, message: &str| err(self.line, body_column + body[..offset].chars().count(), message);
-        let mut out = String::with_capacity(body.len());
-        let mut chars = body.char_indices();
-        while let Some((at, c)) = chars.next() {
-            if c != '\\' {
-                out.push(c);
-                continue;
-            }
-            let escaped = match chars.next().map(|(_, c)| c) {
-                Some('n') => '\n',
-                Some('t') => '\t',
-                Some('r') => '\r',
-                Some('0') => '\0',
-                Some(c @ ('"' | '\\' | '/' | ' ')) => c,
-                Some('u') => {
-                    let hex: String = chars.by_ref().take(4).map(|(_, c)| c).collect();
-                    u32::from_str_radix(&hex, 16)
-                        .ok()
-                        .filter(|_| hex.len() == 4)
-                        .and_then(char::from_u32)
-                        .ok_or_else(|| escape_error(at, "bad escape: expected `\\u` and 4 hex digits of a character"))?
-                }
-                _ => {
-                    return Err(escape_error(
-                        at,
-                        "unsupported escape: expected one of \\n \\t \\r \\0 \\\" \\\\ \\/ \\u after a backslash",
-                    ));
-                }
-            };
-            out.push(escaped);
-        }
-        Ok(out)
+        // The escapes kubeconfigs hold (\n, \", \\, \uXXXX) are JSON's too.
+        let string = serde_json::from_str(&rest[..=close])
+            .map_err(|_| self.error("unsupported escape or control character in this double-quoted string"))?;
+        self.pos += close + 1;
+        Ok(string)
     }
 
     fn plain(&mut self, in_flow: bool) -> Value {
@@ -475,6 +511,39 @@ users:
         assert_eq!(cluster["proxy-url"], "http://proxy.example:3128");
     }
 
+    /// The exec users the cloud CLIs write: gcloud folds a long plain
+    /// `installHint` onto the next line, the Azure CLI writes a block
+    /// scalar with an indentation indicator and blank lines, kubelogin's
+    /// docs one with `#` lines in it.
+    #[test]
+    fn reads_the_exec_users_cloud_clis_write() {
+        let gke = "users:\n- name: gke_p_z_c\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      \
+                   args: null\n      command: gke-gcloud-auth-plugin\n      env: null\n      installHint: Install \
+                   gke-gcloud-auth-plugin for use with kubectl by following\n        https://cloud.google.com/blog # c\n      \
+                   interactiveMode: IfAvailable\n      provideClusterInfo: true\n";
+        let exec = &parse(gke).unwrap()["users"][0]["user"]["exec"];
+        assert_eq!(
+            exec["installHint"],
+            "Install gke-gcloud-auth-plugin for use with kubectl by following https://cloud.google.com/blog"
+        );
+        assert_eq!(
+            (&exec["args"], &exec["env"], &exec["provideClusterInfo"]),
+            (&Value::Null, &Value::Null, &json!(true))
+        );
+        let aks = "exec:\n  args:\n  - get-token\n  - --login\n  - devicecode\n  command: kubelogin\n  env: null\n  \
+                   installHint: |2\n\n    kubelogin is not installed.\n\n    # see https://aka.ms/aks/kubelogin\n  \
+                   provideClusterInfo: false\n";
+        let exec = &parse(aks).unwrap()["exec"];
+        assert_eq!(exec["installHint"], "\nkubelogin is not installed.\n\n# see https://aka.ms/aks/kubelogin\n");
+        assert_eq!(exec["args"], json!(["get-token", "--login", "devicecode"]));
+        assert_eq!(exec["provideClusterInfo"], false);
+        let chomped = "a: |-\n  one\n   two\n\nb: >\n  folded\n  text\n\n  para\nc: |+\n  kept\n\nd:\n- >-\n  x\n  y\n";
+        assert_eq!(
+            parse(chomped).unwrap(),
+            json!({"a": "one\n two", "b": "folded text\npara\n", "c": "kept\n\n", "d": ["x y"]})
+        );
+    }
+
     #[test]
     fn reads_json_kubeconfigs() {
         let doc = "{\n \"current-context\": \"x\",\n \"contexts\": []\n}";
@@ -491,7 +560,7 @@ users:
     fn refuses_what_it_does_not_understand_with_the_line_and_column() {
         let cases = [
             ("a: b\n  c: d\n", 2, 3, "unexpected indentation"),
-            ("a: |\n  text\n", 1, 4, "block scalars"),
+            ("a: [x, |]\n", 1, 8, "block scalars"),
             ("a: &x b\n", 1, 4, "anchors"),
             ("a: b\n\tc: d\n", 2, 1, "tabs"),
             ("a: {b: c\n", 1, 9, "unclosed flow collection: expected `,` or `}`"),
@@ -499,8 +568,8 @@ users:
             ("a: b\na: c\n", 2, 1, "duplicate key"),
             ("a: b\n---\nc: d\n", 2, 1, "one YAML document"),
             ("a: \"x\" y\n", 1, 8, "expected the end of the line or a `# comment` after the value"),
-            ("a: \"x\\q\"\n", 1, 6, "unsupported escape: expected one of"),
-            ("a: \"\\u12\"\n", 1, 5, "bad escape: expected `\\u` and 4 hex digits"),
+            ("a: \"x\\q\"\n", 1, 4, "unsupported escape or control character"),
+            ("a: \"\\u12\"\n", 1, 4, "unsupported escape or control character"),
             ("l:\n  - [1, {a: b} c]\n", 2, 16, "expected `,` or `]`"),
             ("k:\n  é: \"x\" y\n", 2, 10, "after the value"),
         ];

@@ -69,3 +69,84 @@ fn e2e_a_kubeconfigs_tls_server_name_is_what_the_server_is_verified_as() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("not valid for name \"not-the-apiserver.example\""), "{err}");
 }
+
+/// An exec plugin that gives a client certificate (as Teleport's and
+/// Pinniped's do): `once` writes the status with it; `run` takes one
+/// without an expiry, and refuses at start, saying why, one that expires
+/// (it cannot swap the certificate of its open connections), before any
+/// request.
+#[test]
+fn e2e_an_exec_plugins_client_certificate_writes_the_status_and_run_refuses_one_that_expires() {
+    let cp = shared();
+    let pod = cp.deploy("exec-cert");
+    let ns = &pod.namespace;
+    let user = format!("exec-cert-user-{ns}");
+    let ca_cert = Path::new(cp.ca_path());
+    let ca_key = ca_cert.with_file_name("ca.key");
+    let dir = TempDir::new("e2e-exec-cert");
+    let issued = client_cert::issue(dir.path(), ca_cert, &ca_key, &user, KeyType::P256, Version::V3, "client");
+    cp.kubectl_ok(&[
+        "-n",
+        ns,
+        "create",
+        "rolebinding",
+        "exec-cert-user",
+        "--role=opstatus-status-writer",
+        "--user",
+        &user,
+    ]);
+    let credential = |expires: &str| {
+        let status = serde_json::json!({"clientCertificateData": issued.cert_pem, "clientKeyData": issued.key_pem,
+            "expirationTimestamp": expires});
+        serde_json::json!({"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": status})
+    };
+    let kubeconfig = dir.path().join("kubeconfig");
+    let with_cert = client_cert::kubeconfig(&format!("https://127.0.0.1:{}", cp.port()), &cp.ca_pem(), &user, "", "");
+    let user_block = with_cert.split("  user:\n").nth(1).unwrap().split("contexts:").next().unwrap().to_string();
+    let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n      command: ./credential.sh\n";
+    std::fs::write(&kubeconfig, with_cert.replace(&user_block, exec)).unwrap();
+    let plugin = |expires: &str| {
+        std::fs::write(dir.path().join("credential.json"), credential(expires).to_string()).unwrap();
+        std::fs::write(dir.path().join("credential.sh"), "#!/bin/sh\ncat \"$(dirname \"$0\")/credential.json\"\n")
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path().join("credential.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let env = [("PATH".to_string(), "/usr/bin:/bin".to_string())];
+    let kubeconfig = kubeconfig.to_str().unwrap();
+
+    plugin("2099-01-01T00:00:00Z");
+    let out = run_to_end(
+        &release_bin(),
+        &["once", "--namespace", ns, "--kubeconfig", kubeconfig],
+        &env,
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(cp.status_document(ns, "kube9-operator-status").unwrap()["health"], "healthy");
+    assert!(cp.audit_events(&user).iter().any(|e| e.verb == "patch" && e.code < 300), "written as {user}");
+
+    let args = ["run", "--namespace", ns, "--kubeconfig", kubeconfig, "--identity", "laptop"];
+    let before = cp.audit_events(&user).len();
+    let out = run_to_end(&release_bin(), &args, &env, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "gives a client certificate that expires, until 2099-01-01T00:00:00Z: `opstatus run` cannot renew"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("PRIVATE KEY"), "{stderr}");
+    assert_eq!(cp.audit_events(&user).len(), before, "refused before any request");
+
+    plugin("");
+    let agent = support::RunningAgent::start(&release_bin(), &args, &env);
+    let said = "(exec plugin \"";
+    assert!(
+        agent.logged_within(said, Duration::from_secs(20))
+            && agent.logged_within("Status updated", Duration::from_secs(20)),
+        "{}",
+        agent.stderr()
+    );
+}

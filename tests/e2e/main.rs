@@ -18,6 +18,7 @@ mod first_hour;
 mod foreign_time;
 mod foreign_writer;
 mod get;
+mod get_exec;
 mod get_extension;
 mod handover_writer;
 mod heartbeat;

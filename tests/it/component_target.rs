@@ -37,13 +37,7 @@ fn render(operator: &str, namespace: &str, target: Option<&str>, components: &[&
         listed.join("\n- ")
     );
     std::fs::write(dir.path().join("my-overlay/kustomization.yaml"), overlay).unwrap();
-    let out = Command::new("kubectl")
-        .args(["kustomize", dir.path().join("my-overlay").to_str().unwrap()])
-        .env("KUBECONFIG", "/dev/null")
-        .output()
-        .expect("kubectl");
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    if out.status.success() { Ok(text(out.stdout)) } else { Err(text(out.stderr)) }
+    crate::support::kustomize(&dir.path().join("my-overlay"))
 }
 
 /// The rendered document of `kind` named `name`.

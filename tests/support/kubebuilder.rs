@@ -7,7 +7,9 @@
 //! nothing edited but what the docs tell a reader to set.
 
 use super::TempDir;
+use super::control_plane::ControlPlane;
 use super::markdown::{opstatus_target_for, snippets_with};
+use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
@@ -111,13 +113,26 @@ pub fn workspace(layout: &Layout<'_>) -> TempDir {
 
 /// `kubectl kustomize` of the workspace's overlay: the YAML, or its error.
 pub fn render(dir: &TempDir) -> Result<String, String> {
-    let out = Command::new("kubectl")
-        .args(["kustomize", dir.path().join("my-overlay").to_str().unwrap()])
-        .env("KUBECONFIG", "/dev/null")
-        .output()
-        .expect("kubectl");
-    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
-    if out.status.success() { Ok(text(out.stdout)) } else { Err(text(out.stderr)) }
+    super::kustomize(&dir.path().join("my-overlay"))
+}
+
+/// Who holds the publisher lock of the status in kube9-system.
+pub fn holder(cp: &ControlPlane) -> Option<String> {
+    let cm = cp.configmap("kube9-system", "kube9-operator-status")?;
+    let record: Value =
+        serde_json::from_str(cm["metadata"]["annotations"]["opstatus.kube9.dev/publisher"].as_str()?).ok()?;
+    Some(record["holderIdentity"].as_str()?.to_string())
+}
+
+/// The operator's leader election, as controller-runtime writes its Lease:
+/// the pod `pod` leads, just renewed.
+pub fn lead(cp: &ControlPlane, pod: &str) {
+    let renewed = opstatus::testing::format_rfc3339(std::time::SystemTime::now()).replace('Z', ".000000Z");
+    let lease = format!(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: {{name: {LEASE}, namespace: {NAMESPACE}}}\n\
+         spec: {{holderIdentity: {pod}_0b9f, leaseDurationSeconds: 60, renewTime: \"{renewed}\"}}\n"
+    );
+    cp.kubectl_stdin_ok(&["apply", "-f", "-"], Some(&lease));
 }
 
 /// The rendered objects, parsed.
@@ -125,4 +140,24 @@ pub fn objects(yaml: &str) -> Vec<serde_json::Value> {
     yaml.split("\n---\n")
         .map(|doc| opstatus::testing::parse_yaml(doc).unwrap_or_else(|e| panic!("{e}: {doc}")))
         .collect()
+}
+
+/// When a test ends, passed or failed, it leaves kube9-system's status to
+/// nobody, for the next test that writes it there: its writers gone (the
+/// Deployment named, deleted with its Pods), then the status. Never panics
+/// (it runs while a failed test unwinds).
+pub struct Leave<'a>(pub &'a ControlPlane, pub Option<&'a str>);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if let Some(deployment) = self.1 {
+            let deployment = format!("deployment/{deployment}");
+            let wait = ["--cascade=foreground", "--wait", "--timeout=180s", "--ignore-not-found"];
+            let _ = self.0.kubectl(&[&["-n", NAMESPACE, "delete", &deployment][..], &wait[..]].concat(), None);
+        }
+        let _ = self.0.kubectl(
+            &["-n", "kube9-system", "delete", "configmap", "kube9-operator-status", "--ignore-not-found"],
+            None,
+        );
+    }
 }

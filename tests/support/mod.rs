@@ -284,3 +284,15 @@ pub fn assert_cadence(offsets: &[Duration], interval: Duration) {
     let median = gaps[gaps.len() / 2];
     assert!(median < interval * 3 / 2, "median gap {median:?} for a {interval:?} heartbeat: skipped ({offsets:?})");
 }
+
+/// `kubectl kustomize DIR` offline (no cluster read): the YAML, or
+/// kustomize's error.
+pub fn kustomize(dir: &Path) -> Result<String, String> {
+    let out = Command::new("kubectl")
+        .args(["kustomize", dir.to_str().unwrap()])
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .expect("kubectl");
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    if out.status.success() { Ok(text(out.stdout)) } else { Err(text(out.stderr)) }
+}
