@@ -31,7 +31,7 @@
 #   release          the release check (scripts/release-check.sh)
 #   nodes            the real-node tests on v1.36 (once the pause image is
 #                    built), then on v1.20 (once its node is built and the
-#                    release check, whose archive node_release runs, ended):
+#                    release check, whose release node_release installs, ended):
 #                    one node at a time (kubelet v1.20 shares
 #                    /var/lib/kubelet/device-plugins and /var/log/pods with
 #                    any other kubelet here)
@@ -54,8 +54,9 @@ scripts/cross-setup.sh packages
 missing=()
 command -v buildah >/dev/null || missing+=(buildah)
 # The release check (scripts/release-check.sh) signs with gpg, copies with
-# skopeo and reads JSON with jq.
-for tool in skopeo gpg jq; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+# skopeo, reads JSON with jq, and serves the release's image over TLS from a
+# docker-registry (node.sh installs it) with a certificate openssl makes.
+for tool in skopeo gpg jq openssl; do command -v "$tool" >/dev/null || missing+=("$tool"); done
 command -v prometheus >/dev/null && command -v promtool >/dev/null || missing+=(prometheus)
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
@@ -294,7 +295,7 @@ lane_nodes() {
   if [ -n "$current" ]; then
     run_nodes "real-node tests on $current_version (but node_release)" bin-dir "${rest[@]}" || status=1
   fi
-  # node_release runs the release check's archive: once that check ended.
+  # node_release installs the release check's release: once that check ended.
   until [ -s "$release_ended" ] || [ "$waited" -ge 1800 ]; do sleep 5 && waited=$((waited + 5)); done
   wait_for_kube node || return 1
   run_nodes "real-node tests on v1.20" "" "${node_modules[@]/%/::}" || status=1
@@ -310,8 +311,10 @@ run_nodes() {
 }
 
 # The release, twice from this checkout (the static binaries above reused):
-# reproducible, checksums, SBOMs, provenance, signature, each platform's
-# image run. It writes its exit status to $release_ended when it ends.
+# reproducible, checksums, SBOMs, provenance, signatures, each platform's
+# image run, then docs/install.md's "Verify a release" as written and four
+# broken releases it must refuse. It writes its exit status to
+# $release_ended when it ends.
 release_ended=$(mktemp)
 lane_release() {
   local status=0

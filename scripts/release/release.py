@@ -189,6 +189,11 @@ def provenance(facts_path):
     source = {"uri": f["source_uri"], "digest": {"gitCommit": f["revision"], "gitTree": f["tree"]}}
     if not f["source_uri"]:
         source = {"name": "source", "digest": source["digest"]}
+    toolchains = [
+        {"name": f"rust toolchain {t['toolchain']} ({t['target']})",
+         "annotations": {"target": t["target"], "toolchain": t["toolchain"], "rustc -vV": t["rustc"], "cargo": t["cargo"]}}
+        for t in f["toolchains"]
+    ]
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
         "subject": sorted(f["subjects"], key=lambda s: s["name"]),
@@ -196,7 +201,11 @@ def provenance(facts_path):
         "predicate": {
             "buildDefinition": {
                 "buildType": "https://opstatus.kube9.dev/release/v1",
-                "externalParameters": {"version": f["version"], "source": {"revision": f["revision"], "uri": f["source_uri"]}},
+                "externalParameters": {
+                    "version": f["version"],
+                    "source": {"revision": f["revision"], "uri": f["source_uri"]},
+                    "image": f["image"],
+                },
                 "internalParameters": {
                     "SOURCE_DATE_EPOCH": f["source_date_epoch"],
                     "targets": f["targets"],
@@ -204,7 +213,7 @@ def provenance(facts_path):
                 },
                 "resolvedDependencies": [source]
                 + [{"name": "Cargo.lock", "digest": {"sha256": f["cargo_lock"]}}]
-                + [{"name": name, "annotations": {"version": v}} for name, v in sorted(f["toolchains"].items())],
+                + sorted(toolchains, key=lambda t: t["annotations"]["target"]),
             },
             "runDetails": {
                 "builder": {

@@ -1,81 +1,167 @@
-//! End to end on a real node: the release's OCI archive
-//! (`dist/opstatus-VERSION.oci.tar`, written by `scripts/release.sh`;
-//! `scripts/release-check.sh` runs it first) copied into the node's
-//! loopback registry with skopeo, all three platforms, as docs/install.md
-//! says ("Or load the release archive"), and run as the quick start's
-//! image: kubelet pulls the amd64 image from the index, starts it, and the
-//! Pod is Ready with the status written.
+//! End to end on a real node: a release installed as docs/install.md's
+//! "Install from a release" says, its `sh` blocks run as written by bash in
+//! a directory holding the release's files, with a laptop's kubeconfig
+//! (the admin's) and nothing else of this environment: the rendered quick
+//! start applied unchanged, the rollout awaited, the release's x86_64
+//! binary installed as `opstatus`, and `opstatus get` saying `operated`.
+//!
+//! The release is the one `scripts/release-check.sh` made (`dist/`), which
+//! verified it as "Verify a release" says; its image was published as
+//! `127.0.0.1:PORT/team/opstatus` in the check's registry, gone by now. As a
+//! cluster whose registry serves another host's name (a pull-through
+//! mirror), the node's registry holds the archive under the same path
+//! (copied with skopeo over plain HTTP, as "Or load the release archive"
+//! says) and containerd is told it serves the published host (a
+//! `hosts.toml` in its `certs.d`). kubelet pulls `IMAGE@DIGEST`: the
+//! registry's log shows the index fetched by that digest, and the Pod runs
+//! that image.
 
+use crate::quick_start::{script, section_blocks};
 use crate::support;
 
 use serde_json::Value;
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
-use support::control_plane::{ROOT, unique_namespace};
+use std::time::Instant;
+use support::TempDir;
+use support::control_plane::{ROOT, shared_status_namespaces};
 use support::node::{container_status, shared};
 
 /// The digest of the image index the archive names for `version`.
-fn archive_index_digest(archive: &str, version: &str) -> String {
-    let out = Command::new("tar").args(["-xOf", archive, "index.json"]).output().expect("tar");
-    assert!(out.status.success(), "{archive}: {}", String::from_utf8_lossy(&out.stderr));
+fn archive_index_digest(archive: &Path, version: &str) -> String {
+    let out = Command::new("tar").arg("-xOf").arg(archive).arg("index.json").output().expect("tar");
+    assert!(out.status.success(), "{}: {}", archive.display(), String::from_utf8_lossy(&out.stderr));
     let index: Value = serde_json::from_slice(&out.stdout).unwrap();
     let entry = index["manifests"]
         .as_array()
         .and_then(|m| m.iter().find(|e| e["annotations"]["org.opencontainers.image.ref.name"] == version));
-    entry.unwrap_or_else(|| panic!("{archive} names no {version}: {index}"))["digest"].as_str().unwrap().to_string()
+    entry.unwrap_or_else(|| panic!("{} names no {version}: {index}", archive.display()))["digest"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
-#[test]
-fn e2e_node_the_release_archive_runs_as_the_quick_starts_image() {
-    let version = env!("CARGO_PKG_VERSION");
-    let archive = format!("{ROOT}/dist/opstatus-{version}.oci.tar");
-    assert!(
-        std::path::Path::new(&archive).exists(),
-        "{archive} is missing: run scripts/release-check.sh (or scripts/release.sh {version}) first"
-    );
-    let index_digest = archive_index_digest(&archive, version);
-    let node = shared();
-    let cp = node.cp();
-    let repository = format!("{}/team/opstatus-release", node.registry());
-    let copied = Command::new("skopeo")
-        .args(["copy", "--quiet", "--all", "--dest-tls-verify=false"])
-        .arg(format!("oci-archive:{archive}:{version}"))
-        .arg(format!("docker://{repository}:{version}"))
+/// skopeo with `args`; its stdout, or the test fails with its stderr.
+fn skopeo(args: &[&str]) -> Vec<u8> {
+    let out = Command::new("skopeo")
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("skopeo (scripts/release-check.sh installs it)");
-    assert!(copied.status.success(), "skopeo copy: {}", String::from_utf8_lossy(&copied.stderr));
-    // The registry holds the index as it was released: same digest.
-    let inspected = Command::new("skopeo")
-        .args(["inspect", "--raw", "--tls-verify=false"])
-        .arg(format!("docker://{repository}:{version}"))
-        .output()
-        .expect("skopeo");
-    assert!(inspected.status.success(), "{}", String::from_utf8_lossy(&inspected.stderr));
-    let pushed = format!("sha256:{}", sha256_hex(&inspected.stdout));
-    assert_eq!(pushed, index_digest, "the registry's index is not the archive's");
+    assert!(out.status.success(), "skopeo {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
 
-    // The quick start's Deployment, its image the release's.
-    let ns = unique_namespace("node-release");
-    cp.create_namespace(&ns);
-    cp.apply_base_manifests(&ns);
-    let image = format!("{repository}:{version}");
-    let deployment = std::fs::read_to_string(format!("{ROOT}/manifests/examples/quick-start/deployment.yaml"))
-        .unwrap()
-        .replace(&format!("image: opstatus:{version}"), &format!("image: {image}"));
-    assert!(deployment.contains(&image), "{deployment}");
-    cp.kubectl_stdin_ok(&["-n", &ns, "apply", "-f", "-"], Some(&deployment));
-    let pod = node.wait_ready(&ns, "app.kubernetes.io/name=opstatus", 1, Duration::from_secs(180)).remove(0);
-    let opstatus = container_status(&pod, "opstatus");
-    assert_eq!(opstatus["image"], image, "{opstatus}");
-    assert!(opstatus["state"]["running"].is_object(), "{opstatus}");
-    let image_id = opstatus["imageID"].as_str().unwrap_or_default();
-    let doc = cp.status_document(&ns, "kube9-operator-status").expect("the status");
+#[test]
+fn e2e_node_a_release_installs_by_the_docs_and_pulls_its_image_by_digest() {
+    let version = env!("CARGO_PKG_VERSION");
+    let dist = Path::new(ROOT).join("dist");
+    let rendered = dist.join(format!("opstatus-{version}-quick-start.yaml"));
+    assert!(
+        rendered.exists(),
+        "{} is missing: run scripts/release-check.sh (or scripts/release.sh {version}) first",
+        rendered.display()
+    );
+    let archive = dist.join(format!("opstatus-{version}.oci.tar"));
+    let index_digest = archive_index_digest(&archive, version);
+    // The image the rendered manifest pulls: the published name, pinned.
+    let manifest = std::fs::read_to_string(&rendered).unwrap();
+    let images: Vec<&str> = manifest.lines().filter_map(|l| l.trim().strip_prefix("image: ")).collect();
+    assert_eq!(images.len(), 1, "{manifest}");
+    let (published, digest) = images[0].split_once('@').expect("an image pinned by digest");
+    assert_eq!(digest, index_digest, "the rendered quick start pins another image than the archive's");
+    let (published_host, path) = published.split_once('/').unwrap();
+
+    let node = shared();
+    let cp = node.cp();
+    let _kube9_system = shared_status_namespaces();
+    // The node's registry holds the archive under the published path, and
+    // serves the published host's name for containerd.
+    let mirrored = format!("{}/{path}", node.registry());
+    let dest = format!("docker://{mirrored}:{version}");
+    skopeo(&[
+        "copy",
+        "--quiet",
+        "--all",
+        "--dest-tls-verify=false",
+        &format!("oci-archive:{}:{version}", archive.display()),
+        &dest,
+    ]);
+    let served = skopeo(&["inspect", "--raw", "--tls-verify=false", &format!("docker://{mirrored}@{digest}")]);
+    assert_eq!(format!("sha256:{}", sha256_hex(&served)), digest, "the registry's index is not the archive's");
+    let hosts = node.dir().join("containerd/certs.d").join(published_host);
+    std::fs::create_dir_all(&hosts).unwrap();
+    let registry = node.registry();
+    std::fs::write(
+        hosts.join("hosts.toml"),
+        format!(
+            "server = \"http://{registry}\"\n[host.\"http://{registry}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+        ),
+    )
+    .unwrap();
+    let registry_log = node.dir().join("log/registry.log");
+    let logged_before = std::fs::read_to_string(&registry_log).unwrap_or_default().len();
+
+    // The docs' commands, as written, in a directory of the release's files.
+    let blocks = section_blocks("docs/install.md", "## Install from a release");
+    let commands = script(&blocks);
+    assert!(commands.contains("kubectl apply -f \"opstatus-$VERSION-quick-start.yaml\""), "{commands}");
+    assert_eq!(commands.trim().lines().last(), Some("opstatus get"), "the last step is `opstatus get`");
+    let expected = blocks.last().filter(|(info, _)| info.is_empty()).expect("the section ends with what get shows");
+    let laptop = TempDir::new("release-laptop");
+    for entry in std::fs::read_dir(&dist).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), laptop.path().join(entry.file_name())).unwrap();
+    }
+    let home = laptop.path().display().to_string();
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &commands])
+        .current_dir(laptop.path())
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", format!("{home}/.local/bin:/usr/bin:/bin"))
+        .env("KUBECONFIG", cp.kubeconfig())
+        .env("VERSION", version)
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash");
+    let took = started.elapsed();
+    let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the documented commands failed:\n{commands}\nstdout: {shown}\nstderr: {}\nkubelet events:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        node.events_text("kube9-system")
+    );
+    for line in expected.1.lines().filter(|l| !l.trim().is_empty()) {
+        assert!(shown.lines().any(|l| l == line), "the docs promise {line:?}; the commands printed:\n{shown}");
+    }
+
+    // kubelet ran the pinned image, pulled by its digest from the node's registry.
+    let pods = node.pods("kube9-system", "app.kubernetes.io/name=opstatus");
+    assert_eq!(pods.len(), 1, "{pods:?}");
+    let opstatus = container_status(&pods[0], "opstatus");
+    // Pulled by digest alone, containerd names the image by its repository digest.
+    assert_eq!(opstatus["imageID"], images[0], "{opstatus}");
+    assert_eq!(opstatus["ready"], true, "{opstatus}");
+    let pulled = std::fs::read_to_string(&registry_log).unwrap_or_default();
+    let fetch = format!("/v2/{path}/manifests/{digest}");
+    assert!(
+        pulled[logged_before..].contains(&fetch),
+        "the registry's log has no {fetch}:\n{}",
+        &pulled[logged_before..]
+    );
+    let doc = cp.status_document("kube9-system", "kube9-operator-status").expect("the status");
     assert_eq!(doc["health"].as_str(), Some("healthy"), "{doc}");
+    crate::node_quick_start::leave_the_status_to_nobody(cp, "kube9-system", "opstatus");
+    std::fs::remove_dir_all(&hosts).unwrap();
     println!(
-        "e2e node release (kubelet {}): the archive's index {index_digest} copied to {repository}, pulled as \
-         {image_id}, Ready and healthy",
-        node.version()
+        "e2e node release (kubelet {}): docs/install.md's \"Install from a release\" ran as written in {:.1} s; \
+         kubelet pulled {} from the node's registry; `opstatus get` from the release's binary showed\n{shown}",
+        node.version(),
+        took.as_secs_f64(),
+        images[0],
     );
 }
 

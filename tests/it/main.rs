@@ -54,6 +54,7 @@ mod probe_watch_stop;
 mod proxies;
 mod readiness_file;
 mod registration_bounds;
+mod release;
 mod replicas;
 mod response_limits;
 mod secrets;
