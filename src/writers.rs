@@ -227,6 +227,9 @@ pub(crate) struct Yielding {
     /// after being written over, it is there, writing: said once per
     /// episode ([`Turn::Overwrite`]).
     over: Option<Overwritten>,
+    /// When a read last showed nobody else owning the status key, or a
+    /// write of opstatus's went through.
+    gone: Option<SystemTime>,
 }
 
 /// Another writer written over, as this instance saw it.
@@ -275,13 +278,16 @@ impl Yielding {
 
     /// `foreign` owns the status key but its status is opstatus's to take
     /// back at once: the first sighting may be a status left long ago (taken
-    /// over without a word); seen again within a quiet period, after
-    /// opstatus wrote over it, it is a writer at work: news, once.
+    /// over without a word); seen again after opstatus wrote over it, it is
+    /// a writer at work: news, once. The episode ends once a read shows it
+    /// gone a quiet period after it was last seen: reads that failed meanwhile
+    /// (an API server too slow to answer) do not end it.
     fn over(&mut self, foreign: &Foreign, now: SystemTime, patience: &Patience) -> Turn {
+        let gone = self.gone;
         let same = self
             .over
             .as_ref()
-            .filter(|o| o.writer == foreign.writer && now.duration_since(o.last).unwrap_or_default() < patience.quiet);
+            .filter(|o| o.writer == foreign.writer && gone.is_none_or(|gone| gone < o.last + patience.quiet));
         let seen = same.map_or(1, |o| o.seen.saturating_add(1));
         self.over = Some(Overwritten { writer: foreign.writer.clone(), seen, last: now });
         if seen != 2 {
@@ -303,6 +309,13 @@ impl Yielding {
     pub(crate) fn due(&self, now: SystemTime, patience: &Patience) -> bool {
         let (Some((_, until)), Some(looked)) = (&self.to, self.looked) else { return true };
         now >= (looked + patience.look_every).min(*until)
+    }
+
+    /// A write of opstatus's went through at `now`: against the version it
+    /// read, so nobody else wrote the status since (as a read showing
+    /// nobody else would say).
+    pub(crate) fn wrote(&mut self, now: SystemTime) {
+        self.gone = Some(now);
     }
 
     /// A read of the ConfigMap at `now`: `foreign` is who else owns the
@@ -329,7 +342,10 @@ impl Yielding {
         match (self.to.take(), theirs) {
             (None, None) => match foreign {
                 Some(f) => self.over(f, now, patience),
-                None => Turn::Ours,
+                None => {
+                    self.gone = Some(now);
+                    Turn::Ours
+                }
             },
             (None, Some((f, until))) => {
                 self.to = Some((f.writer.clone(), until));
@@ -509,8 +525,23 @@ mod tests {
         assert_eq!(y.overwriting(at(27), &p).map(|w| w.manager.as_str()), Some("kube9-operator"));
         // Gone for a quiet period: the episode is over; back, it is news again.
         assert_eq!(y.overwriting(at(37), &p), None);
+        assert_eq!(y.observe(None, at(38), &p), Turn::Ours);
         assert_eq!(y.observe(Some(&stale), at(40), &p), Turn::Ours);
         assert!(matches!(y.observe(Some(&stale), at(43), &p), Turn::Overwrite(..)));
+        // Reads that fail for longer than a quiet period (an API server too
+        // slow to answer) do not end the episode: only a read showing the
+        // writer gone does.
+        let mut y = Yielding::default();
+        for n in [0, 3] {
+            y.observe(Some(&stale), at(n), &p);
+        }
+        y.observe(None, at(5), &p);
+        assert_eq!(y.observe(Some(&stale), at(22), &p), Turn::Ours, "no read in 17 s, still the same episode");
+        y.observe(None, at(23), &p);
+        assert_eq!(y.observe(Some(&stale), at(40), &p), Turn::Ours, "gone 1 s after its last sighting: not over");
+        y.observe(None, at(51), &p);
+        assert_eq!(y.observe(Some(&stale), at(52), &p), Turn::Ours, "gone a quiet period after: a new episode");
+        assert!(matches!(y.observe(Some(&stale), at(55), &p), Turn::Overwrite(..)));
         // A status without a lastUpdate is stale to readers too.
         let undated = Foreign { written: None, last_update: None, ..stale };
         let mut y = Yielding::default();

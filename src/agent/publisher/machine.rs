@@ -315,6 +315,7 @@ pub(super) fn transition(
             let previous = memory.current.as_ref().and_then(|c| c.lock.record()).map(|r| &r.holder_identity);
             let previous = previous.filter(|h| !h.is_empty() && **h != rules.me).cloned();
             memory.current = Some(written.clone());
+            memory.yielding.wrote(clock.wall);
             match state {
                 State::Holding(_) => State::Holding(written),
                 State::HandingOver(_) => State::HandingOver(written),
