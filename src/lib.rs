@@ -66,7 +66,7 @@ pub use util::logging;
 pub mod testing {
     pub use crate::endpoint::MAX_HEAD;
     pub use crate::endpoint::routes::{Parsed, parse_request};
-    pub use crate::expr::{Expr, Grammar, MAX_LEN, Truth};
+    pub use crate::expr::{Expr, Grammar, Truth};
     pub use crate::kube::credentials::kubeconfig_credentials;
     pub use crate::kube::yaml::parse as parse_yaml;
     pub use crate::kube::{Auth, Client, Credentials, ExecPlugin, Secret};

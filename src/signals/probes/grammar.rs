@@ -188,6 +188,10 @@ pub(crate) struct ResourceType {
 mod tests {
     use super::*;
 
+    fn expr(text: &str) -> Expr {
+        Expr::parse(text, Grammar::Full).unwrap()
+    }
+
     fn probe(text: &str) -> ProbeSpec {
         parse_probe(text).unwrap_or_else(|e| panic!("{text}: {e}"))
     }
@@ -196,8 +200,8 @@ mod tests {
     fn parses_the_probe_flag() {
         let p = probe("example.com/v1/foos:Upgradeable=!Migrating;Important=BadConnectivity || UnhealthyDatabase");
         assert_eq!((p.group.as_str(), p.version.as_str(), p.resource.as_str()), ("example.com", "v1", "foos"));
-        assert_eq!(p.upgradeable.unwrap().to_string(), "!Migrating");
-        assert_eq!(p.important.unwrap().to_string(), "BadConnectivity || UnhealthyDatabase");
+        assert_eq!(p.upgradeable, Some(expr("!Migrating")));
+        assert_eq!(p.important, Some(expr("BadConnectivity || UnhealthyDatabase")));
         let core = probe("v1/configmaps:Important=Broken");
         assert_eq!((core.group.as_str(), core.api_path()), ("", "/api/v1".to_string()));
         assert_eq!(core.display_name(), "configmaps");
@@ -249,7 +253,7 @@ mod tests {
         let (spec, kind) = spec_from_crd(crd.to_string().as_bytes()).unwrap().unwrap();
         assert_eq!((spec.version.as_str(), spec.resource.as_str()), ("v1", "foos"));
         assert_eq!(kind, ResourceType { kind: "Foo".into(), namespaced: true });
-        assert_eq!(spec.important.unwrap().to_string(), "Broken || Lost");
+        assert_eq!(spec.important, Some(expr("Broken || Lost")));
 
         let mut plain = crd.clone();
         plain["metadata"]["annotations"] = serde_json::json!({"other": "x"});
