@@ -36,27 +36,16 @@ pub(crate) const SMALL_LIMIT: u64 = 4 * 1024;
 /// Opening a FIFO for reading blocks until a writer comes; with this flag it
 /// returns at once, and the file-type check below refuses it. Regular files
 /// ignore the flag. The value is Linux's generic one (x86, Arm, RISC-V,
-/// POWER, s390x; MIPS and SPARC differ) and the BSDs' and macOS's.
-#[cfg(all(
-    any(target_os = "linux", target_os = "android"),
+/// POWER, s390x; MIPS and SPARC differ); elsewhere the type is checked
+/// before opening too (see [`read_bounded`]).
+const O_NONBLOCK: i32 = if cfg!(all(
+    target_os = "linux",
     not(any(target_arch = "mips", target_arch = "mips64", target_arch = "sparc", target_arch = "sparc64"))
-))]
-const O_NONBLOCK: i32 = 0o4000;
-#[cfg(any(target_os = "macos", target_os = "ios", target_os = "freebsd", target_os = "netbsd", target_os = "openbsd"))]
-const O_NONBLOCK: i32 = 0x0004;
-/// Elsewhere the type is checked before opening too (see [`read_bounded`]).
-#[cfg(not(any(
-    all(
-        any(target_os = "linux", target_os = "android"),
-        not(any(target_arch = "mips", target_arch = "mips64", target_arch = "sparc", target_arch = "sparc64"))
-    ),
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd"
-)))]
-const O_NONBLOCK: i32 = 0;
+)) {
+    0o4000
+} else {
+    0
+};
 
 /// Why a file could not be read; its `Display` names the file and `what`
 /// it is for (`token file`, `API key file`, …).

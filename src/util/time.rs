@@ -17,29 +17,13 @@ pub fn format_rfc3339(t: SystemTime) -> String {
     out
 }
 
-/// [`format_rfc3339`] appended to `out`. Every heartbeat and log line
-/// carries one: the usual four-digit years are filled in digit by digit,
-/// without the formatting machinery.
+/// [`format_rfc3339`] appended to `out`.
 pub(crate) fn write_rfc3339(out: &mut String, t: SystemTime) {
+    use std::fmt::Write as _;
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    if !(0..=9999).contains(&y) {
-        use std::fmt::Write as _;
-        let _ = write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
-        return;
-    }
-    let mut text = *b"0000-00-00T00:00:00Z";
-    // Each field's digits, right to left, ending just before `end`.
-    let fields = [(y, 4), (m, 7), (d, 10), (rem / 3600, 13), (rem % 3600 / 60, 16), (rem % 60, 19)];
-    for (mut value, end) in fields {
-        let width = if end == 4 { 4 } else { 2 };
-        for digit in text[end - width..end].iter_mut().rev() {
-            *digit = b'0' + (value % 10) as u8;
-            value /= 10;
-        }
-    }
-    out.push_str(std::str::from_utf8(&text).expect("ASCII digits"));
+    let _ = write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
 }
 
 /// Parses an RFC 3339 date-time: `2025-11-10T15:30:00Z`, with optional
