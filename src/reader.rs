@@ -25,7 +25,7 @@
 //! a terminal.
 
 use crate::util::text::{MAX_FOREIGN, sanitize};
-use crate::util::time::{format_rfc3339, parse_rfc3339};
+use crate::util::time::{format_rfc3339, parse_rfc3339, spoken};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -80,12 +80,7 @@ pub enum ReaderMode {
 
 impl ReaderMode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReaderMode::Basic => "basic",
-            ReaderMode::Operated => "operated",
-            ReaderMode::Enabled => "enabled",
-            ReaderMode::Degraded => "degraded",
-        }
+        ["basic", "operated", "enabled", "degraded"][self as usize]
     }
 }
 
@@ -227,7 +222,10 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
     let age_seconds = age.map(|a| a.as_secs());
     let reason = match v1_34.unwrap_or(v1_38) {
         ReaderMode::Degraded if stale => match age_seconds {
-            Some(a) => format!("degraded: the status is stale: last updated {} ago (more than 5 min)", human_age(a)),
+            Some(a) => format!(
+                "degraded: the status is stale: last updated {} ago (more than 5 min)",
+                spoken(Duration::from_secs(a))
+            ),
             None => "degraded: the status has no valid lastUpdate, so it cannot be fresh".into(),
         },
         ReaderMode::Degraded => {
@@ -290,22 +288,18 @@ pub fn render_text(r: &Reading, configmap: &str, namespace: &str, now: SystemTim
         out += &format!("Namespace:   {ns}\n");
     }
     match (&s.last_update, r.age_seconds) {
-        (Some(t), Some(age)) => out += &format!("Last update: {t} ({} ago)\n", human_age(age)),
+        (Some(t), Some(age)) => out += &format!("Last update: {t} ({} ago)\n", spoken(Duration::from_secs(age))),
         (Some(t), None) => out += &format!("Last update: {t:?} (not a valid RFC 3339 time)\n"),
         (None, _) => out += "Last update: none\n",
     }
     if r.stale {
-        let since = r.age_seconds.map_or("an unknown time".to_string(), human_age);
+        let since = r.age_seconds.map_or("an unknown time".to_string(), |a| spoken(Duration::from_secs(a)));
         out += &format!(
             "Warning:     the operator has not reported for {since}: the status is stale (checked {})\n",
             format_rfc3339(now)
         );
     }
     out
-}
-
-fn human_age(secs: u64) -> String {
-    crate::util::time::spoken(std::time::Duration::from_secs(secs))
 }
 
 #[cfg(test)]
@@ -318,6 +312,13 @@ mod tests {
     }
 
     const FRESH: &str = r#"{"mode":"operated","tier":"free","version":"1.0.0","health":"healthy","lastUpdate":"2025-11-10T15:34:00Z","registered":false,"error":null,"namespace":"kube9-system"}"#;
+
+    #[test]
+    fn modes_read_as_serde_writes_them() {
+        for m in [ReaderMode::Basic, ReaderMode::Operated, ReaderMode::Enabled, ReaderMode::Degraded] {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+    }
 
     #[test]
     fn missing_configmap_is_basic() {
