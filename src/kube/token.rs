@@ -25,42 +25,33 @@ const TOKEN_RELOAD_INTERVAL: Duration = Duration::from_secs(60);
 /// carries a token that expires on its way.
 const RENEW_BEFORE: Duration = Duration::from_secs(30);
 
-/// A bearer token with its `Authorization` header value, checked once.
-#[derive(Clone)]
-struct Bearer {
-    token: Secret,
-    header: HeaderValue,
-}
-
-impl Bearer {
-    fn new(token: Secret) -> Result<Bearer, String> {
-        let header =
-            http::bearer(token.expose()).ok_or("the token holds characters that cannot be sent in an HTTP header")?;
-        Ok(Bearer { token, header })
-    }
+/// The `Authorization` header value for `token`, checked once, when the
+/// token is read.
+fn bearer(token: &Secret) -> Result<HeaderValue, String> {
+    http::bearer(token.expose())
+        .ok_or_else(|| "the token holds characters that cannot be sent in an HTTP header".into())
 }
 
 /// What a client authenticates with, as far as headers go (a client
-/// certificate is the TLS configuration's), kept to the current token.
+/// certificate is the TLS configuration's): the current token's header
+/// value, and where a new one comes from.
 #[derive(Clone)]
 pub(super) struct Token {
-    held: Held,
+    header: Option<HeaderValue>,
+    renewal: Renewal,
 }
 
 #[derive(Clone)]
-enum Held {
-    None,
-    Static(Bearer),
+enum Renewal {
+    Never,
     File {
         path: PathBuf,
-        current: Bearer,
         read_at: Instant,
     },
-    /// An exec plugin's token; `issuing` is shared with the siblings, so
-    /// that one run renews it for all.
+    /// An exec plugin; `issuing` is shared with the siblings, so that one
+    /// run renews the token for all.
     Exec {
         issuing: Arc<Mutex<Issuing>>,
-        current: Bearer,
         expires: Option<SystemTime>,
     },
 }
@@ -68,7 +59,7 @@ enum Held {
 /// An exec plugin and the token it last gave.
 struct Issuing {
     plugin: Plugin,
-    current: Bearer,
+    header: HeaderValue,
     expires: Option<SystemTime>,
 }
 
@@ -76,43 +67,41 @@ impl Token {
     /// The token `auth` gives; a token that cannot be a header is a
     /// configuration error.
     pub(super) fn of(auth: &Auth) -> Result<Token, ConfigError> {
-        Ok(Token {
-            held: match auth {
-                Auth::Token(t) => Held::Static(Bearer::new(t.clone()).map_err(ConfigError)?),
-                Auth::TokenFile { path, initial } => {
-                    let current = Bearer::new(initial.clone())
-                        .map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
-                    Held::File { path: path.clone(), current, read_at: Instant::now() }
-                }
-                Auth::Exec { plugin, issued: Some((token, expires)) } => {
-                    let current = Bearer::new(token.clone())
-                        .map_err(|why| ConfigError(format!("exec plugin {}: {why}", plugin.name())))?;
-                    let issuing = Issuing { plugin: (**plugin).clone(), current: current.clone(), expires: *expires };
-                    Held::Exec { issuing: Arc::new(Mutex::new(issuing)), current, expires: *expires }
-                }
-                Auth::Exec { issued: None, .. } => unreachable!("an exec plugin runs before a client is built"),
-                Auth::ClientCert { .. } | Auth::Anonymous => Held::None,
-            },
-        })
+        let (header, renewal) = match auth {
+            Auth::Token(t) => (bearer(t).map_err(ConfigError)?, Renewal::Never),
+            Auth::TokenFile { path, initial } => {
+                let header =
+                    bearer(initial).map_err(|why| ConfigError(format!("token file {}: {why}", path.display())))?;
+                (header, Renewal::File { path: path.clone(), read_at: Instant::now() })
+            }
+            Auth::Exec { plugin, issued: Some((token, expires)) } => {
+                let header =
+                    bearer(token).map_err(|why| ConfigError(format!("exec plugin {}: {why}", plugin.name())))?;
+                let issuing = Issuing { plugin: (**plugin).clone(), header: header.clone(), expires: *expires };
+                (header, Renewal::Exec { issuing: Arc::new(Mutex::new(issuing)), expires: *expires })
+            }
+            Auth::Exec { issued: None, .. } => unreachable!("an exec plugin runs before a client is built"),
+            Auth::ClientCert { .. } | Auth::Anonymous => return Ok(Token { header: None, renewal: Renewal::Never }),
+        };
+        Ok(Token { header: Some(header), renewal })
     }
 
     /// The `Authorization` header value each request carries, if any: the
     /// current token's.
     pub(super) fn header(&self) -> Option<&HeaderValue> {
-        self.held.bearer().map(|b| &b.header)
+        self.header.as_ref()
     }
 
     /// Re-reads a token file last read [`TOKEN_RELOAD_INTERVAL`] ago or
     /// more; renews an exec plugin's token about to expire.
     pub(super) fn refresh_if_due(&mut self) {
-        match &self.held {
-            Held::File { read_at, .. } if read_at.elapsed() >= TOKEN_RELOAD_INTERVAL => {
-                self.reload();
-            }
-            Held::Exec { expires: Some(at), .. } if SystemTime::now() + RENEW_BEFORE >= *at => {
-                self.reload();
-            }
-            _ => {}
+        let due = match &self.renewal {
+            Renewal::File { read_at, .. } => read_at.elapsed() >= TOKEN_RELOAD_INTERVAL,
+            Renewal::Exec { expires: Some(at), .. } => SystemTime::now() + RENEW_BEFORE >= *at,
+            _ => false,
+        };
+        if due {
+            self.reload();
         }
     }
 
@@ -121,53 +110,45 @@ impl Token {
     /// changed. A failure keeps the old token: kubelet may be mid-rewrite,
     /// a plugin may fail once.
     pub(super) fn reload(&mut self) -> bool {
-        if let Held::Exec { issuing, current, expires } = &mut self.held {
-            let Ok(mut issuing) = issuing.try_lock() else { return false };
-            if issuing.current.token == current.token {
-                let name = issuing.plugin.name();
-                match issuing.plugin.run().and_then(|issued| {
-                    let token = issued.token.ok_or_else(|| format!("exec plugin {name} gave no token this time"))?;
-                    Ok((Bearer::new(token)?, issued.expires))
-                }) {
-                    Ok((fresh, until)) => {
-                        let shown = until.map_or("no expiry".into(), crate::util::time::format_rfc3339);
-                        log::info!("Renewed the token of exec plugin {name} (until {shown})");
-                        (issuing.current, issuing.expires) = (fresh, until);
+        let fresh = match &mut self.renewal {
+            Renewal::Never => return false,
+            Renewal::File { path, read_at } => {
+                *read_at = Instant::now();
+                match read_token(path).map_err(|e| e.to_string()).and_then(|token| bearer(&token)) {
+                    Ok(fresh) if self.header.as_ref() != Some(&fresh) => {
+                        log::info!("Reloaded the changed token from {}", path.display());
+                        fresh
                     }
-                    Err(e) => log::warn!("Keeping the previous token: {e}"),
+                    Ok(_) => return false,
+                    Err(e) => {
+                        log::warn!("Keeping the previous token: {e}");
+                        return false;
+                    }
                 }
             }
-            let changed = issuing.current.token != current.token;
-            (*current, *expires) = (issuing.current.clone(), issuing.expires);
-            return changed;
-        }
-        let Held::File { path, current, read_at } = &mut self.held else {
-            return false;
+            Renewal::Exec { issuing, expires } => {
+                let Ok(mut issuing) = issuing.try_lock() else { return false };
+                if self.header.as_ref() == Some(&issuing.header) {
+                    let name = issuing.plugin.name();
+                    match issuing.plugin.run().and_then(|issued| {
+                        let token =
+                            issued.token.ok_or_else(|| format!("exec plugin {name} gave no token this time"))?;
+                        Ok((bearer(&token)?, issued.expires))
+                    }) {
+                        Ok((fresh, until)) => {
+                            let shown = until.map_or("no expiry".into(), crate::util::time::format_rfc3339);
+                            log::info!("Renewed the token of exec plugin {name} (until {shown})");
+                            (issuing.header, issuing.expires) = (fresh, until);
+                        }
+                        Err(e) => log::warn!("Keeping the previous token: {e}"),
+                    }
+                }
+                *expires = issuing.expires;
+                issuing.header.clone()
+            }
         };
-        *read_at = Instant::now();
-        match read_token(path)
-            .map_err(|e| e.to_string())
-            .and_then(|fresh| if fresh == current.token { Ok(None) } else { Bearer::new(fresh).map(Some) })
-        {
-            Ok(Some(fresh)) => {
-                *current = fresh;
-                log::info!("Reloaded the changed token from {}", path.display());
-                true
-            }
-            Ok(None) => false,
-            Err(e) => {
-                log::warn!("Keeping the previous token: {e}");
-                false
-            }
-        }
-    }
-}
-
-impl Held {
-    fn bearer(&self) -> Option<&Bearer> {
-        match self {
-            Held::None => None,
-            Held::Static(b) | Held::File { current: b, .. } | Held::Exec { current: b, .. } => Some(b),
-        }
+        let changed = self.header.as_ref() != Some(&fresh);
+        self.header = Some(fresh);
+        changed
     }
 }
