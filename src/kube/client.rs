@@ -6,7 +6,7 @@ use super::error::{KubeError, from_response};
 use super::failures::{body_error, transport_error};
 use super::identity::client_identity;
 use super::object_ref::ObjectRef;
-use super::request::{Action, Method, Request};
+use super::request::{Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
@@ -140,11 +140,7 @@ impl Client {
     /// server ends it; the bound catches a server that went silent). An
     /// error status (a 410 Gone among them) is a [`KubeError::Api`].
     pub fn watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
-        self.token.refresh_if_due();
-        match self.open_watch(path, action, lasting) {
-            Err(e) if e.code() == Some(401) && self.token.reload() => self.open_watch(path, action, lasting),
-            other => other,
-        }
+        self.authorized(|c| c.open_stream(path, action, TIMEOUTS.response, lasting))
     }
 
     /// A GET whose answer is parsed as it arrives
@@ -164,15 +160,18 @@ impl Client {
         action: &str,
         within: Duration,
     ) -> Result<WatchStream, KubeError> {
-        self.token.refresh_if_due();
-        match self.open_stream(path, action, within, within) {
-            Err(e) if e.code() == Some(401) && self.token.reload() => self.open_stream(path, action, within, within),
-            other => other,
-        }
+        self.authorized(|c| c.open_stream(path, action, within, within))
     }
 
-    fn open_watch(&mut self, path: &str, action: &str, lasting: Duration) -> Result<WatchStream, KubeError> {
-        self.open_stream(path, action, TIMEOUTS.response, lasting)
+    /// Calls `call` with a token re-read when due, and once more when it
+    /// answers 401 and the token, read again at once, changed: a rotated
+    /// token answers 401 until the new one is read.
+    fn authorized<T>(&mut self, call: impl Fn(&mut Client) -> Result<T, KubeError>) -> Result<T, KubeError> {
+        self.token.refresh_if_due();
+        match call(self) {
+            Err(e) if e.code() == Some(401) && self.token.reload() => call(self),
+            other => other,
+        }
     }
 
     /// Opens an answer that is read as a stream: its head within
@@ -224,7 +223,7 @@ impl Client {
         if force {
             url.push_str("&force=true");
         }
-        let request = Request { method: Method::Apply(body), url: &url, action: Action::On(object, "patch") };
+        let request = Request { method: Method::Apply(body), url: &url, action: object.action("patch").into() };
         self.send(request, true).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
@@ -265,7 +264,7 @@ impl Client {
     /// ([`KubeError::is_missing_object`]).
     pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Get, url: &url, action: Action::Said(action) }, true)
+        self.send(Request { method: Method::Get, url: &url, action: action.into() }, true)
     }
 
     /// PUT a whole object (an update: the body carries the
@@ -274,7 +273,7 @@ impl Client {
     /// read (bounded) and dropped: it is as large as what was sent.
     pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action: Action::Said(action) }, false).map(drop)
+        self.send(Request { method: Method::Put(body), url: &url, action: action.into() }, false).map(drop)
     }
 
     /// JSON merge patch (`application/merge-patch+json`) of an existing
@@ -282,27 +281,19 @@ impl Client {
     /// drained and dropped.
     pub fn merge_patch(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::MergePatch(body), url: &url, action: Action::Said(action) }, false)
-            .map(drop)
+        self.send(Request { method: Method::MergePatch(body), url: &url, action: action.into() }, false).map(drop)
     }
 
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Post(body), url: &url, action: Action::Said(action) }, true)
+        self.send(Request { method: Method::Post(body), url: &url, action: action.into() }, true)
     }
 
     /// `want_body` false: a success's body is drained (bounded, so the
     /// connection can be reused) and dropped.
     fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
-        self.token.refresh_if_due();
-        let first = self.send_on_kept(&request, want_body);
-        match first {
-            // A rotated token answers 401 until we read the new one: read it
-            // at once and retry once if it changed.
-            Err(e) if e.code() == Some(401) && self.token.reload() => self.send_on_kept(&request, want_body),
-            other => other,
-        }
+        self.authorized(|c| c.send_on_kept(&request, want_body))
     }
 
     /// Sends once; again, once, on a new connection when the kept
@@ -367,8 +358,7 @@ impl Client {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            let action = request.action.text();
-            return Err(self.error_answer(response.body_mut(), code, &action, retry_after).into());
+            return Err(self.error_answer(response.body_mut(), code, &request.action, retry_after).into());
         }
         let body = response.body_mut();
         if !want_body {

@@ -1,28 +1,13 @@
 //! One request as the [`super::Client`] sends it: the method (with its
 //! body), the URL, and what it is for, as error messages say it.
 
-use super::object_ref::ObjectRef;
+use std::borrow::Cow;
 
 pub(super) struct Request<'a> {
     pub method: Method<'a>,
     pub url: &'a str,
-    pub action: Action<'a>,
-}
-
-/// What a request is for, as error messages say it. An object's is spelled
-/// out only when an error needs it: the heartbeat's apply succeeds.
-pub(super) enum Action<'a> {
-    Said(&'a str),
-    On(&'a ObjectRef<'a>, &'static str),
-}
-
-impl Action<'_> {
-    pub(super) fn text(&self) -> std::borrow::Cow<'_, str> {
-        match self {
-            Action::Said(text) => (*text).into(),
-            Action::On(object, verb) => object.action(verb).into(),
-        }
-    }
+    /// What it is for, as error messages say it.
+    pub action: Cow<'a, str>,
 }
 
 pub(super) enum Method<'a> {
