@@ -456,24 +456,21 @@ pub fn get(settings: &Settings, output: OutputFormat, env: Env<'_>) -> Result<St
 /// (exec'd by kubelet in opstatus's container, so 127.0.0.1 is the pod's),
 /// bounded by [`PRESTOP_TIMEOUT`] per phase; `Ok` when it answered 200.
 pub fn prestop(settings: &Settings) -> Result<String, Failure> {
-    use std::io::{Read, Write};
     let mut addr = settings.listen.expect("config requires --listen for prestop");
     if addr.ip().is_unspecified() {
         addr.set_ip(if addr.is_ipv4() { Ipv4Addr::LOCALHOST.into() } else { Ipv6Addr::LOCALHOST.into() });
     }
-    let failed = |e: std::io::Error| Failure::Runtime(format!("cannot tell opstatus at {addr} the pod stops: {e}"));
-    let mut stream = std::net::TcpStream::connect_timeout(&addr, PRESTOP_TIMEOUT).map_err(failed)?;
-    stream.set_read_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
-    stream.set_write_timeout(Some(PRESTOP_TIMEOUT)).map_err(failed)?;
-    stream.write_all(b"GET /prestop HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").map_err(failed)?;
-    let mut answer = Vec::new();
-    stream.take(4096).read_to_end(&mut answer).map_err(failed)?;
-    let answer = String::from_utf8_lossy(&answer);
-    let status = answer.lines().next().unwrap_or_default();
-    if status.starts_with("HTTP/1.1 200 ") {
-        Ok(String::new())
-    } else {
-        Err(Failure::Runtime(format!("opstatus at {addr} answered {:?}", crate::util::text::sanitize(status, 80))))
+    let t = PRESTOP_TIMEOUT;
+    let config =
+        crate::util::http::agent_config(crate::util::http::Timeouts { connect: t, send: t, response: t, body: t });
+    let (agent, _) = crate::util::http::agent(config.build(), None);
+    match agent.get(&format!("http://{addr}/prestop")).call() {
+        Ok(answer) if answer.status() == 200 => Ok(String::new()),
+        Ok(answer) => Err(Failure::Runtime(format!("opstatus at {addr} answered {}", answer.status()))),
+        Err(e) => Err(Failure::Runtime(format!(
+            "cannot tell opstatus at {addr} the pod stops: {}",
+            crate::util::text::sanitize(&e.to_string(), 200)
+        ))),
     }
 }
 
