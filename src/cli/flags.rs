@@ -38,6 +38,12 @@ pub fn check_identity(v: &str) -> Result<String, String> {
     Ok(v.to_string())
 }
 
+/// Stores a flag's checked value.
+fn set<T>(slot: &mut T, value: Result<T, ConfigError>) -> Result<(), ConfigError> {
+    *slot = value?;
+    Ok(())
+}
+
 pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--namespace",
@@ -45,8 +51,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("the service-account namespace, else kube9-system"),
         help: "Namespace of the status ConfigMap (the operator's namespace).",
         kind: Kind::Value(|s, v| {
-            s.namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
-            Ok(())
+            set(&mut s.namespace, v.name(check_dns_label, "is not a valid namespace name").map(Some))
         }),
     },
     Flag {
@@ -56,8 +61,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "Where the operator runs, when --namespace writes the status elsewhere (e.g. kube9-system): \
                the status's namespace field and the OperatorCondition's namespace.",
         kind: Kind::Value(|s, v| {
-            s.operator_namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
-            Ok(())
+            set(&mut s.operator_namespace, v.name(check_dns_label, "is not a valid namespace name").map(Some))
         }),
     },
     Flag {
@@ -67,8 +71,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "`get` without --namespace: the kube9 extension's kube9.operatorNamespace setting, to read \
                where it reads.",
         kind: Kind::Value(|s, v| {
-            s.extension_namespace = Some(v.name(check_dns_label, "is not a valid namespace name")?);
-            Ok(())
+            set(&mut s.extension_namespace, v.name(check_dns_label, "is not a valid namespace name").map(Some))
         }),
     },
     Flag {
@@ -76,20 +79,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_CONFIGMAP",
         default: Default::Value(crate::sinks::configmap::DEFAULT_CONFIGMAP),
         help: "Name of the status ConfigMap.",
-        kind: Kind::Value(|s, v| {
-            s.configmap = v.name(check_dns_subdomain, "is not a valid ConfigMap name")?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.configmap, v.name(check_dns_subdomain, "is not a valid ConfigMap name"))),
     },
     Flag {
         name: "--interval",
         env: "OPSTATUS_INTERVAL",
         default: Default::Value("60s"),
         help: "Heartbeat: how often the status is written (1s to 4m; 90, 90s, 2m).",
-        kind: Kind::Value(|s, v| {
-            s.agent.interval = v.parse(parse_interval)?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.agent.interval, v.parse(parse_interval))),
     },
     Flag {
         name: "--operator-version",
@@ -129,10 +126,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_CONTEXT",
         default: Default::Prose("the kubeconfig's current-context"),
         help: "The kubeconfig context to use.",
-        kind: Kind::Value(|s, v| {
-            s.context = Some(v.value);
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.context, Ok(Some(v.value)))),
     },
     Flag {
         name: "--check-interval",
@@ -140,20 +134,14 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::ValueThen("5s", "(at most --interval)"),
         help: "How often the watched signals are checked; worse health is published at once, better once three \
                checks in a row see it.",
-        kind: Kind::Value(|s, v| {
-            s.agent.check_interval = v.duration(MIN_INTERVAL..=MAX_INTERVAL)?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.agent.check_interval, v.duration(MIN_INTERVAL..=MAX_INTERVAL))),
     },
     Flag {
         name: "--listen",
         env: "OPSTATUS_LISTEN",
         default: Default::Prose("off"),
         help: "Serve /healthz, /readyz, /status, /metrics on IP:PORT or :PORT (suggested :8090).",
-        kind: Kind::Value(|s, v| {
-            s.listen = Some(v.parse(parse_listen)?);
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.listen, v.parse(parse_listen).map(Some))),
     },
     Flag {
         name: "--ready-file",
@@ -167,10 +155,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_PROBE_MAX_AGE",
         default: Default::Value("30s"),
         help: "`opstatus probe`: the oldest readiness file that still counts as ready.",
-        kind: Kind::Value(|s, v| {
-            s.max_age = v.duration(MIN_INTERVAL..=DAY)?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.max_age, v.duration(MIN_INTERVAL..=DAY))),
     },
     Flag {
         name: "--watch-url",
@@ -203,10 +188,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_WATCH_MAX_AGE",
         default: Default::Value("60s"),
         help: "The oldest --watch-file that still counts as fresh.",
-        kind: Kind::Value(|s, v| {
-            s.watch.max_age = v.duration(MIN_INTERVAL..=DAY)?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.watch.max_age, v.duration(MIN_INTERVAL..=DAY))),
     },
     Flag {
         name: "--startup-allowance",
@@ -215,8 +197,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "How long a starting opstatus publishes nothing while the watched operator has not answered yet \
                (0s to 4m); then it publishes the operator as degraded.",
         kind: Kind::Value(|s, v| {
-            s.agent.startup_allowance = v.duration(Duration::ZERO..=crate::agent::MAX_STARTUP_ALLOWANCE)?;
-            Ok(())
+            set(&mut s.agent.startup_allowance, v.duration(Duration::ZERO..=crate::agent::MAX_STARTUP_ALLOWANCE))
         }),
     },
     Flag {
@@ -226,8 +207,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "The operator's container in this pod: its restarts, OOM kills and crash loops make the status \
                degraded (reads the pod named by POD_NAME; see manifests/components/opstatus-watch-container).",
         kind: Kind::Value(|s, v| {
-            s.watch.container = Some(v.name(check_dns_label, "is not a valid container name")?);
-            Ok(())
+            set(&mut s.watch.container, v.name(check_dns_label, "is not a valid container name").map(Some))
         }),
     },
     Flag {
@@ -236,10 +216,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value("10m"),
         help: "How long the --watch-container container must run after a restart before the restart no longer \
                makes the status degraded.",
-        kind: Kind::Value(|s, v| {
-            s.watch.clean_run = v.duration(MIN_INTERVAL..=DAY)?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.watch.clean_run, v.duration(MIN_INTERVAL..=DAY))),
     },
     Flag {
         name: "--no-final-status",
@@ -261,10 +238,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         env: "OPSTATUS_IDENTITY",
         default: Default::Prose("POD_NAME, else HOSTNAME"),
         help: "This instance's name in the publisher lock (instances sharing a status ConfigMap elect one publisher).",
-        kind: Kind::Value(|s, v| {
-            s.identity = Some(v.parse(check_identity)?);
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.identity, v.parse(check_identity).map(Some))),
     },
     Flag {
         name: "--follow-leader-lease",
@@ -273,8 +247,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "The operator's leader-election Lease (in the operator's namespace): the sidecar beside its leader \
                publishes.",
         kind: Kind::Value(|s, v| {
-            s.agent.follow_leader_lease = Some(v.name(check_dns_subdomain, "is not a valid Lease name")?);
-            Ok(())
+            set(&mut s.agent.follow_leader_lease, v.name(check_dns_subdomain, "is not a valid Lease name").map(Some))
         }),
     },
     Flag {
@@ -284,8 +257,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "A Service without a selector (in the operator's namespace) whose EndpointSlice points at the operator's leader's \
                pod (POD_IP), kept by the leader's sidecar; needs --follow-leader-lease.",
         kind: Kind::Value(|s, v| {
-            s.leader_service = Some(v.name(check_dns_label, "is not a valid Service name")?);
-            Ok(())
+            set(&mut s.leader_service, v.name(check_dns_label, "is not a valid Service name").map(Some))
         }),
     },
     Flag {
@@ -295,8 +267,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "A port of --leader-service as the Service names it: [name:]port[/TCP|UDP|SCTP] (repeatable; env: \
                comma-separated).",
         kind: Kind::List(|s, v| {
-            s.leader_service_ports.push(v.parse(crate::sinks::leader_endpoints::parse_port)?);
-            Ok(())
+            v.parse(crate::sinks::leader_endpoints::parse_port).map(|port| s.leader_service_ports.push(port))
         }),
     },
     Flag {
@@ -348,8 +319,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("off (OLM sets the variable for operators it installs)"),
         help: "OLM OperatorCondition (in the namespace) to publish the probes' Upgradeable and Important on.",
         kind: Kind::Value(|s, v| {
-            s.operator_condition = Some(v.name(check_dns_subdomain, "is not a valid name")?);
-            Ok(())
+            set(&mut s.operator_condition, v.name(check_dns_subdomain, "is not a valid name").map(Some))
         }),
     },
     Flag {
@@ -359,10 +329,9 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "Conditions from the operator's resources: GROUP/VERSION/RESOURCE:Upgradeable=EXPR[;Important=EXPR], \
                e.g. example.com/v1/foos:Upgradeable=!Migrating (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
-            let spec = crate::signals::probes::grammar::parse_probe(&v.value)
-                .map_err(|why| ConfigError(format!("{}: {:?}: {why}", v.source, v.value)))?;
-            s.probes.specs.push(spec);
-            Ok(())
+            let spec = crate::signals::probes::grammar::parse_probe(&v.value);
+            spec.map(|spec| s.probes.specs.push(spec))
+                .map_err(|why| ConfigError(format!("{}: {:?}: {why}", v.source, v.value)))
         }),
     },
     Flag {
@@ -389,8 +358,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         ),
         help: "Namespaces whose resources the probes list (repeatable; env: comma-separated).",
         kind: Kind::List(|s, v| {
-            s.probes.namespaces.push(v.name(check_dns_label, "is not a valid namespace name")?);
-            Ok(())
+            v.name(check_dns_label, "is not a valid namespace name").map(|ns| s.probes.namespaces.push(ns))
         }),
     },
     Flag {
@@ -399,8 +367,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("off"),
         help: "OpenShift ClusterOperator to create and keep current (versions, Available, Degraded, ...).",
         kind: Kind::Value(|s, v| {
-            cluster_operator(s).name = v.name(check_dns_subdomain, "is not a valid name")?;
-            Ok(())
+            set(&mut cluster_operator(s).name, v.name(check_dns_subdomain, "is not a valid name"))
         }),
     },
     Flag {
@@ -432,9 +399,8 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Prose("the namespace, the status ConfigMap, the OperatorCondition"),
         help: "ClusterOperator: another related object, GROUP/RESOURCE/NAMESPACE/NAME (repeatable).",
         kind: Kind::List(|s, v| {
-            let object = v.parse(crate::sinks::cluster_operator::intent::parse_related_object)?;
-            cluster_operator(s).related_objects.push(object);
-            Ok(())
+            v.parse(crate::sinks::cluster_operator::intent::parse_related_object)
+                .map(|object| cluster_operator(s).related_objects.push(object))
         }),
     },
     Flag {
@@ -444,8 +410,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "ClusterOperator: how long bad health must last before Degraded turns True \
                (WORSE[,BETTER]: BETTER, how long good health must last before it turns False again; 0 to 1h each).",
         kind: Kind::Value(|s, v| {
-            cluster_operator(s).degraded_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
-            Ok(())
+            set(&mut cluster_operator(s).degraded_inertia, v.parse(|t| Windows::parse(t, parse_duration)))
         }),
     },
     Flag {
@@ -454,10 +419,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         default: Default::Value("0s"),
         help: "Status ConfigMap: how long worse health must last before it is published (WORSE[,BETTER]: \
                BETTER, how long better health must last; 0 to 1h each; the error then says since when).",
-        kind: Kind::Value(|s, v| {
-            s.agent.health_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.agent.health_inertia, v.parse(|t| Windows::parse(t, parse_duration)))),
     },
     Flag {
         name: "--upgradeable-inertia",
@@ -466,10 +428,7 @@ pub(crate) const FLAGS: &[Flag] = &[
         help: "OperatorCondition and ClusterOperator: how long a block must last before Upgradeable=False is \
                published (WORSE[,BETTER]: BETTER, how long the blocking resources must be clear before \
                Upgradeable=True; 0 to 1h each; the message then says since when).",
-        kind: Kind::Value(|s, v| {
-            s.agent.upgradeable_inertia = v.parse(|t| Windows::parse(t, parse_duration))?;
-            Ok(())
-        }),
+        kind: Kind::Value(|s, v| set(&mut s.agent.upgradeable_inertia, v.parse(|t| Windows::parse(t, parse_duration)))),
     },
     Flag {
         name: "--condition-metrics-max-types",
@@ -479,11 +438,13 @@ pub(crate) const FLAGS: &[Flag] = &[
                0: none); resources with other types are counted in one series.",
         kind: Kind::Value(|s, v| {
             let most = crate::signals::probes::census::DEFAULT_TYPES;
-            s.probes.condition_types = v.parse(|text| match text.parse::<usize>() {
-                Ok(n) if n <= most => Ok(n),
-                _ => Err(format!("must be a whole number from 0 to {most}")),
-            })?;
-            Ok(())
+            set(
+                &mut s.probes.condition_types,
+                v.parse(|text| match text.parse::<usize>() {
+                    Ok(n) if n <= most => Ok(n),
+                    _ => Err(format!("must be a whole number from 0 to {most}")),
+                }),
+            )
         }),
     },
 ];
