@@ -72,15 +72,18 @@ struct Running {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Detail {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     reason: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     message: String,
     exit_code: Option<i64>,
 }
 
-fn text(s: &str) -> String {
-    crate::util::text::sanitize(s, MAX_TEXT)
+/// Kubelet's words, made safe to show and cut as they are read: the
+/// statuses of a Pod's other containers, long termination messages and
+/// all, are held only until the named one is found.
+fn text<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    Ok(crate::util::text::sanitize(&String::deserialize(de)?, MAX_TEXT))
 }
 
 /// Why the container named `name` is not well, if it is not; `Ok(None)`
@@ -96,13 +99,13 @@ pub(crate) fn judge(pod: &Pod, name: &str, clean_run: Duration, now: SystemTime)
     };
     let last = c.last_state.terminated.as_ref().map(|t| {
         let code = t.exit_code.map(|c| format!(", exit code {c}")).unwrap_or_default();
-        let message = if t.message.is_empty() { String::new() } else { format!(": {}", text(&t.message)) };
-        format!("last terminated {}{code}{message}", text(&t.reason))
+        let message = if t.message.is_empty() { String::new() } else { format!(": {}", t.message) };
+        format!("last terminated {}{code}{message}", t.reason)
     });
     if let Some(waiting) = c.state.waiting.as_ref().filter(|w| STUCK.contains(&w.reason.as_str())) {
-        let message = if waiting.message.is_empty() { String::new() } else { format!(": {}", text(&waiting.message)) };
+        let message = if waiting.message.is_empty() { String::new() } else { format!(": {}", waiting.message) };
         let last = last.map(|l| format!("; {l}")).unwrap_or_default();
-        return Ok(Some(format!("Container {name} is {}{message} ({restarts}{last})", text(&waiting.reason))));
+        return Ok(Some(format!("Container {name} is {}{message} ({restarts}{last})", waiting.reason)));
     }
     let Some(last) = last.filter(|_| c.restart_count > 0) else { return Ok(None) };
     // Running since its last restart: well once that is long enough ago.

@@ -12,8 +12,8 @@
 //! the probes' list-then-watch machine ([`crate::kube::reflector`]): a
 //! watch the server ends, or whose connection is closed under it, is no
 //! problem; a refused one is, after a jittered backoff. Of the Pod only the
-//! named container's status is kept, parsed as the answer arrives
-//! ([`pod`]), so a Pod of megabytes costs no more memory than a small one.
+//! containers' statuses are read, parsed as the answer arrives, kubelet's
+//! words cut as they are read, and only the named one kept ([`pod`]).
 //! A standby watches nothing: only the publisher's
 //! status is read. It is not a readiness matter: kubelet already restarts
 //! and unreadies the container; the status says so for those who read it.

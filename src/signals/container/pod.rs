@@ -1,19 +1,18 @@
 //! The operator's Pod as the API server sends it (a list's item, a watch
-//! event's object), reduced while it is parsed to what the judgement reads:
-//! the named container's status and the Pod's `resourceVersion`.
+//! event's object), reduced to what the judgement reads: the named
+//! container's status and the Pod's `resourceVersion`.
 //!
-//! Every other container's status is parsed one at a time and dropped, and
-//! the rest of the Pod (its spec, annotations, managed fields) is skipped
-//! without being copied. Read from the answer as it arrives
-//! (`WatchStream::next_value` in `kube/watch_stream.rs`), a Pod of
-//! megabytes so costs no buffer of its size and no owned copy of each
-//! container's strings. An `ERROR` event's object (a `Status`) is read by
-//! the same pass: its `code` and `message`.
+//! Read from the answer as it arrives (`WatchStream::next_value` in
+//! `kube/watch_stream.rs`): the rest of the Pod (its spec, annotations,
+//! managed fields) is skipped without being copied; the containers'
+//! statuses are parsed (their words cut as they are read, in
+//! [`super::judge`]) and all but the named one dropped. An `ERROR`
+//! event's object (a `Status`) is read by the same pass: its `code` and
+//! `message`.
 
 use super::judge::{ContainerStatus, Pod};
-use crate::kube::ListKey;
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use std::fmt;
 
 /// One watch event, as far as the Pod watch cares.
@@ -39,15 +38,13 @@ impl<'de> DeserializeSeed<'de> for WatchEvent<'_> {
     type Value = Event;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Event, D::Error> {
-        let (kind, object) = EventSeed(self.0).deserialize(de)?;
-        let object = object.unwrap_or_default();
+        let RawEvent { kind, object } = RawEvent::deserialize(de)?;
+        let version = object.metadata.resource_version;
         Ok(match kind {
-            Kind::Added | Kind::Modified => {
-                Event::Changed(Box::new(Pod { container: object.container }), object.version)
-            }
-            Kind::Deleted => Event::Deleted(object.version),
-            Kind::Bookmark => Event::Bookmark(object.version),
-            Kind::Error => Event::Error { code: object.code, message: object.message },
+            Kind::Added | Kind::Modified => Event::Changed(Box::new(named(object.status, self.0)), version),
+            Kind::Deleted => Event::Deleted(version),
+            Kind::Bookmark => Event::Bookmark(version),
+            Kind::Error => Event::Error { code: object.code, message: object.message.unwrap_or_default() },
             Kind::Other => Event::Other,
         })
     }
@@ -62,16 +59,22 @@ impl<'de> DeserializeSeed<'de> for PodList<'_> {
     type Value = (Option<Pod>, String);
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_map(ListSeed(self.0))
+        let list = RawList::deserialize(de)?;
+        let first = list.items.into_iter().flatten().next();
+        Ok((first.map(|pod| named(pod.status, self.0)), list.metadata.resource_version))
     }
 }
 
 /// A Pod's JSON (a GET's answer): the named container and the version.
 pub(crate) fn pod(json: &[u8], container: &str) -> serde_json::Result<(Pod, String)> {
-    let mut de = serde_json::Deserializer::from_slice(json);
-    let object = ObjectSeed(container).deserialize(&mut de)?;
-    de.end()?;
-    Ok((Pod { container: object.container }, object.version))
+    let object: Object = serde_json::from_slice(json)?;
+    Ok((named(object.status, container), object.metadata.resource_version))
+}
+
+/// The Pod as the judgement reads it: the first status of the container
+/// named `container`.
+fn named(statuses: Vec<ContainerStatus>, container: &str) -> Pod {
+    Pod { container: statuses.into_iter().find(|status| status.name == container) }
 }
 
 /// A Pod list's JSON: see [`PodList`].
@@ -106,236 +109,70 @@ enum Kind {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(default)]
+struct RawEvent {
+    #[serde(rename = "type")]
+    kind: Kind,
+    object: Object,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawList {
+    metadata: Meta,
+    items: Option<Vec<Object>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
 struct Meta {
-    #[serde(default)]
     resource_version: String,
 }
 
-/// What one object (a Pod, or a `Status`) says.
-#[derive(Default)]
-struct Object {
-    container: Option<ContainerStatus>,
-    version: String,
-    code: Option<u64>,
-    message: String,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum ObjectKey {
-    Metadata,
-    Status,
-    Code,
-    Message,
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum EventKey {
-    Type,
-    Object,
-    #[serde(other)]
-    Other,
-}
-
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum StatusKey {
-    ContainerStatuses,
-    #[serde(other)]
-    Other,
-}
-
-/// `{"type": …, "object": …}` in either order.
-struct EventSeed<'n>(&'n str);
-
-impl<'de> DeserializeSeed<'de> for EventSeed<'_> {
-    type Value = (Kind, Option<Object>);
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for EventSeed<'_> {
-    type Value = (Kind, Option<Object>);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a watch event")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut kind, mut object) = (Kind::Other, None);
-        while let Some(key) = map.next_key()? {
-            match key {
-                EventKey::Type => kind = map.next_value()?,
-                EventKey::Object => object = Some(map.next_value_seed(ObjectSeed(self.0))?),
-                EventKey::Other => drop(map.next_value::<IgnoredAny>()?),
-            }
-        }
-        Ok((kind, object))
-    }
-}
-
-/// `{"metadata": {"resourceVersion": …}, "items": [pod]}`.
-struct ListSeed<'n>(&'n str);
-
-impl<'de> Visitor<'de> for ListSeed<'_> {
-    type Value = (Option<Pod>, String);
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Pod list")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut pod, mut version) = (None, String::new());
-        while let Some(key) = map.next_key()? {
-            match key {
-                ListKey::Metadata => version = map.next_value::<Meta>()?.resource_version,
-                ListKey::Items => pod = map.next_value_seed(FirstItem(self.0))?,
-                ListKey::Other => drop(map.next_value::<IgnoredAny>()?),
-            }
-        }
-        Ok((pod, version))
-    }
-}
-
-/// A list's `items`: the first read, any others skipped.
-struct FirstItem<'n>(&'n str);
-
-impl<'de> DeserializeSeed<'de> for FirstItem<'_> {
-    type Value = Option<Pod>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for FirstItem<'_> {
-    type Value = Option<Pod>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of Pods")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let first = seq.next_element_seed(ObjectSeed(self.0))?.map(|o| Pod { container: o.container });
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(first)
-    }
-}
-
-/// A Pod or a `Status`: its version, the named container's status, and a
+/// A Pod, or a `Status`: its version, its containers' statuses, and a
 /// `Status`'s code and message.
-struct ObjectSeed<'n>(&'n str);
-
-impl<'de> DeserializeSeed<'de> for ObjectSeed<'_> {
-    type Value = Object;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Object, D::Error> {
-        de.deserialize_map(self)
-    }
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Object {
+    metadata: Meta,
+    #[serde(deserialize_with = "container_statuses")]
+    status: Vec<ContainerStatus>,
+    code: Option<u64>,
+    message: Option<String>,
 }
 
-impl<'de> Visitor<'de> for ObjectSeed<'_> {
-    type Value = Object;
+/// A Pod's `status.containerStatuses`; none for a `Status`'s `status`
+/// (a string) or a Pod with no status yet.
+fn container_statuses<'de, D: Deserializer<'de>>(de: D) -> Result<Vec<ContainerStatus>, D::Error> {
+    struct PodStatus;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Kubernetes object")
-    }
+    impl<'de> Visitor<'de> for PodStatus {
+        type Value = Vec<ContainerStatus>;
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Object, A::Error> {
-        let mut object = Object::default();
-        while let Some(key) = map.next_key()? {
-            match key {
-                ObjectKey::Metadata => object.version = map.next_value::<Meta>()?.resource_version,
-                ObjectKey::Status => object.container = map.next_value_seed(StatusSeed(self.0))?,
-                ObjectKey::Code => object.code = map.next_value()?,
-                ObjectKey::Message => object.message = map.next_value::<Option<String>>()?.unwrap_or_default(),
-                ObjectKey::Other => drop(map.next_value::<IgnoredAny>()?),
-            }
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a Pod status")
         }
-        Ok(object)
-    }
-}
 
-/// A Pod's `status` (the named container's entry of its
-/// `containerStatuses`), or a `Status`'s `status` string (nothing).
-struct StatusSeed<'n>(&'n str);
-
-impl<'de> DeserializeSeed<'de> for StatusSeed<'_> {
-    type Value = Option<ContainerStatus>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StatusSeed<'_> {
-    type Value = Option<ContainerStatus>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Pod status")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(key) = map.next_key()? {
-            match key {
-                StatusKey::ContainerStatuses => found = map.next_value_seed(NamedContainer(self.0))?,
-                StatusKey::Other => drop(map.next_value::<IgnoredAny>()?),
-            }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
         }
-        Ok(found)
-    }
-}
 
-/// `containerStatuses`: each entry parsed in turn, the one named kept.
-struct NamedContainer<'n>(&'n str);
-
-impl<'de> DeserializeSeed<'de> for NamedContainer<'_> {
-    type Value = Option<ContainerStatus>;
-
-    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Self::Value, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for NamedContainer<'_> {
-    type Value = Option<ContainerStatus>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a list of container statuses")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(status) = seq.next_element::<ContainerStatus>()? {
-            if found.is_none() && status.name == self.0 {
-                found = Some(status);
-            }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+            Ok(Vec::new())
         }
-        Ok(found)
+
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            #[derive(Deserialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Status {
+                container_statuses: Option<Vec<ContainerStatus>>,
+            }
+            let status = Status::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            Ok(status.container_statuses.unwrap_or_default())
+        }
     }
+
+    de.deserialize_any(PodStatus)
 }
 
 #[cfg(test)]
@@ -388,7 +225,8 @@ mod tests {
 
     #[test]
     fn what_is_not_a_pod_is_an_error() {
-        for bad in [&b"[]"[..], b"{", br#"{"status":{"containerStatuses":[{"name":"m","restartCount":"x"}]}}"#] {
+        let bad_status = br#"{"status":{"containerStatuses":[{"name":"m","restartCount":"x"}]}}"#;
+        for bad in [&b"\"a Pod\""[..], b"[1]", b"{", b"{\"status\":7}", bad_status] {
             assert!(pod(bad, "m").is_err(), "{}", String::from_utf8_lossy(bad));
         }
         assert!(event(br#"{"type":"ADDED","object":{}} trailing"#, "m").is_err());
