@@ -98,19 +98,7 @@ impl WatchStream {
         let mut bounded = self.reader.by_ref().take(MAX_BODY);
         let parsed = seed.deserialize(&mut serde_json::Deserializer::from_reader(&mut bounded));
         let over = bounded.limit() == 0;
-        match parsed {
-            Err(_) if over => Err(KubeError::Response {
-                message: format!("a watch event from {} is larger than {MAX_BODY} bytes", self.server),
-            }),
-            Err(e) if e.is_io() => {
-                let kind = e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
-                Err(broke(&self.server, &std::io::Error::new(kind, e.to_string())))
-            }
-            Err(e) if e.is_eof() => {
-                Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) })
-            }
-            parsed => Ok(Some(parsed)),
-        }
+        self.outcome(parsed, over, "a watch event", |server| format!("the watch on {server} ended mid-event")).map(Some)
     }
 
     /// Parses the whole answer (one JSON value: a list) with `seed` straight
@@ -128,17 +116,30 @@ impl WatchStream {
         bound.start();
         let mut counted = Counted { inner: &mut self.reader, bound };
         let parsed = seed.deserialize(&mut serde_json::Deserializer::from_reader(&mut counted));
+        self.outcome(parsed, bound.over(), "a part of an answer", |server| {
+            format!("the answer from {server} ended mid-value")
+        })
+    }
+
+    /// What a value parsed from the stream comes to: `Ok` its result, or
+    /// the stream's failure: a value over the bound (`over`), a read that
+    /// failed or timed out, a stream cut mid-value.
+    fn outcome<T>(
+        &self,
+        parsed: serde_json::Result<T>,
+        over: bool,
+        value: &str,
+        cut: impl Fn(&str) -> String,
+    ) -> Result<serde_json::Result<T>, KubeError> {
         match parsed {
-            Err(_) if bound.over() => Err(KubeError::Response {
-                message: format!("a part of an answer from {} is larger than {MAX_BODY} bytes", self.server),
+            Err(_) if over => Err(KubeError::Response {
+                message: format!("{value} from {} is larger than {MAX_BODY} bytes", self.server),
             }),
             Err(e) if e.is_io() => {
                 let kind = e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
                 Err(broke(&self.server, &std::io::Error::new(kind, e.to_string())))
             }
-            Err(e) if e.is_eof() => {
-                Err(KubeError::Transport { message: format!("the answer from {} ended mid-value", self.server) })
-            }
+            Err(e) if e.is_eof() => Err(KubeError::Transport { message: cut(&self.server) }),
             parsed => Ok(parsed),
         }
     }
