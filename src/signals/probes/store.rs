@@ -37,9 +37,6 @@ pub(crate) struct Store {
     /// order first seen: at most the spec's `condition_types`; each
     /// resource's [`Row`] indexes them.
     tracked: Vec<Box<str>>,
-    /// The last [`Store::census`], until a resource changes: a check of a
-    /// quiet collection reads no row.
-    counted: Option<Census>,
     /// New resources not kept because the store holds [`MAX_RESOURCES`]:
     /// reported until a list that fits replaces the store.
     beyond: u64,
@@ -247,7 +244,6 @@ impl Store {
     /// them ([`Table::push`]); sorted by [`Store::shrink_to_fit`] or the
     /// first watch event. Past [`MAX_RESOURCES`] it is only counted.
     pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
-        self.counted = None;
         let (key, marks, row) = match parsed {
             Parsed::Read(item) => {
                 self.note_types(&item);
@@ -274,18 +270,14 @@ impl Store {
     /// The counts per counted condition type and status, the resources
     /// carrying a type not counted, and a few of those types (from the
     /// ones remembered for the typo check).
-    pub(crate) fn census(&mut self) -> Census {
-        if let Some(counted) = &self.counted {
-            return counted.clone();
-        }
+    pub(crate) fn census(&self) -> Census {
         let (types, untracked) = count(self.objects.rows(), &self.tracked);
         let names = if untracked == 0 {
             Vec::new()
         } else {
             self.types.iter().filter(|t| !self.tracked.contains(t)).take(3).cloned().collect()
         };
-        self.counted = Some((types, untracked, names));
-        self.counted.clone().unwrap_or_default()
+        (types, untracked, names)
     }
 
     /// What is wrong with what it holds: resources past [`MAX_RESOURCES`],
@@ -375,7 +367,6 @@ impl Store {
     /// Sets `key`'s marks; the ones it replaced. A new key past
     /// [`MAX_RESOURCES`] is not kept, only counted.
     fn put(&mut self, key: &str, marks: Marks, row: &Row) -> Option<Marks> {
-        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => {
@@ -396,7 +387,6 @@ impl Store {
     }
 
     fn remove(&mut self, key: &str) -> Option<Marks> {
-        self.counted = None;
         self.objects.settle();
         match self.objects.find(key) {
             Ok(at) => {
@@ -783,7 +773,6 @@ mod tests {
         assert!(!relisted.types_stale());
         let off = ProbeSpec { condition_types: 0, ..spec };
         let mut none = Store::default();
-        assert!(store.counted.is_some(), "kept until a resource changes");
         none.apply(&timed("ADDED", "a", 1, &[("Migrating", "True", "2026-01-01T00:00:00Z")]), &off);
         assert_eq!(none.census(), (vec![], 0, vec![]), "0: nothing counted, no row kept");
     }
