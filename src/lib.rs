@@ -84,17 +84,6 @@ pub mod testing {
         Some((holder, current.foreign.map(|f| f.writer.to_string())))
     }
 
-    /// What a heartbeat takes from its write's answer, read by the write's
-    /// own parser (the version and the lock only), just after holder
-    /// `opstatus-fuzz` sent its record: the version and the lock's holder.
-    pub fn status_configmap_written(body: &[u8]) -> Option<(String, Option<String>)> {
-        use crate::sinks::configmap::written;
-        let lease = std::time::Duration::from_secs(60);
-        let record = crate::lock::Record::claim("opstatus-fuzz", None, lease, std::time::UNIX_EPOCH);
-        let current = written(body, &record, &record.to_json_in_string()).ok()?;
-        Some((current.resource_version, current.lock.record().map(|r| r.holder_identity.clone())))
-    }
-
     /// Watch lines applied in turn to one probe's store (`probe` as
     /// `--probe` takes it): each line's outcome (`Err`: why the stream
     /// cannot be trusted), and the store's problem text after them.

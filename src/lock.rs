@@ -15,10 +15,9 @@
 //! record change, and the lock is expired when it has not changed for the
 //! record's lease duration since.
 
-use crate::util::json::{self, EscapedJson, Object, Placed};
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant, SystemTime};
 
 /// The annotation that holds the record, as JSON.
@@ -40,10 +39,9 @@ pub(crate) fn lease_duration(interval: Duration) -> Duration {
     (interval * 2 + Duration::from_secs(10)).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
 }
 
-/// client-go's `LeaderElectionRecord`, as JSON: read with serde, written
-/// by hand ([`Record::to_json`]; a test holds it to serde's writing).
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[cfg_attr(test, derive(serde::Serialize))]
+/// client-go's `LeaderElectionRecord`, as JSON, its fields in client-go's
+/// order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Record {
     /// Empty when released.
@@ -91,27 +89,9 @@ impl Record {
         Duration::from_secs(self.lease_duration_seconds).clamp(LEASE_RANGE.0, LEASE_RANGE.1)
     }
 
-    /// The record's JSON text (the annotation's value, unescaped).
-    #[cfg(test)]
+    /// The record's JSON text: the annotation's value.
     pub(crate) fn to_json(&self) -> String {
-        self.write_json::<json::AsText>()
-    }
-
-    /// The record's JSON text escaped to stand inside a JSON string: the
-    /// annotation's value as the status write's body carries it.
-    pub(crate) fn to_json_in_string(&self) -> EscapedJson {
-        self.write_json::<json::AsString>()
-    }
-
-    /// Written field by field, in client-go's order, as serde_json would.
-    fn write_json<P: Placed>(&self) -> P::Written {
-        let mut object = Object::<P>::with_capacity(224);
-        object.string("holderIdentity", &self.holder_identity);
-        object.number("leaseDurationSeconds", self.lease_duration_seconds);
-        object.string("acquireTime", &self.acquire_time);
-        object.string("renewTime", &self.renew_time);
-        object.number("leaderTransitions", self.leader_transitions);
-        object.end()
+        serde_json::to_string(self).expect("a struct of strings and numbers always serialises")
     }
 }
 
@@ -371,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn the_record_is_written_as_serde_json_writes_it_and_reads_back() {
+    fn the_record_reads_back_as_written() {
         let odd = "pod-\"a\\\u{1}\n\u{7f}\u{2028}ünï";
         let records = [
             Record::claim("pod-a", None, Duration::from_secs(130), at(0)),
@@ -386,11 +366,6 @@ mod tests {
         ];
         for r in records {
             let json = r.to_json();
-            assert_eq!(json, serde_json::to_string(&r).unwrap());
-            let inside = r.to_json_in_string();
-            assert_eq!(inside.as_bytes(), json::escaped(&json));
-            let unescaped: String = serde_json::from_slice(&[&b"\""[..], inside.as_bytes(), b"\""].concat()).unwrap();
-            assert_eq!(unescaped, json);
             // Read back as written, but for the control characters a record
             // from outside loses on the way in.
             let read = Seen::parse(Some(&json));

@@ -10,14 +10,14 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
-/// Readers call a status older than 5 minutes stale: a longer interval would
-/// make every healthy status look stale between writes.
 /// The version published when nobody said which version the operator is:
 /// a valid semantic version that no release carries, so readers see it is
 /// unknown (and `opstatus get` says so) rather than opstatus's own version
 /// passed off as the operator's.
 pub(crate) const UNKNOWN_VERSION: &str = "0.0.0-unknown";
 
+/// Readers call a status older than 5 minutes stale: a longer interval would
+/// make every healthy status look stale between writes.
 pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(240);
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -102,9 +102,7 @@ pub(crate) struct StatusDocument {
 }
 
 impl StatusDocument {
-    /// The document as the status key holds it (the ConfigMap's body
-    /// writes it in place: [`crate::sinks::configmap`]).
-    #[cfg(test)]
+    /// The document as the status key holds it.
     pub(crate) fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a struct of strings and enums always serialises")
     }
