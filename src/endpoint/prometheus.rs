@@ -74,7 +74,7 @@ pub(crate) struct Metrics {
 impl Metrics {
     /// Counts a successful write of a status with `mode` and `health`.
     pub(crate) fn record_update(&mut self, mode: Mode, health: Health, took: Duration, at: SystemTime) {
-        self.updates[mode_index(mode)][health_index(health)] += 1;
+        self.updates[mode as usize][health as usize] += 1;
         self.observe_latency(took);
         self.last_success = Some(at);
     }
@@ -102,132 +102,70 @@ impl Metrics {
         let mut out = String::with_capacity(3072);
         let w = &mut out;
         header(w, "kube9_operator_status_updates_total", "counter", "Successful writes of the status ConfigMap.");
-        for mode in MODES {
-            for health in Health::ALL {
-                let n = self.updates[mode_index(mode)][health_index(health)];
-                let _ = writeln!(
-                    w,
-                    "kube9_operator_status_updates_total{{mode=\"{}\",health=\"{}\"}} {n}",
-                    mode.as_str(),
-                    health.as_str()
-                );
-            }
+        for (mode, health) in MODES.into_iter().flat_map(|m| Health::ALL.map(|h| (m, h))) {
+            let (n, mode) = (self.updates[mode as usize][health as usize], mode.as_str());
+            let _ = writeln!(w, "kube9_operator_status_updates_total{{mode=\"{mode}\",health=\"{health}\"}} {n}");
         }
-        header(
-            w,
-            "kube9_operator_status_update_errors_total",
-            "counter",
-            "Failed writes of the status ConfigMap, by error type.",
-        );
+        let help = "Failed writes of the status ConfigMap, by error type.";
+        header(w, "kube9_operator_status_update_errors_total", "counter", help);
         for (kind, n) in ERROR_TYPES.iter().zip(self.errors) {
             let _ = writeln!(w, "kube9_operator_status_update_errors_total{{error_type=\"{kind}\"}} {n}");
         }
         header(w, "kube9_operator_health_status", "gauge", "1 for the current health, 0 for the others.");
         for health in Health::ALL {
-            let _ = writeln!(
-                w,
-                "kube9_operator_health_status{{health=\"{}\"}} {}",
-                health.as_str(),
-                u8::from(health == current)
-            );
+            let _ = writeln!(w, "kube9_operator_health_status{{health=\"{health}\"}} {}", u8::from(health == current));
         }
-        header(
-            w,
-            "opstatus_publisher",
-            "gauge",
-            "1 while this instance publishes (holds the publisher lock), 0 standing by.",
-        );
-        let _ = writeln!(w, "opstatus_publisher {}", u8::from(self.publishing));
-        header(
-            w,
-            "opstatus_status_yielded",
-            "gauge",
-            "1 while this instance leaves the status ConfigMap to another writer of its status key.",
-        );
-        let _ = writeln!(w, "opstatus_status_yielded {}", u8::from(self.yielded));
-        header(
-            w,
-            "opstatus_foreign_writer_yields_total",
-            "counter",
-            "Times another writer took the status key over and this instance yielded the ConfigMap to it.",
-        );
-        let _ = writeln!(w, "opstatus_foreign_writer_yields_total {}", self.foreign_writer_yields);
-        header(
-            w,
-            "opstatus_foreign_writer_overwrites_total",
-            "counter",
-            "Times another writer was found writing a status stale to readers and this instance wrote over it.",
-        );
-        let _ = writeln!(w, "opstatus_foreign_writer_overwrites_total {}", self.foreign_writer_overwrites);
+        let publisher = "1 while this instance publishes (holds the publisher lock), 0 standing by.";
+        single(w, "opstatus_publisher", "gauge", publisher, u8::from(self.publishing));
+        let yielded = "1 while this instance leaves the status ConfigMap to another writer of its status key.";
+        single(w, "opstatus_status_yielded", "gauge", yielded, u8::from(self.yielded));
+        let yields = "Times another writer took the status key over and this instance yielded the ConfigMap to it.";
+        single(w, "opstatus_foreign_writer_yields_total", "counter", yields, self.foreign_writer_yields);
+        let overwrites =
+            "Times another writer was found writing a status stale to readers and this instance wrote over it.";
+        single(w, "opstatus_foreign_writer_overwrites_total", "counter", overwrites, self.foreign_writer_overwrites);
         header(w, "opstatus_build_info", "gauge", "opstatus's version.");
         let _ = writeln!(w, "opstatus_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"));
-        header(
-            w,
-            "opstatus_status_write_duration_seconds",
-            "histogram",
-            "Duration of status ConfigMap writes, failed ones included.",
-        );
+        let help = "Duration of status ConfigMap writes, failed ones included.";
+        header(w, "opstatus_status_write_duration_seconds", "histogram", help);
         for (bound, n) in LATENCY_BUCKETS.iter().zip(self.latency_buckets) {
             let _ = writeln!(w, "opstatus_status_write_duration_seconds_bucket{{le=\"{bound}\"}} {n}");
         }
         let _ = writeln!(w, "opstatus_status_write_duration_seconds_bucket{{le=\"+Inf\"}} {}", self.latency_count);
         let _ = writeln!(w, "opstatus_status_write_duration_seconds_sum {}", self.latency_sum);
         let _ = writeln!(w, "opstatus_status_write_duration_seconds_count {}", self.latency_count);
-        header(
-            w,
-            "opstatus_last_successful_write_timestamp_seconds",
-            "gauge",
-            "Unix time of the last successful status write (0: none yet).",
-        );
         let last = self.last_success.and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
-        let _ = writeln!(w, "opstatus_last_successful_write_timestamp_seconds {last}");
+        let help = "Unix time of the last successful status write (0: none yet).";
+        single(w, "opstatus_last_successful_write_timestamp_seconds", "gauge", help, last);
         self.render_conditions(w);
         out
     }
 
     fn render_conditions(&self, w: &mut String) {
         if !self.sinks.is_empty() {
-            header(
-                w,
-                "opstatus_condition_syncs_total",
-                "counter",
-                "Syncs of the OperatorCondition / ClusterOperator, by result (unchanged: nothing was sent).",
-            );
-            for (sink, counts) in &self.sinks {
-                let by_result =
-                    [("updated", counts.updated), ("unchanged", counts.unchanged), ("failed", counts.failed)];
-                for (result, n) in by_result {
-                    let _ = writeln!(w, "opstatus_condition_syncs_total{{sink=\"{sink}\",result=\"{result}\"}} {n}");
-                }
+            let help = "Syncs of the OperatorCondition / ClusterOperator, by result (unchanged: nothing was sent).";
+            header(w, "opstatus_condition_syncs_total", "counter", help);
+            for (sink, c) in &self.sinks {
+                let by_result = [("updated", c.updated), ("unchanged", c.unchanged), ("failed", c.failed)];
+                results(w, "opstatus_condition_syncs_total", &format!("sink=\"{sink}\","), &by_result);
             }
         }
         if let Some(e) = self.events {
-            header(
-                w,
-                "opstatus_events_total",
-                "counter",
-                "Kubernetes Events by result (dropped: over the rate limit).",
-            );
+            let help = "Kubernetes Events by result (dropped: over the rate limit).";
+            header(w, "opstatus_events_total", "counter", help);
             let by_result =
                 [("created", e.created), ("patched", e.patched), ("dropped", e.dropped), ("failed", e.failed)];
-            for (result, n) in by_result {
-                let _ = writeln!(w, "opstatus_events_total{{result=\"{result}\"}} {n}");
-            }
+            results(w, "opstatus_events_total", "", &by_result);
         }
         if let Some((evaluated, blocking)) = self.probes {
-            header(w, "opstatus_probe_resources", "gauge", "Resources the last complete probe evaluated.");
-            let _ = writeln!(w, "opstatus_probe_resources {evaluated}");
-            header(w, "opstatus_probe_blocking_resources", "gauge", "Resources whose Upgradeable expression is false.");
-            let _ = writeln!(w, "opstatus_probe_blocking_resources {blocking}");
+            single(w, "opstatus_probe_resources", "gauge", "Resources the last complete probe evaluated.", evaluated);
+            let help = "Resources whose Upgradeable expression is false.";
+            single(w, "opstatus_probe_blocking_resources", "gauge", help, blocking);
         }
         if let Some(unseen) = self.unseen_conditions {
-            header(
-                w,
-                "opstatus_probe_unseen_conditions",
-                "gauge",
-                "Condition names the probe expressions use that no resource of their type carries (a likely typo).",
-            );
-            let _ = writeln!(w, "opstatus_probe_unseen_conditions {unseen}");
+            let help =
+                "Condition names the probe expressions use that no resource of their type carries (a likely typo).";
+            single(w, "opstatus_probe_unseen_conditions", "gauge", help, unseen);
         }
         self.render_resource_conditions(w);
     }
@@ -238,26 +176,12 @@ impl Metrics {
         if self.resource_conditions.is_empty() {
             return;
         }
-        let labels = |w: &mut String, r: &ResourceConditions| {
-            w.push_str("{group=\"");
-            escape_label(w, &r.group);
-            w.push_str("\",kind=\"");
-            escape_label(w, &r.kind);
-            w.push('"');
-        };
+        let labels = |r: &ResourceConditions| format!("group=\"{}\",kind=\"{}\"", escaped(&r.group), escaped(&r.kind));
         let series = |w: &mut String, name: &str, r: &ResourceConditions, kind: &str, status: &str, value: u64| {
-            w.push_str(name);
-            labels(w, r);
-            w.push_str(",type=\"");
-            escape_label(w, kind);
-            let _ = writeln!(w, "\",status=\"{status}\"}} {value}");
+            let _ = writeln!(w, "{name}{{{},type=\"{}\",status=\"{status}\"}} {value}", labels(r), escaped(kind));
         };
-        header(
-            w,
-            "opstatus_resource_conditions",
-            "gauge",
-            "Probed resources per condition type and status (Absent: no condition of that type).",
-        );
+        let help = "Probed resources per condition type and status (Absent: no condition of that type).";
+        header(w, "opstatus_resource_conditions", "gauge", help);
         for r in &self.resource_conditions {
             for t in &r.types {
                 for (status, n) in STATUSES.iter().zip(t.resources) {
@@ -265,12 +189,8 @@ impl Metrics {
                 }
             }
         }
-        header(
-            w,
-            "opstatus_resource_condition_oldest_transition_timestamp_seconds",
-            "gauge",
-            "Unix time of the oldest lastTransitionTime among the probed resources with that condition type and status.",
-        );
+        let help = "Unix time of the oldest lastTransitionTime among the probed resources with that condition type and status.";
+        header(w, "opstatus_resource_condition_oldest_transition_timestamp_seconds", "gauge", help);
         for r in &self.resource_conditions {
             for t in &r.types {
                 for (status, oldest) in STATUSES.iter().zip(t.oldest).filter(|(_, at)| *at != 0) {
@@ -279,49 +199,35 @@ impl Metrics {
                 }
             }
         }
-        header(
-            w,
-            "opstatus_resource_condition_untracked_resources",
-            "gauge",
-            "Probed resources carrying a condition type past --condition-metrics-max-types (not counted per type).",
-        );
+        let help =
+            "Probed resources carrying a condition type past --condition-metrics-max-types (not counted per type).";
+        header(w, "opstatus_resource_condition_untracked_resources", "gauge", help);
         for r in &self.resource_conditions {
-            w.push_str("opstatus_resource_condition_untracked_resources");
-            labels(w, r);
-            let _ = writeln!(w, "}} {}", r.untracked);
+            let _ = writeln!(w, "opstatus_resource_condition_untracked_resources{{{}}} {}", labels(r), r.untracked);
         }
     }
 }
 
 /// A label value as the exposition format wants it: `\`, `"` and line
 /// feeds escaped.
-fn escape_label(w: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => w.push_str("\\\\"),
-            '"' => w.push_str("\\\""),
-            '\n' => w.push_str("\\n"),
-            c => w.push(c),
-        }
-    }
+fn escaped(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn header(w: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(w, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-fn mode_index(mode: Mode) -> usize {
-    match mode {
-        Mode::Operated => 0,
-        Mode::Enabled => 1,
-    }
+/// A metric of one series, without labels.
+fn single(w: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    header(w, name, kind, help);
+    let _ = writeln!(w, "{name} {value}");
 }
 
-fn health_index(health: Health) -> usize {
-    match health {
-        Health::Healthy => 0,
-        Health::Degraded => 1,
-        Health::Unhealthy => 2,
+/// A series per result: `name{<labels>result="…"} n`.
+fn results(w: &mut String, name: &str, labels: &str, by_result: &[(&str, u64)]) {
+    for (result, n) in by_result {
+        let _ = writeln!(w, "{name}{{{labels}result=\"{result}\"}} {n}");
     }
 }
 
