@@ -132,7 +132,8 @@ impl StatusConfigMap {
     /// The heartbeat's apply body: the whole intent of [`FIELD_MANAGER`]
     /// (apply removes what a manager stops sending).
     pub(crate) fn apply_body(&self, status: &StatusDocument, record: &Record, resource_version: &str) -> Vec<u8> {
-        let mut metadata = json!({"name": self.name, "namespace": self.namespace, "annotations": {lock::ANNOTATION: record.to_json()}});
+        let annotations = json!({lock::ANNOTATION: record.to_json()});
+        let mut metadata = json!({"name": self.name, "namespace": self.namespace, "annotations": annotations});
         if !resource_version.is_empty() {
             metadata["resourceVersion"] = json!(resource_version);
         }
