@@ -130,23 +130,12 @@ pub(crate) fn respond(parsed: &Parsed<'_>, snapshot: &Snapshot, now: std::time::
     }
 }
 
-fn reason_phrase(code: u16) -> &'static str {
-    match code {
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        431 => "Request Header Fields Too Large",
-        _ => "Service Unavailable",
-    }
-}
-
 pub(crate) fn encode(r: &Response) -> Vec<u8> {
     let allow = if r.code == 405 { "Allow: GET\r\n" } else { "" };
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Cache-Control: no-store\r\nConnection: close\r\n\r\n",
         r.code,
-        reason_phrase(r.code),
+        ureq::http::StatusCode::from_u16(r.code).ok().and_then(|c| c.canonical_reason()).unwrap_or(""),
         r.content_type,
         r.body.len()
     );
@@ -334,5 +323,21 @@ mod tests {
             "{s}"
         );
         assert!(s.ends_with("\r\n\r\nmethod not allowed: use GET\n"));
+    }
+
+    #[test]
+    fn each_answer_carries_its_own_reason_phrase() {
+        let head = |r: &Response| String::from_utf8(encode(r)).unwrap().lines().next().unwrap().to_string();
+        assert_eq!(head(&only_from_the_pod()), "HTTP/1.1 403 Forbidden");
+        let phrases = [
+            (200, "OK"),
+            (400, "Bad Request"),
+            (404, "Not Found"),
+            (431, "Request Header Fields Too Large"),
+            (503, "Service Unavailable"),
+        ];
+        for (code, phrase) in phrases {
+            assert_eq!(head(&text(code, "")), format!("HTTP/1.1 {code} {phrase}"));
+        }
     }
 }
