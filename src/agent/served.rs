@@ -9,8 +9,7 @@ use crate::endpoint::status_view::StatusView;
 use crate::endpoint::{Shared, Snapshot};
 use crate::ready_file;
 use crate::sinks::events::Events;
-use crate::status::{Health, Rule, StatusDocument, Verdict, evaluate_health};
-use crate::util::time::write_rfc3339;
+use crate::status::{Health, Rule, Verdict, evaluate_health};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -61,10 +60,7 @@ impl Agent {
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         shared.verdict = verdict;
         shared.readiness = readiness;
-        match &mut shared.status {
-            Some(view) => self.renew_view(view, &content, now, publishing),
-            None => shared.status = Some(self.view(&content, now, publishing)),
-        }
+        shared.status = Some(self.view(&content, now, publishing));
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
@@ -96,31 +92,6 @@ impl Agent {
             conditions: self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.conditions.clone()),
         }
     }
-
-    /// [`Self::view`] written over the last tick's, its strings' buffers
-    /// reused: a new view each tick cost a dozen allocations and frees.
-    pub(super) fn renew_view(&self, view: &mut StatusView, content: &Content, now: SystemTime, publishing: bool) {
-        let Content { verdict, pro } = content;
-        let StatusDocument { mode, tier, version, health, last_update, registered, error, namespace, cluster_id } =
-            &mut view.doc;
-        (*mode, *tier, *health, *registered) = (pro.mode, pro.tier, verdict.health, pro.registered);
-        version.clone_from(&self.config.settings.operator_version);
-        last_update.clear();
-        write_rfc3339(last_update, now);
-        renew(error, verdict.error.as_deref());
-        namespace.clone_from(&self.config.operator_namespace);
-        renew(cluster_id, pro.cluster_id.as_deref());
-        renew(&mut view.publisher, self.publisher.holder());
-        view.publishing = publishing;
-        renew(&mut view.write_error, self.write_error.as_ref().map(|p| p.reason.as_str()));
-        let probes = self.observation.probes.as_ref();
-        view.unseen.clone_from(probes.map_or(&Vec::new(), |p| &p.unseen));
-        view.listing.clone_from(probes.map_or(&Vec::new(), |p| &p.listing));
-        view.yielded_to = self.publisher.yielding_to().map(ToString::to_string);
-        view.overwriting = self.publisher.overwriting().map(ToString::to_string);
-        view.pending = self.pending();
-        view.conditions.clone_from(probes.map_or(&Vec::new(), |p| &p.conditions));
-    }
 }
 
 /// What the endpoint serves before the agent's first tick: "Starting"
@@ -139,15 +110,4 @@ pub(crate) fn starting(settings: &AgentSettings) -> Shared {
         pod_stopping: false,
         leader: None,
     }))
-}
-
-/// `slot` set to `text`, its buffer reused when it has one.
-fn renew(slot: &mut Option<String>, text: Option<&str>) {
-    match (slot.as_mut(), text) {
-        (Some(kept), Some(text)) => {
-            kept.clear();
-            kept.push_str(text);
-        }
-        (_, text) => *slot = text.map(String::from),
-    }
 }

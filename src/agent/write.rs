@@ -259,22 +259,6 @@ mod tests {
         Agent::new(Client::new(&creds).expect("a client"), config, Vec::new(), Sinks::default(), None, shared)
     }
 
-    #[test]
-    fn the_status_view_renewed_in_place_is_the_view_built_anew() {
-        let mut agent = agent();
-        let at = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs);
-        let healthy = agent.content_with(Verdict { health: Health::Healthy, error: None });
-        let degraded = agent.content_with(Verdict { health: Health::Degraded, error: Some("why".into()) });
-        let mut view = agent.view(&healthy, at(0), true);
-        agent.write_error = Some(Problem::status_write("refused"));
-        agent.renew_view(&mut view, &degraded, at(61), false);
-        assert_eq!(format!("{view:?}"), format!("{:?}", agent.view(&degraded, at(61), false)));
-        assert!(format!("{view:?}").contains("refused"), "{view:?}");
-        agent.write_error = None;
-        agent.renew_view(&mut view, &healthy, at(122), true);
-        assert_eq!(format!("{view:?}"), format!("{:?}", agent.view(&healthy, at(122), true)));
-    }
-
     fn metrics(agent: &Agent) -> String {
         agent.shared.lock().unwrap().metrics.render(Health::Healthy)
     }
