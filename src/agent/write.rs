@@ -34,20 +34,9 @@ pub(super) enum Written {
 }
 
 /// A document as the log says it: `mode=…, tier=…, health=…, registered=…`.
-struct Said<'a>(&'a StatusDocument);
-
-impl std::fmt::Display for Said<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let doc = self.0;
-        write!(
-            f,
-            "mode={}, tier={}, health={}, registered={}",
-            doc.mode.as_str(),
-            doc.tier.as_str(),
-            doc.health,
-            doc.registered
-        )
-    }
+fn said(doc: &StatusDocument) -> String {
+    let (mode, tier, health, registered) = (doc.mode.as_str(), doc.tier.as_str(), doc.health, doc.registered);
+    format!("mode={mode}, tier={tier}, health={health}, registered={registered}")
 }
 
 impl Agent {
@@ -140,16 +129,16 @@ impl Agent {
                 }
                 self.note_events(before, &doc, at);
                 if changed {
-                    log::info!("Status updated: {}", Said(&doc));
+                    log::info!("Status updated: {}", said(&doc));
                 } else if self.heartbeat_lines {
-                    log::info!(target: HEARTBEAT_TARGET, "Status updated: {}", Said(&doc));
+                    log::info!(target: HEARTBEAT_TARGET, "Status updated: {}", said(&doc));
                 }
                 if let Some(summary) = self.write_log.wrote(Instant::now()) {
                     log::info!(
                         "Status kept current: {} writes in the last {} min ({})",
                         summary.writes,
                         summary.over.as_secs() / 60,
-                        Said(&doc)
+                        said(&doc)
                     );
                 }
                 self.last_written = Some(doc);
