@@ -105,32 +105,25 @@ pub(crate) fn read_modify_write(
     grant: &'static str,
     modify: &mut RawModify<'_>,
 ) -> Result<Written, KubeError> {
-    read_modify_write_once(client, path, write_suffix, action, modify).map_err(|e| e.granted_by(grant))
-}
-
-fn read_modify_write_once(
-    client: &mut Client,
-    path: &str,
-    write_suffix: &str,
-    action: &str,
-    modify: &mut RawModify<'_>,
-) -> Result<Written, KubeError> {
     let mut attempt = 1;
-    loop {
-        let read = client.get_required(path, &format!("get {action}"))?;
-        let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
-            return Ok(Written::Unchanged);
-        };
-        drop(read);
-        match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
-            Ok(()) => return Ok(Written::Updated),
-            Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
-                log::debug!("{action}: conflict on attempt {attempt}, reading again");
-                attempt += 1;
+    let mut attempts = || -> Result<Written, KubeError> {
+        loop {
+            let read = client.get_required(path, &format!("get {action}"))?;
+            let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
+                return Ok(Written::Unchanged);
+            };
+            drop(read);
+            match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
+                Ok(()) => return Ok(Written::Updated),
+                Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
+                    log::debug!("{action}: conflict on attempt {attempt}, reading again");
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         }
-    }
+    };
+    attempts().map_err(|e| e.granted_by(grant))
 }
 
 /// The conditions in the `key` (`spec`, `status`) of the `kind` at `path`,
