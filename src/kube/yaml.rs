@@ -501,7 +501,8 @@ users:
     }
 
     /// The cluster keys opstatus acts on besides the server and the CA:
-    /// `tls-server-name` (verified against) and `proxy-url` (refused).
+    /// `tls-server-name` (verified against) and `proxy-url` (the API
+    /// server is reached through it).
     #[test]
     fn reads_a_clusters_tls_server_name_and_proxy_url() {
         let doc = "clusters:\n- cluster:\n    server: https://10.0.0.1:6443\n    tls-server-name: kubernetes.default.svc\n    \
