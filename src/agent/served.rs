@@ -64,10 +64,8 @@ impl Agent {
         shared.metrics.sinks = self.sinks.counts();
         shared.metrics.probes = self.observation.probes.as_ref().and_then(|p| p.counts);
         shared.metrics.unseen_conditions = self.observation.probes.as_ref().map(|p| p.unseen.len());
-        match self.observation.probes.as_ref() {
-            Some(p) => shared.metrics.resource_conditions.clone_from(&p.conditions),
-            None => shared.metrics.resource_conditions.clear(),
-        }
+        shared.metrics.resource_conditions =
+            self.observation.probes.as_ref().map_or_else(Vec::new, |p| p.conditions.clone());
         shared.metrics.publishing = publishing;
         shared.metrics.yielded = self.publisher.yielding_to().is_some();
         shared.metrics.events = self.events.as_ref().map(Events::counts);
