@@ -70,15 +70,14 @@ pub(crate) struct Current {
     /// The object's uid (events about the ConfigMap name it).
     pub uid: String,
     /// Another manager that owns the status key ([`crate::writers`]), as
-    /// a read saw it; `None` after a write, whose answer is not searched
-    /// for one.
+    /// a read saw it; `None` after a write (judged on reads only).
     pub foreign: Option<Foreign>,
 }
 
-/// The ConfigMap as a read sees it: the lock, and who else writes the
-/// status (the field managers' names borrowed); of `data` only the status
-/// key, left unparsed unless another manager owns it; of the annotations
-/// only the lock's.
+/// The ConfigMap as a read or a write's answer shows it: the lock, and who
+/// else writes the status (the field managers' names borrowed); of `data`
+/// only the status key, left unparsed unless another manager owns it; of
+/// the annotations only the lock's; of the labels only their names.
 #[derive(Deserialize)]
 struct Head<'a> {
     #[serde(borrow)]
