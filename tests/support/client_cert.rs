@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The key a client certificate is issued for.
 #[derive(Clone, Copy, Debug)]
@@ -80,6 +81,11 @@ pub fn issue(
     std::fs::write(dir.join(&ext), "keyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
         .unwrap();
     let (ca_cert, ca_key) = (ca_cert.to_str().unwrap(), ca_key.to_str().unwrap());
+    // A serial of its own, not `-CAcreateserial`: tests issuing from one
+    // CA at once would share its serial file, and one of them read it half
+    // written ("Unable to load number from ca.srl").
+    static ISSUED: AtomicU64 = AtomicU64::new(0);
+    let serial = format!("{}", (u64::from(std::process::id()) << 20) + ISSUED.fetch_add(1, Ordering::Relaxed) + 1);
     let mut args = vec![
         "x509",
         "-req",
@@ -89,7 +95,8 @@ pub fn issue(
         ca_cert,
         "-CAkey",
         ca_key,
-        "-CAcreateserial",
+        "-set_serial",
+        &serial,
         "-days",
         "1",
         "-out",
