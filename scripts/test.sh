@@ -212,7 +212,7 @@ current_modules=(heartbeat rbac_revoked token_rotation apiserver_restart operato
   cluster_operator manifests component publisher probe_standby events readiness_outage monitoring
   foreign_writer watch_container quick_start probe_unreadable probe_first_list first_hour get client_certificate
   kept_connection operator_starting probe_cache_list olm_kube9 inertia leader_service pod_deleted
-  condition_metrics)
+  condition_metrics get_exec handover_writer kubebuilder_layout silent_leader status_deleted)
 # Every real-node module runs on both nodes: v1.20's and the current one's
 # (kubelet, scheduler and controller-manager from the same directory),
 # where the native sidecar runs.
