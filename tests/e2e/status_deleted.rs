@@ -78,8 +78,10 @@ fn e2e_a_deleted_status_configmap_leaves_one_publisher() {
         (h == "pod-b" || h == "pod-c").then(|| gone.elapsed())
     })
     .unwrap_or_else(|| panic!("nobody took over:\n{}", log()));
-    // pod-a last renewed at most a heartbeat (2 s) before it was killed.
-    assert!(took >= Duration::from_secs(11), "taken {took:?} after the deletion: before the lease ran out\n{}", log());
+    // pod-a last renewed about a heartbeat (2 s) before it was killed, a
+    // few seconds more when a loaded machine delays its writes; a claim on
+    // the missing ConfigMap that ignored the lease came within a second.
+    assert!(took >= Duration::from_secs(8), "taken {took:?} after the deletion: before the lease ran out\n{}", log());
     std::thread::sleep(Duration::from_secs(2));
     let settled = SystemTime::now();
     std::thread::sleep(Duration::from_secs(4));

@@ -153,7 +153,13 @@ fn an_operator_in_a_restart_loop_is_shown_degraded_once_held_while_it_flaps_and_
     assert!(restarts >= 8, "the operator restarted {restarts} times");
     assert_eq!(published_health(&log).first(), Some(&"healthy"), "its first answer is published: {log}");
     assert_eq!(flipped, 1, "degraded once, then held: {:?}\n{log}", published_health(&log));
-    assert_eq!(written, 2, "the first status and the one change: {log}");
+    // The first status and the change to degraded; while degraded, a change
+    // of its reason is a change of what the status says, and is written:
+    // an operator whose failures alternate between a refusal and the
+    // lateness window ("3 or more of the last 6 checks") costs a write or
+    // two more, as the machine's load shifts its restarts against the
+    // checks. Every flip was a write before (13 in this run's time).
+    assert!((2..=5).contains(&written), "the first status, the change and its reasons: {written} writes\n{log}");
     assert_eq!(published_health(&log).last(), Some(&"degraded"));
 
     // It stays up: healthy once three checks in a row passed (the last
