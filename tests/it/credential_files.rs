@@ -108,19 +108,7 @@ fn a_token_file_turned_into_a_fifo_is_refused_on_re_read_and_the_loop_goes_on() 
 /// A kubeconfig for the fake API server at 127.0.0.1 that trusts `ca_pem`
 /// (in `dir`), with `extra` lines added to the cluster.
 fn kubeconfig_with(dir: &TempDir, server: &FakeApiServer, ca_pem: &str, extra: &str) -> std::path::PathBuf {
-    let ca = dir.path().join("ca.crt");
-    std::fs::write(&ca, ca_pem).unwrap();
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-         clusters:\n- name: k\n  cluster:\n    server: {}\n    certificate-authority: {}\n{extra}\
-         contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n    namespace: ops\n\
-         users:\n- name: u\n  user:\n    token: {TOKEN}\n",
-        server.url(),
-        ca.display()
-    );
-    let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, text).unwrap();
-    path
+    support::token_kubeconfig(dir, &server.url(), ca_pem, TOKEN, extra)
 }
 
 /// `tls-server-name`: the API server reached at 127.0.0.1 with a

@@ -23,19 +23,8 @@ const KEY: &str = "kdy_test_0123456789abcdefPROXY";
 /// A kubeconfig for `server` (its URL's host replaced by `host`), trusting
 /// its CA, with `extra` lines added to the cluster.
 fn kubeconfig(dir: &TempDir, server: &FakeApiServer, host: &str, extra: &str) -> String {
-    let ca = dir.path().join("ca.crt");
-    std::fs::write(&ca, &server.pki.ca_pem).unwrap();
-    let text = format!(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
-         clusters:\n- name: k\n  cluster:\n    server: https://{host}:{}\n    certificate-authority: {}\n{extra}\
-         contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n    namespace: ops\n\
-         users:\n- name: u\n  user:\n    token: {TOKEN}\n",
-        server.port(),
-        ca.display()
-    );
-    let path = dir.path().join("kubeconfig");
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
+    let url = format!("https://{host}:{}", server.port());
+    support::token_kubeconfig(dir, &url, &server.pki.ca_pem, TOKEN, extra).display().to_string()
 }
 
 fn env(vars: &[(&str, &str)]) -> Vec<(String, String)> {

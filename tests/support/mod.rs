@@ -40,6 +40,24 @@ pub fn opstatus_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_opstatus"))
 }
 
+/// A kubeconfig in `dir` for the API server at `server` (a URL) with the
+/// bearer token `token`, trusting `ca_pem` (written beside it), with
+/// `extra` lines added to the cluster; its context's namespace is `ops`.
+pub fn token_kubeconfig(dir: &TempDir, server: &str, ca_pem: &str, token: &str, extra: &str) -> PathBuf {
+    let ca = dir.path().join("ca.crt");
+    fs::write(&ca, ca_pem).unwrap();
+    let text = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n\
+         clusters:\n- name: k\n  cluster:\n    server: {server}\n    certificate-authority: {}\n{extra}\
+         contexts:\n- name: c\n  context:\n    cluster: k\n    user: u\n    namespace: ops\n\
+         users:\n- name: u\n  user:\n    token: {token}\n",
+        ca.display()
+    );
+    let path = dir.path().join("kubeconfig");
+    fs::write(&path, text).unwrap();
+    path
+}
+
 /// A directory removed when dropped.
 pub struct TempDir(pub PathBuf);
 
