@@ -153,8 +153,7 @@ impl Metrics {
         if let Some(e) = self.events {
             let help = "Kubernetes Events by result (dropped: over the rate limit).";
             header(w, "opstatus_events_total", "counter", help);
-            let by_result =
-                [("created", e.created), ("patched", e.patched), ("dropped", e.dropped), ("failed", e.failed)];
+            let by_result = [("created", e.created), ("dropped", e.dropped), ("failed", e.failed)];
             results(w, "opstatus_events_total", "", &by_result);
         }
         if let Some((evaluated, blocking)) = self.probes {

@@ -2,7 +2,7 @@
 //! changes. A watched URL flipping healthy → degraded → healthy gives
 //! exactly two events about the sidecar's Pod (what `kubectl describe pod`
 //! shows); a signal flapping as fast as it is published gives a bounded
-//! number, the repeats counted on the events already recorded; losing the
+//! number, each event sent one POST and one object; losing the
 //! permission to record events changes nothing in the status and is logged once; and
 //! `--events=false` sends no event request at all.
 
@@ -158,34 +158,33 @@ fn e2e_an_operator_flapping_at_every_check_gives_a_bounded_number_of_events() {
     std::thread::sleep(Duration::from_secs(4));
     let elapsed = started.elapsed();
 
-    // Every published change is an occurrence; each was created, counted
-    // on an earlier event, or dropped by the rate limit.
+    // Every published change is an occurrence; each was created or dropped
+    // by the rate limit.
     let log = agent.stderr();
     let changes = support::published_health(&log).windows(2).filter(|w| w[0] != w[1]).count();
     let (_, metrics, _) = get(endpoint, "/metrics");
-    let [created, patched, dropped, failed] =
-        ["created", "patched", "dropped", "failed"].map(|r| events_metric(&metrics, r));
+    let [created, dropped, failed] = ["created", "dropped", "failed"].map(|r| events_metric(&metrics, r));
     assert_eq!(failed, 0, "{log}");
-    assert_eq!(created + patched + dropped, changes as u64, "{changes} changes: {metrics}");
-    let sent = (created + patched) as usize;
+    assert_eq!(created + dropped, changes as u64, "{changes} changes: {metrics}");
+    assert!(!metrics.contains("result=\"patched\""), "{metrics}");
+    let sent = created as usize;
     let bound = BURST + (elapsed.as_secs_f64() / REFILL.as_secs_f64()).ceil() as usize;
     assert!(changes >= FLAPS, "{changes} changes published\n{log}");
     assert!(bound < changes, "the test must flap past what the bucket allows: bound {bound}, {changes} changes");
     assert!(sent <= bound, "{sent} event requests for {changes} changes in {elapsed:?} (bound {bound})");
-    assert_eq!(event_requests(cp, &pod.user).len(), sent, "one request per event sent");
+    let requests = event_requests(cp, &pod.user);
+    assert_eq!(requests.len(), sent, "one request per event sent: {requests:?}");
+    assert!(requests.iter().all(|e| e.verb == "create" && e.code == 201), "{requests:?}");
     let said = log.matches("Too many Kubernetes Events").count();
     assert_eq!(said, usize::from(dropped > 0), "the drops are logged once: {log}");
 
-    // The same two changes over and over: two events, the repeats counted.
+    // Each event sent is an object of its own.
     let events = opstatus_events(cp, ns);
-    assert_eq!(events.len(), 2, "{:?}", summaries(&events));
-    assert_eq!(created, 2);
-    let counts: Vec<u64> = events.iter().map(|e| e["count"].as_u64().unwrap()).collect();
-    assert_eq!(counts.iter().sum::<u64>(), created + patched, "{counts:?}");
-    assert!(counts.iter().any(|c| *c > 1), "repeats are counted: {counts:?}");
+    assert_eq!(events.len(), sent, "{:?}", summaries(&events));
+    assert!(events.iter().all(|e| e["count"] == 1), "{events:?}");
     println!(
         "e2e events flapping: {FLAPS} flips in {flapped:.1?} published {changes} changes; {sent} event requests \
-         ({created} created, {patched} counted on them, counts {counts:?}), {dropped} dropped"
+         ({created} Event objects created), {dropped} dropped"
     );
 }
 
@@ -244,7 +243,7 @@ fn e2e_without_the_permission_to_record_events_the_status_is_unchanged_and_it_is
     assert!(warned[0].contains(" WARN "), "{}", warned[0]);
     assert!(
         warned[0].contains(&format!(
-            "403 Forbidden: grant create and patch on events in namespace \"{ns}\" (see manifests/base/role.yaml;"
+            "403 Forbidden: grant create on events in namespace \"{ns}\" (see manifests/base/role.yaml;"
         )),
         "{}",
         warned[0]

@@ -1,23 +1,19 @@
 //! The pure half of Kubernetes Events: what happened ([`Occurrence`], made
 //! by the transition functions), whether it may be sent ([`TokenBucket`]),
-//! whether it repeats an event already recorded ([`Correlator`], counting
-//! identical events as client-go's `EventCorrelator` does), and the request
-//! bodies. No I/O; the clock is an argument.
+//! and the request body. No I/O; the clock is an argument.
 //!
-//! client-go's rules, kept: an event identical to one recorded (same
-//! involved object, source, type, reason and message) is not created again
-//! but the recorded one is PATCHed with `count + 1` and a new
-//! `lastTimestamp`; a token bucket per source and object bounds how many
-//! are sent. Changed: the bucket is "a handful per minute" ([`BURST`],
-//! [`REFILL`]) instead of client-go's burst 25 and one per 5 minutes (a
-//! recorder for a whole controller; opstatus has one object and a few
-//! kinds of event, so 25 would let a flapping operator write 25 events
-//! before any limit bites), and a repeat counts only within
-//! [`REPEAT_WINDOW`] (client-go counts for as long as its cache remembers;
-//! the API server drops an event an hour after its last write, and a count
-//! over an hour's gap reads as one story when it is two). client-go's
-//! second aggregation, "(combined from similar events)" for events that
-//! differ only by message, is left out: the bucket already bounds them.
+//! client-go's rules, kept: the event's name and fields, and a token bucket
+//! per source and object bounding how many are sent. Changed: the bucket is
+//! "a handful per minute" ([`BURST`], [`REFILL`]) instead of client-go's
+//! burst 25 and one per 5 minutes (a recorder for a whole controller;
+//! opstatus has one object and a few kinds of event, so 25 would let a
+//! flapping operator write 25 events before any limit bites). Left out:
+//! client-go's counting of identical events on the first one (a PATCH
+//! with `count + 1`) and its "(combined from similar events)". Events
+//! follow only published changes, and published health gets better only
+//! after three checks in a row, so a flapping operator publishes one change
+//! per episode; the bucket bounds them, and each event that passes it is
+//! an object of its own, created once.
 
 use crate::conditions::Status;
 use crate::status::Health;
@@ -37,21 +33,12 @@ pub(crate) const BURST: u32 = 5;
 /// per 5 minutes, which would hide most of a short incident's story.
 pub(crate) const REFILL: Duration = Duration::from_secs(12);
 
-/// An identical event within this long of the last one is counted on it
-/// (PATCH) rather than created anew: client-go's aggregation interval.
-pub(crate) const REPEAT_WINDOW: Duration = Duration::from_secs(600);
-
 /// The longest message sent: `events.k8s.io/v1`'s limit on `note`, which
 /// kube-apiserver also applies when it converts a core event.
 pub(crate) const MAX_MESSAGE: usize = 1024;
 
 /// `reportingInstance` may be at most this long (the API's limit).
 const MAX_INSTANCE: usize = 128;
-
-/// How many recorded events are remembered for counting repeats (client-go
-/// keeps 4096 for a controller's many objects; opstatus has one and a few
-/// reasons).
-const REMEMBERED: usize = 16;
 
 /// `source.component` and `reportingComponent`.
 pub(crate) const COMPONENT: &str = "opstatus";
@@ -275,79 +262,6 @@ pub(crate) struct Reporter {
     pub instance: String,
 }
 
-/// What to send for an occurrence.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Plan {
-    /// The event's name: new, or the recorded one a repeat is counted on.
-    pub name: String,
-    pub count: u32,
-    pub first: SystemTime,
-    /// PATCH the recorded event (a repeat) rather than create one.
-    pub repeat: bool,
-}
-
-/// An event recorded on the server.
-#[derive(Clone, Debug)]
-struct Recorded {
-    kind: EventType,
-    reason: &'static str,
-    message: String,
-    name: String,
-    count: u32,
-    first: SystemTime,
-    last: SystemTime,
-}
-
-/// The events recorded lately, for counting repeats. The involved object
-/// and the source are the recorder's own, the same for every event.
-#[derive(Debug, Default)]
-pub(crate) struct Correlator {
-    recorded: Vec<Recorded>,
-}
-
-impl Correlator {
-    /// What to send for `occurrence` about `object`: a count on the
-    /// identical event recorded within [`REPEAT_WINDOW`], else a new event.
-    pub(crate) fn plan(&self, object: &InvolvedObject, occurrence: &Occurrence) -> Plan {
-        let within = |r: &Recorded| occurrence.at.duration_since(r.last).map_or(true, |gap| gap <= REPEAT_WINDOW);
-        let same = |r: &&Recorded| {
-            r.kind == occurrence.kind && r.reason == occurrence.reason && r.message == occurrence.message && within(r)
-        };
-        match self.recorded.iter().find(same) {
-            Some(r) => Plan { name: r.name.clone(), count: r.count.saturating_add(1), first: r.first, repeat: true },
-            None => {
-                Plan { name: event_name(&object.name, occurrence.at), count: 1, first: occurrence.at, repeat: false }
-            }
-        }
-    }
-
-    /// Notes that `plan` was sent for `occurrence` and the server took it.
-    pub(crate) fn record(&mut self, occurrence: &Occurrence, plan: &Plan) {
-        self.forget(&plan.name);
-        // Oldest first: a repeat moves to the end.
-        if self.recorded.len() >= REMEMBERED {
-            self.recorded.remove(0);
-        }
-        self.recorded.push(Recorded {
-            kind: occurrence.kind,
-            reason: occurrence.reason,
-            message: occurrence.message.clone(),
-            name: plan.name.clone(),
-            count: plan.count,
-            first: plan.first,
-            last: occurrence.at,
-        });
-    }
-
-    /// The event `name` is gone from the server (expired): the next
-    /// occurrence creates a new one.
-    pub(crate) fn forget(&mut self, name: &str) {
-        if let Some(i) = self.recorded.iter().position(|r| r.name == name) {
-            self.recorded.remove(i);
-        }
-    }
-}
-
 /// client-go's event name: the object's name, a dot, the time in
 /// nanoseconds in hex; the object's part cut so that the whole is a valid
 /// name (253 characters).
@@ -359,35 +273,24 @@ pub(crate) fn event_name(object: &str, at: SystemTime) -> String {
     format!("{prefix}{suffix}")
 }
 
-/// The core `v1` Event to create (POST).
-pub(crate) fn create_body(
-    object: &InvolvedObject,
-    reporter: &Reporter,
-    occurrence: &Occurrence,
-    plan: &Plan,
-) -> Vec<u8> {
+/// The core `v1` Event to create (POST), one per occurrence.
+pub(crate) fn create_body(object: &InvolvedObject, reporter: &Reporter, occurrence: &Occurrence) -> Vec<u8> {
     let mut involved =
         json!({"apiVersion": "v1", "kind": object.kind, "namespace": object.namespace, "name": object.name});
     if !object.uid.is_empty() {
         involved["uid"] = json!(object.uid);
     }
+    let at = format_rfc3339(occurrence.at);
     let body = json!({
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"name": plan.name, "namespace": object.namespace},
+        "metadata": {"name": event_name(&object.name, occurrence.at), "namespace": object.namespace},
         "involvedObject": involved,
         "reason": occurrence.reason, "message": occurrence.message, "type": occurrence.kind.as_str(),
         "source": {"component": COMPONENT},
-        "firstTimestamp": format_rfc3339(plan.first),
-        "lastTimestamp": format_rfc3339(occurrence.at),
-        "count": plan.count,
+        "firstTimestamp": at, "lastTimestamp": at, "count": 1,
         "reportingComponent": COMPONENT, "reportingInstance": sanitize(&reporter.instance, MAX_INSTANCE),
     });
     body.to_string().into_bytes()
-}
-
-/// The merge patch that counts a repeat on the recorded event.
-pub(crate) fn repeat_patch(occurrence: &Occurrence, plan: &Plan) -> Vec<u8> {
-    format!(r#"{{"count":{},"lastTimestamp":"{}"}}"#, plan.count, format_rfc3339(occurrence.at)).into_bytes()
 }
 
 #[cfg(test)]
@@ -502,46 +405,6 @@ mod tests {
     }
 
     #[test]
-    fn identical_events_are_counted_on_the_first_within_the_window() {
-        let object = pod();
-        let mut c = Correlator::default();
-        let down = |t| health_changed(Some(Health::Healthy), Health::Degraded, Some("HTTP 503"), at(t)).unwrap();
-        let first = c.plan(&object, &down(0));
-        assert!(!first.repeat && first.count == 1 && first.first == at(0));
-        assert_eq!(first.name, event_name("op-7d9f-x2", at(0)));
-        c.record(&down(0), &first);
-        let again = c.plan(&object, &down(30));
-        assert_eq!(again, Plan { name: first.name.clone(), count: 2, first: at(0), repeat: true });
-        c.record(&down(30), &again);
-        assert_eq!(c.plan(&object, &down(60)).count, 3);
-        // Another message, reason or type is another event.
-        let other = health_changed(Some(Health::Healthy), Health::Degraded, Some("HTTP 500"), at(61)).unwrap();
-        assert!(!c.plan(&object, &other).repeat);
-        let up = health_changed(Some(Health::Degraded), Health::Healthy, None, at(61)).unwrap();
-        assert!(!c.plan(&object, &up).repeat);
-        // Past the window from the last one: a new event.
-        assert!(c.plan(&object, &down(30 + 600)).repeat);
-        assert!(!c.plan(&object, &down(30 + 601)).repeat);
-        // Gone from the server: created anew.
-        c.forget(&first.name);
-        assert!(!c.plan(&object, &down(40)).repeat);
-    }
-
-    #[test]
-    fn the_memory_is_bounded() {
-        let object = pod();
-        let mut c = Correlator::default();
-        for i in 0..100 {
-            let o = Occurrence::new(EventType::Normal, HEALTH_CHANGED, &format!("m{i}"), at(i));
-            let plan = c.plan(&object, &o);
-            c.record(&o, &plan);
-        }
-        assert_eq!(c.recorded.len(), REMEMBERED);
-        let newest = Occurrence::new(EventType::Normal, HEALTH_CHANGED, "m99", at(100));
-        assert!(c.plan(&object, &newest).repeat, "the newest are kept");
-    }
-
-    #[test]
     fn names_are_the_objects_and_valid() {
         assert_eq!(event_name("op-1", UNIX_EPOCH + Duration::from_nanos(255)), "op-1.ff");
         let long = format!("{}-{}", "a".repeat(240), "b".repeat(12));
@@ -555,13 +418,12 @@ mod tests {
         let object = pod();
         let reporter = Reporter { instance: "op-7d9f-x2".into() };
         let o = health_changed(Some(Health::Healthy), Health::Degraded, Some("HTTP 503"), at(5)).unwrap();
-        let plan = Plan { name: "op-7d9f-x2.1".into(), count: 1, first: at(5), repeat: false };
-        let body: Value = serde_json::from_slice(&create_body(&object, &reporter, &o, &plan)).unwrap();
+        let body: Value = serde_json::from_slice(&create_body(&object, &reporter, &o)).unwrap();
         assert_eq!(
             body,
             json!({
                 "apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": "op-7d9f-x2.1", "namespace": "ops"},
+                "metadata": {"name": event_name("op-7d9f-x2", at(5)), "namespace": "ops"},
                 "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": "ops", "name": "op-7d9f-x2",
                                    "uid": "1234-abcd"},
                 "reason": "HealthChanged", "message": "Health changed from healthy to degraded: HTTP 503",
@@ -574,11 +436,8 @@ mod tests {
         // Without a uid, the field is left out rather than empty.
         let cm = InvolvedObject { kind: "ConfigMap", uid: String::new(), ..object };
         let bare = Reporter { instance: "i".repeat(300) };
-        let body: Value = serde_json::from_slice(&create_body(&cm, &bare, &o, &plan)).unwrap();
+        let body: Value = serde_json::from_slice(&create_body(&cm, &bare, &o)).unwrap();
         assert!(body["involvedObject"].get("uid").is_none());
         assert!(body["reportingInstance"].as_str().unwrap().len() <= MAX_INSTANCE);
-        let repeat = Plan { count: 4, first: at(0), repeat: true, ..plan };
-        let patch: Value = serde_json::from_slice(&repeat_patch(&o, &repeat)).unwrap();
-        assert_eq!(patch, json!({"count": 4, "lastTimestamp": "2027-01-15T08:00:05Z"}));
     }
 }

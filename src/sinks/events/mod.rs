@@ -14,15 +14,15 @@
 //! is dropped (counted, logged once per flapping episode); what passes is
 //! queued and sent by a thread of its own with a client of its own
 //! ([`Events`]): a slow or hanging Events API never delays a status write,
-//! and the queue is bounded (a full queue drops, counted). The pure rules
-//! are in [`correlator`].
+//! and the queue is bounded (a full queue drops, counted). Each event sent
+//! is one POST, an object of its own. The pure rules are in [`correlator`].
 
 pub(crate) mod correlator;
 
 use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::util::reported::Reported;
-use correlator::{BURST, Correlator, InvolvedObject, Occurrence, Plan, REFILL, Reporter, TokenBucket};
+use correlator::{BURST, InvolvedObject, Occurrence, REFILL, Reporter, TokenBucket};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
@@ -38,8 +38,6 @@ const QUEUE: usize = 8;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct EventCounts {
     pub created: u64,
-    /// Repeats counted on an event already recorded.
-    pub patched: u64,
     /// Not sent: over the rate limit.
     pub dropped: u64,
     /// Sent, and the API server refused or did not answer.
@@ -50,7 +48,6 @@ pub(crate) struct Recorder {
     object: InvolvedObject,
     reporter: Reporter,
     bucket: TokenBucket,
-    correlator: Correlator,
     /// Oldest first; a few at most.
     queue: Vec<Occurrence>,
     counts: EventCounts,
@@ -68,7 +65,6 @@ impl Recorder {
             object,
             reporter,
             bucket: TokenBucket::new(BURST, REFILL, now),
-            correlator: Correlator::default(),
             queue: Vec::new(),
             counts: EventCounts::default(),
             failure: Reported::default(),
@@ -129,82 +125,28 @@ impl Recorder {
         self.upgradeable = None;
     }
 
-    /// The oldest queued event and how to send it, taken off the queue.
-    fn next_job(&mut self) -> Option<Job> {
+    /// The oldest queued event's body and namespace, taken off the queue.
+    fn next_job(&mut self) -> Option<(Vec<u8>, String)> {
         if self.queue.is_empty() {
             return None;
         }
         let occurrence = self.queue.remove(0);
-        let plan = self.correlator.plan(&self.object, &occurrence);
-        let namespace = self.object.namespace.clone();
-        let request = if plan.repeat {
-            Request::Patch {
-                path: format!("/api/v1/namespaces/{namespace}/events/{}", plan.name),
-                body: correlator::repeat_patch(&occurrence, &plan),
-            }
-        } else {
-            Request::Create {
-                path: format!("/api/v1/namespaces/{namespace}/events"),
-                body: correlator::create_body(&self.object, &self.reporter, &occurrence, &plan),
-            }
-        };
-        Some(Job { occurrence, plan, namespace, request })
+        Some((correlator::create_body(&self.object, &self.reporter, &occurrence), self.object.namespace.clone()))
     }
 
-    /// Records what sending `job` did.
-    fn finish(&mut self, job: Job, result: Result<(), KubeError>) {
-        let Job { occurrence, plan, namespace, .. } = job;
-        let namespace = namespace.as_str();
-        match result {
-            Ok(()) => {
-                if plan.repeat {
-                    self.counts.patched += 1;
-                } else {
-                    self.counts.created += 1;
-                }
-                self.correlator.record(&occurrence, &plan);
-                self.failure.update(None, log::Level::Warn, "Kubernetes Events are recorded again");
-            }
-            // The event expired (the API server keeps them an hour): the
-            // next flush creates it anew.
-            Err(e) if plan.repeat && e.code() == Some(404) => {
-                self.correlator.forget(&plan.name);
-                self.queue.insert(0, occurrence);
+    /// Records what sending an event did.
+    fn finish(&mut self, namespace: &str, result: Result<Vec<u8>, KubeError>) {
+        let why = match result {
+            Ok(_) => {
+                self.counts.created += 1;
+                None
             }
             Err(e) => {
                 self.counts.failed += 1;
-                let why = explain(&e.granted_by(GRANT), namespace);
-                self.failure.update(Some(why), log::Level::Warn, "Kubernetes Events are recorded again");
+                Some(explain(&e.granted_by(GRANT), namespace))
             }
-        }
-    }
-}
-
-/// One event to send, taken off the queue with its plan.
-struct Job {
-    occurrence: Occurrence,
-    plan: Plan,
-    namespace: String,
-    request: Request,
-}
-
-enum Request {
-    Create { path: String, body: Vec<u8> },
-    Patch { path: String, body: Vec<u8> },
-}
-
-impl Job {
-    /// One request; its own bounds (the client's per-phase timeouts).
-    fn send(&self, client: &mut Client) -> Result<(), KubeError> {
-        let namespace = &self.namespace;
-        match &self.request {
-            Request::Patch { path, body } => {
-                client.merge_patch(path, body, &format!("patch events in namespace {namespace:?}"))
-            }
-            Request::Create { path, body } => {
-                client.create(path, body, &format!("create events in namespace {namespace:?}")).map(drop)
-            }
-        }
+        };
+        self.failure.update(why, log::Level::Warn, "Kubernetes Events are recorded again");
     }
 }
 
@@ -224,7 +166,7 @@ impl Events {
         std::thread::Builder::new().name("events".into()).stack_size(stack).spawn(move || {
             let (lock, wake) = &*theirs;
             loop {
-                let job = {
+                let (body, namespace) = {
                     let mut recorder = lock.lock().unwrap_or_else(|p| p.into_inner());
                     loop {
                         if let Some(job) = recorder.next_job() {
@@ -233,8 +175,10 @@ impl Events {
                         recorder = wake.wait(recorder).unwrap_or_else(|p| p.into_inner());
                     }
                 };
-                let result = job.send(&mut client);
-                lock.lock().unwrap_or_else(|p| p.into_inner()).finish(job, result);
+                // One request; its own bounds (the client's per-phase timeouts).
+                let path = format!("/api/v1/namespaces/{namespace}/events");
+                let result = client.create(&path, &body, &format!("create events in namespace {namespace:?}"));
+                lock.lock().unwrap_or_else(|p| p.into_inner()).finish(&namespace, result);
             }
         })?;
         Ok(Events { shared })
@@ -286,7 +230,7 @@ impl Events {
 /// event that fails the same way (no event names, which differ).
 fn explain(e: &KubeError, namespace: &str) -> String {
     let why = match e.code() {
-        Some(403) => format!("403 Forbidden: grant create and patch on events in namespace {namespace:?} ({GRANT})"),
+        Some(403) => format!("403 Forbidden: grant create on events in namespace {namespace:?} ({GRANT})"),
         _ => e.to_string(),
     };
     format!("Cannot record Kubernetes Events (health is unaffected): {why}")
