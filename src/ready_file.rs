@@ -14,10 +14,6 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-/// The default `--max-age` of `opstatus probe`: several check intervals
-/// (5 s by default), so one slow tick does not fail the probe.
-pub(crate) const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
-
 pub(crate) fn render(health: Health, now: SystemTime) -> String {
     format!("health={} time={}\n", health.as_str(), format_rfc3339(now))
 }

@@ -53,7 +53,7 @@ use published::Content;
 use publisher::Publisher;
 use schedule::{CheckTimes, Schedule, check_cadence, handover_wait};
 pub(crate) use served::starting;
-pub(crate) use startup::{DEFAULT_ALLOWANCE as DEFAULT_STARTUP_ALLOWANCE, MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE};
+pub(crate) use startup::MAX_ALLOWANCE as MAX_STARTUP_ALLOWANCE;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 use write_log::WriteLog;
@@ -67,7 +67,7 @@ pub(crate) const SHUTDOWN_REASON: &str = "Shutting down";
 /// What the command line tells the agent: filled by the flags as they are
 /// read ([`crate::cli::Settings::agent`]), so nothing is copied between
 /// the two.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AgentSettings {
     /// The heartbeat (`--interval`) unless kube9-server asks for another.
     pub interval: Duration,

@@ -19,12 +19,6 @@
 use crate::status::{Problem, Rule};
 use std::time::Duration;
 
-/// `--startup-allowance`'s default: a minute, what kubelet's startup
-/// probes commonly give an operator (a controller-runtime manager syncing
-/// its caches on a busy node takes tens of seconds), and what a reader
-/// already waits between two heartbeats at the default interval.
-pub(crate) const DEFAULT_ALLOWANCE: Duration = Duration::from_secs(60);
-
 /// The longest allowance: in a rollout the previous publisher's status
 /// stands meanwhile, and it must not turn stale to readers (5 minutes)
 /// before the new pod says anything.
@@ -112,8 +106,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_allowance_is_within_its_bounds_and_below_what_readers_tolerate() {
-        assert!(DEFAULT_ALLOWANCE <= MAX_ALLOWANCE);
+    fn the_longest_allowance_is_below_what_readers_tolerate() {
         assert!(MAX_ALLOWANCE + S(30) < crate::reader::STALE_AFTER, "a check and a write to spare");
     }
 }

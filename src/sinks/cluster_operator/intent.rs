@@ -248,7 +248,6 @@ fn merge_related(ours: &[RelatedObject], existing: &[Value]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sinks::cluster_operator::DEFAULT_INERTIA;
     use serde_json::json;
 
     /// [`apply`] on a parsed object: whether it changed, the object updated.
@@ -355,7 +354,7 @@ mod tests {
     fn inertia_holds_a_blip_back_and_recovers_at_once() {
         use crate::inertia::Inertia;
         use std::time::{Duration, Instant, SystemTime};
-        let windows = crate::inertia::Windows { worse: DEFAULT_INERTIA, better: Duration::ZERO };
+        let windows = crate::inertia::Windows { worse: Duration::from_secs(120), better: Duration::ZERO };
         let (mut inertia, t0) = (Inertia::new(windows), Instant::now());
         inertia.seed(false, SystemTime::UNIX_EPOCH, t0);
         let mut observe = |bad, s| inertia.observe(bad, t0 + Duration::from_secs(s), SystemTime::UNIX_EPOCH);

@@ -49,10 +49,6 @@ use std::time::Duration;
 
 pub(crate) const API: &str = "/apis/config.openshift.io/v1";
 
-/// OpenShift's library waits this long before a bad signal turns into
-/// `Degraded=True`.
-pub(crate) const DEFAULT_INERTIA: Duration = Duration::from_secs(120);
-
 /// Where the permission is granted.
 const GRANT: &str = "see manifests/openshift/cluster-operator.yaml";
 
