@@ -6,7 +6,6 @@ use super::error::{KubeError, from_response};
 use super::failures::{body_error, transport_error};
 use super::identity::client_identity;
 use super::object_ref::ObjectRef;
-use super::request::{Method, Request};
 use super::token::Token;
 pub(super) use super::watch_stream::WatchStream;
 use crate::util::backoff::parse_retry_after;
@@ -215,16 +214,9 @@ impl Client {
         force: bool,
         body: &[u8],
     ) -> Result<Vec<u8>, KubeError> {
-        let mut url = String::with_capacity(self.server.len() + 160);
-        url.push_str(&self.server);
-        object.push_path(&mut url);
-        url.push_str("?fieldManager=");
-        url.push_str(field_manager);
-        if force {
-            url.push_str("&force=true");
-        }
-        let request = Request { method: Method::Apply(body), url: &url, action: object.action("patch").into() };
-        self.send(request, true).map_err(|e| match e {
+        let force = if force { "&force=true" } else { "" };
+        let path = format!("{}?fieldManager={field_manager}{force}", object.path());
+        self.send(Method::Apply(body), &path, &object.action("patch"), true).map_err(|e| match e {
             // Apply that finds no object creates it, and the API server
             // authorizes that as `create` on the name; RBAC's denial then
             // carries an empty reason ("... is forbidden: ").
@@ -263,8 +255,7 @@ impl Client {
     /// missing object from an API that is not served
     /// ([`KubeError::is_missing_object`]).
     pub fn get_required(&mut self, path: &str, action: &str) -> Result<Vec<u8>, KubeError> {
-        let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Get, url: &url, action: action.into() }, true)
+        self.send(Method::Get, path, action, true)
     }
 
     /// PUT a whole object (an update: the body carries the
@@ -272,27 +263,25 @@ impl Client {
     /// never silently overwritten). The stored object it answers with is
     /// read (bounded) and dropped: it is as large as what was sent.
     pub fn put(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
-        let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Put(body), url: &url, action: action.into() }, false).map(drop)
+        self.send(Method::Put(body), path, action, false).map(drop)
     }
 
     /// JSON merge patch (`application/merge-patch+json`) of an existing
     /// object: a 404 when it is gone. The stored object it answers with is
     /// drained and dropped.
     pub fn merge_patch(&mut self, path: &str, body: &[u8], action: &str) -> Result<(), KubeError> {
-        let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::MergePatch(body), url: &url, action: action.into() }, false).map(drop)
+        self.send(Method::MergePatch(body), path, action, false).map(drop)
     }
 
     /// POST a new object to a collection path. Returns the stored object.
     pub fn create(&mut self, path: &str, body: &[u8], action: &str) -> Result<Vec<u8>, KubeError> {
-        let url = format!("{}{path}", self.server);
-        self.send(Request { method: Method::Post(body), url: &url, action: action.into() }, true)
+        self.send(Method::Post(body), path, action, true)
     }
 
     /// `want_body` false: a success's body is drained (bounded, so the
     /// connection can be reused) and dropped.
-    fn send(&mut self, request: Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
+    fn send(&mut self, method: Method<'_>, path: &str, action: &str, want_body: bool) -> Result<Vec<u8>, KubeError> {
+        let request = Request { method, url: format!("{}{path}", self.server), action };
         self.authorized(|c| c.send_on_kept(&request, want_body))
     }
 
@@ -331,7 +320,7 @@ impl Client {
     }
 
     fn exchange(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        let (url, opened) = (request.url, self.opened.count());
+        let (url, opened) = (request.url.as_str(), self.opened.count());
         let result = match request.method {
             Method::Get => self.with_headers(self.agent.get(url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
@@ -358,7 +347,7 @@ impl Client {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            return Err(self.error_answer(response.body_mut(), code, &request.action, retry_after).into());
+            return Err(self.error_answer(response.body_mut(), code, request.action, retry_after).into());
         }
         let body = response.body_mut();
         if !want_body {
@@ -394,6 +383,32 @@ impl Client {
     }
 }
 
+/// One request: the method (with its body), the URL, and what it is for,
+/// as error messages say it.
+struct Request<'a> {
+    method: Method<'a>,
+    url: String,
+    action: &'a str,
+}
+
+enum Method<'a> {
+    Get,
+    /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
+    Apply(&'a [u8]),
+    /// A JSON merge patch: fields set to absolute values, so sending it
+    /// twice is the same as once.
+    MergePatch(&'a [u8]),
+    Put(&'a [u8]),
+    Post(&'a [u8]),
+}
+
+impl Method<'_> {
+    /// Whether sending it twice does no harm (see `send_on_kept`).
+    fn safe_to_repeat(&self) -> bool {
+        !matches!(self, Method::Post(_))
+    }
+}
+
 /// A failed attempt, and whether its connection closed before the answer.
 struct Failed {
     error: KubeError,
@@ -409,6 +424,17 @@ impl From<KubeError> for Failed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_post_is_never_sent_twice() {
+        assert!(!Method::Post(b"{}").safe_to_repeat());
+        assert!(
+            Method::Get.safe_to_repeat()
+                && Method::Apply(b"{}").safe_to_repeat()
+                && Method::MergePatch(b"{}").safe_to_repeat()
+                && Method::Put(b"{}").safe_to_repeat()
+        );
+    }
 
     #[test]
     fn a_connection_is_kept_past_the_longest_gap_between_heartbeats() {

@@ -27,7 +27,6 @@ pub(crate) mod names;
 mod object;
 mod object_ref;
 pub(crate) mod reflector;
-mod request;
 mod token;
 mod watch_stream;
 mod worker;

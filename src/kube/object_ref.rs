@@ -14,23 +14,11 @@ pub struct ObjectRef<'a> {
 
 impl ObjectRef<'_> {
     pub fn path(&self) -> String {
-        let mut path = String::new();
-        self.push_path(&mut path);
-        path
-    }
-
-    /// Appends the object's path to `out` (no formatting machinery: the
-    /// heartbeat's URL is built this way).
-    pub(super) fn push_path(&self, out: &mut String) {
-        out.push_str(self.api);
-        if let Some(ns) = self.namespace {
-            out.push_str("/namespaces/");
-            out.push_str(ns);
+        let (api, resource, name) = (self.api, self.resource, self.name);
+        match self.namespace {
+            Some(ns) => format!("{api}/namespaces/{ns}/{resource}/{name}"),
+            None => format!("{api}/{resource}/{name}"),
         }
-        out.push('/');
-        out.push_str(self.resource);
-        out.push('/');
-        out.push_str(self.name);
     }
 
     /// `patch configmaps "x" in namespace "y"`: what an RBAC rule must allow.
