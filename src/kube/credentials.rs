@@ -127,7 +127,8 @@ pub(crate) fn choose(
     lasting: bool,
 ) -> Result<Chosen, ConfigError> {
     let text = |name: &str| {
-        env(name).map(|v| v.into_string().map_err(|v| err(format!("{name}: {v:?} is not UTF-8 text")))).transpose()
+        let text = |v: OsString| v.into_string().map_err(|v| ConfigError(format!("{name}: {v:?} is not UTF-8 text")));
+        env(name).map(text).transpose()
     };
     let host = text("KUBERNETES_SERVICE_HOST")?;
     if !kubeconfig.is_empty() {
@@ -247,7 +248,7 @@ pub(crate) fn from_kubeconfig(paths: &[PathBuf], context: Option<&str>, lasting:
     for path in paths.iter().filter(|p| !p.as_os_str().is_empty()) {
         let text = match files::read_bounded(path, files::KUBECONFIG_LIMIT, "kubeconfig") {
             Err(e) if e.is_not_found() && paths.len() > 1 => continue,
-            read => read.map_err(|e| err(e.to_string()))?,
+            read => read.map_err(|e| ConfigError(e.to_string()))?,
         };
         let text = String::from_utf8(text).or_else(|_| fail(format!("kubeconfig {} is not UTF-8", path.display())))?;
         let doc = yaml::parse(&text).or_else(|e| fail(format!("kubeconfig {}: {e}", path.display())))?;
@@ -257,7 +258,7 @@ pub(crate) fn from_kubeconfig(paths: &[PathBuf], context: Option<&str>, lasting:
         return fail(format!("none of the kubeconfig files in KUBECONFIG exists: {}", shown.join(", ")));
     }
     let shown = shown.join(":");
-    let in_files = |ConfigError(e)| err(format!("kubeconfig {shown}: {e}"));
+    let in_files = |ConfigError(e)| ConfigError(format!("kubeconfig {shown}: {e}"));
     let mut creds = kubeconfig_credentials(&files, context).map_err(in_files)?;
     let via = issue(&mut creds, lasting).map_err(in_files)?;
     // Names from the files, shown: sanitised and bounded.
@@ -282,7 +283,7 @@ fn current_context<'a>(files: &'a [(PathBuf, Value)], asked: Option<&'a str>) ->
 fn issue(creds: &mut Credentials, lasting: bool) -> Result<String, ConfigError> {
     let Auth::Exec { plugin, issued } = &mut creds.auth else { return Ok(String::new()) };
     plugin.attended = !lasting;
-    let got = plugin.run().map_err(err)?;
+    let got = plugin.run().map_err(ConfigError)?;
     let until = got.expires.map_or(String::new(), |t| format!(", until {}", crate::util::time::format_rfc3339(t)));
     let via = format!(" (exec plugin {}{until})", plugin.name());
     match (got.token, got.client_cert) {
@@ -290,12 +291,14 @@ fn issue(creds: &mut Credentials, lasting: bool) -> Result<String, ConfigError> 
         (None, Some((cert_pem, key_pem))) => {
             if lasting && got.expires.is_some() {
                 return fail(format!(
-                    "exec plugin {} gives a client certificate that expires{until}: `opstatus run` cannot renew a                      client certificate while it runs (its connections keep theirs); give it a user whose plugin                      gives a token",
+                    "exec plugin {} gives a client certificate that expires{until}: `opstatus run` cannot renew a \
+                     client certificate while it runs (its connections keep theirs); give it a user whose plugin \
+                     gives a token",
                     plugin.name()
                 ));
             }
-            let chain = pem_certificates(&cert_pem, "the exec plugin's client certificate").map_err(err)?;
-            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(err)?;
+            let chain = pem_certificates(&cert_pem, "the exec plugin's client certificate").map_err(ConfigError)?;
+            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?;
             creds.auth = Auth::ClientCert { cert_pem, key_pem };
         }
         (None, None) => unreachable!("a plugin's output without either is refused"),
@@ -314,17 +317,18 @@ pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>)
         None => return fail("no current-context is set (give --context)"),
     };
     let (_, context) = named(files, "contexts", context_name, "context")?;
-    let cluster_name =
-        str_field(context, "cluster").ok_or_else(|| err(format!("context {context_name:?} names no cluster")))?;
+    let cluster_name = str_field(context, "cluster")
+        .ok_or_else(|| ConfigError(format!("context {context_name:?} names no cluster")))?;
     let (cluster_dir, cluster) = named(files, "clusters", cluster_name, "cluster")?;
     let user = match str_field(context, "user") {
         Some(u) if !u.is_empty() => Some((u, named(files, "users", u, "user")?)),
         _ => None,
     };
 
-    let server = str_field(cluster, "server").ok_or_else(|| err(format!("cluster {cluster_name:?} has no server")))?;
+    let server =
+        str_field(cluster, "server").ok_or_else(|| ConfigError(format!("cluster {cluster_name:?} has no server")))?;
     let server = server.trim_end_matches('/');
-    crate::util::url::check_url(server).map_err(|why| err(format!("cluster {cluster_name:?} server {why}")))?;
+    crate::util::url::check_url(server).map_err(|why| ConfigError(format!("cluster {cluster_name:?} server {why}")))?;
     if !server.starts_with("https://") {
         return fail(format!(
             "cluster {cluster_name:?} server {server:?} is not https://: opstatus only talks to API servers over verified TLS"
@@ -353,7 +357,7 @@ pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>)
     };
     let (ca_pem, ca_source) = if let Some(data) = str_field(cluster, "certificate-authority-data") {
         let source = format!("certificate-authority-data of cluster {cluster_name:?}");
-        (decode_base64(data).ok_or_else(|| err(format!("{source} is not valid base64")))?, source)
+        (decode_base64(data).ok_or_else(|| ConfigError(format!("{source} is not valid base64")))?, source)
     } else if let Some(file) = str_field(cluster, "certificate-authority") {
         let path = cluster_dir.join(file);
         (read_file(&path, files::CA_LIMIT, "CA file")?, path.display().to_string())
@@ -379,7 +383,7 @@ pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>)
     let auth = match user {
         None => Auth::Anonymous,
         Some((name, (dir, user))) => {
-            user_auth(user, dir, cluster_info).map_err(|ConfigError(e)| err(format!("user {name:?}: {e}")))?
+            user_auth(user, dir, cluster_info).map_err(|ConfigError(e)| ConfigError(format!("user {name:?}: {e}")))?
         }
     };
     Ok(Credentials {
@@ -403,7 +407,7 @@ fn user_auth(user: &Value, base: &Path, cluster_info: Value) -> Result<Auth, Con
         return Ok(Auth::TokenFile { path, initial });
     }
     if let Some(exec) = user.get("exec").filter(|e| !e.is_null()) {
-        let plugin = Plugin::new(exec, base, cluster_info).map_err(err)?;
+        let plugin = Plugin::new(exec, base, cluster_info).map_err(ConfigError)?;
         return Ok(Auth::Exec { plugin: Box::new(plugin), issued: None });
     }
     let cert = pem_field(user, "client-certificate", files::CA_LIMIT, base)?;
@@ -412,8 +416,8 @@ fn user_auth(user: &Value, base: &Path, cluster_info: Value) -> Result<Auth, Con
         (Some(cert_pem), Some(key_pem)) => {
             let key_pem = Secret::new(String::from_utf8_lossy(&key_pem));
             // Checked now: ureq would abort the process at the first handshake.
-            let chain = pem_certificates(&cert_pem, "the client certificate").map_err(err)?;
-            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(err)?;
+            let chain = pem_certificates(&cert_pem, "the client certificate").map_err(ConfigError)?;
+            identity::client_identity(&chain, key_pem.expose().as_bytes()).map_err(ConfigError)?;
             return Ok(Auth::ClientCert { cert_pem, key_pem });
         }
         (Some(_), None) | (None, Some(_)) => {
@@ -437,16 +441,12 @@ fn user_auth(user: &Value, base: &Path, cluster_info: Value) -> Result<Auth, Con
 
 fn pem_field(user: &Value, key: &str, limit: u64, base: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
     if let Some(data) = str_field(user, &format!("{key}-data")) {
-        return decode_base64(data).map(Some).ok_or_else(|| err(format!("{key}-data is not valid base64")));
+        return decode_base64(data).map(Some).ok_or_else(|| ConfigError(format!("{key}-data is not valid base64")));
     }
     match str_field(user, key) {
         Some(file) => read_file(&base.join(file), limit, &format!("{key} file")).map(Some),
         None => Ok(None),
     }
-}
-
-fn err(msg: String) -> ConfigError {
-    ConfigError(msg)
 }
 
 fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -468,7 +468,7 @@ fn named<'a>(
     let found = entries.into_iter().find(|(_, entry)| str_field(entry, "name") == Some(name));
     found
         .and_then(|(dir, entry)| Some((dir, entry.get(field).filter(|v| v.is_object())?)))
-        .ok_or_else(|| err(format!("{field} {name:?} is not defined in {list}")))
+        .ok_or_else(|| ConfigError(format!("{field} {name:?} is not defined in {list}")))
 }
 
 #[cfg(test)]
