@@ -5,24 +5,21 @@
 use super::Command;
 use super::flags::{FLAGS, Kind};
 
-/// Flags only `get` reads, and those only `probe` reads; `run` and `once`
-/// read every other one.
-const GET_ONLY: [&str; 1] = ["--extension-namespace"];
-const PROBE_ONLY: [&str; 1] = ["--max-age"];
-/// What `get` reads besides its own: where to look and how to connect.
-const GET_READS: [&str; 5] = ["--namespace", "--configmap", "--kubeconfig", "--context", "--service-account-dir"];
-/// What `probe` reads besides its own.
-const PROBE_READS: [&str; 1] = ["--ready-file"];
-/// What `prestop` reads: where `run` listens.
-const PRESTOP_READS: [&str; 1] = ["--listen"];
+/// What `get` reads (its own flag first, then where to look and how to
+/// connect), what `probe` reads (its own first) and what `prestop` reads
+/// (where `run` listens); `run` and `once` read every other flag.
+const GET: [&str; 6] =
+    ["--extension-namespace", "--namespace", "--configmap", "--kubeconfig", "--context", "--service-account-dir"];
+const PROBE: [&str; 2] = ["--max-age", "--ready-file"];
+const PRESTOP: [&str; 1] = ["--listen"];
 
 /// Whether `command` reads the flag `name`.
 fn reads(command: &Command, name: &str) -> bool {
     match command {
-        Command::Get { .. } => GET_ONLY.contains(&name) || GET_READS.contains(&name),
-        Command::Probe => PROBE_ONLY.contains(&name) || PROBE_READS.contains(&name),
-        Command::PreStop => PRESTOP_READS.contains(&name),
-        _ => !GET_ONLY.contains(&name) && !PROBE_ONLY.contains(&name),
+        Command::Get { .. } => GET.contains(&name),
+        Command::Probe => PROBE.contains(&name),
+        Command::PreStop => PRESTOP.contains(&name),
+        _ => name != GET[0] && name != PROBE[0],
     }
 }
 
@@ -85,6 +82,9 @@ fn flags(command: Option<&Command>) -> String {
     s
 }
 
+const API_KEY: &str = "KUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
+                       The kube9 API key when --api-key-file gives none; it is never logged or published.\n";
+
 const FOOTER: &str = "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.\n\
                       Logs go to stderr; RUST_LOG sets the level (default info).\n";
 
@@ -96,10 +96,7 @@ pub fn help_text(command: Option<&Command>) -> String {
     s.push_str(&flags(Some(command)));
     s.push_str("  -h, --help\n      Print this help\n");
     if !matches!(command, Command::Get { .. } | Command::Probe | Command::PreStop) {
-        s.push_str(
-            "\nKUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
-             The kube9 API key when --api-key-file gives none; it is never logged or published.\n",
-        );
+        s = s + "\n" + API_KEY;
     }
     s.push_str(&format!("\nExample:\n  {example}\n\n{FOOTER}"));
     s
@@ -121,13 +118,8 @@ fn global() -> String {
         env!("CARGO_PKG_VERSION")
     );
     s.push_str(&flags(None));
-    s.push_str(
-        "  -h, --help       Print this help\n  -V, --version    Print the version\n\n\
-         KUBE9_API_KEY (environment only, never a flag: command lines are visible on the node)\n      \
-         The kube9 API key when --api-key-file gives none; it is never logged or published.\n\n",
-    );
-    s.push_str(FOOTER);
-    s
+    s.push_str("  -h, --help       Print this help\n  -V, --version    Print the version\n\n");
+    s + API_KEY + "\n" + FOOTER
 }
 
 #[cfg(test)]
@@ -170,7 +162,7 @@ mod tests {
         for f in FLAGS {
             assert!(commands.iter().any(|c| reads(c, f.name)), "{} is read by no command", f.name);
         }
-        for name in GET_ONLY.iter().chain(&GET_READS).chain(&PROBE_ONLY).chain(&PROBE_READS) {
+        for name in GET.iter().chain(&PROBE).chain(&PRESTOP) {
             assert!(FLAGS.iter().any(|f| f.name == *name), "{name} is no flag");
         }
     }
