@@ -86,10 +86,7 @@ fn connect(
         return Err(ConfigError(format!("namespace {namespace:?} from {source} is not valid: {why}")));
     }
     let cluster_identifier = pro::client::cluster_identifier(&creds.ca_pem, &creds.server);
-    let client = match heartbeat {
-        Some(heartbeat) => Client::kept_alive(&creds, heartbeat)?,
-        None => Client::new(&creds)?,
-    };
+    let client = Client::kept_alive(&creds, heartbeat)?;
     Ok(Connection { client, namespace, source, cluster_identifier })
 }
 

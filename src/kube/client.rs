@@ -76,20 +76,17 @@ pub struct Client {
 }
 
 impl Client {
-    /// Builds the client; fails (exit code 2) when the CA or client
-    /// certificate cannot be loaded. Makes no request. An idle connection
-    /// is kept for ureq's default 15 s: for one-shot commands.
+    /// A client for one-shot commands: see [`Client::kept_alive`].
     pub fn new(creds: &Credentials) -> Result<Client, ConfigError> {
-        Self::build(creds, None)
+        Self::kept_alive(creds, None)
     }
 
-    /// The client of a loop that calls at least once every `heartbeat`: it
-    /// keeps its connection (and TLS session) from one heartbeat to the next.
-    pub fn kept_alive(creds: &Credentials, heartbeat: Duration) -> Result<Client, ConfigError> {
-        Self::build(creds, Some(keep_alive_for(heartbeat)))
-    }
-
-    fn build(creds: &Credentials, keep_alive: Option<Duration>) -> Result<Client, ConfigError> {
+    /// Builds the client; fails (exit code 2) when the CA or client
+    /// certificate cannot be loaded. Makes no request. The client of a loop
+    /// that calls at least once every `heartbeat` keeps its connection (and
+    /// TLS session) from one heartbeat to the next; without one, an idle
+    /// connection is kept for ureq's default 15 s.
+    pub fn kept_alive(creds: &Credentials, heartbeat: Option<Duration>) -> Result<Client, ConfigError> {
         let roots = pem_certificates(&creds.ca_pem, &format!("CA {}", creds.ca_source)).map_err(ConfigError)?;
         let mut identity = None;
         let token = Token::of(&creds.auth)?;
@@ -109,7 +106,7 @@ impl Client {
         // The kubeconfig cluster's `proxy-url`, never the environment's.
         let proxy = creds.proxy_url.as_deref().map(crate::util::proxy::parse).transpose().map_err(ConfigError)?;
         let mut agent_config = http::agent_config(TIMEOUTS).https_only(true).proxy(proxy);
-        if let Some(idle) = keep_alive {
+        if let Some(idle) = heartbeat.map(keep_alive_for) {
             agent_config = http::kept_alive(agent_config, idle);
         }
         let (agent, opened) = http::agent(agent_config.build(), Some(tls.clone()));

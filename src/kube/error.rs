@@ -131,8 +131,6 @@ impl fmt::Display for KubeError {
     }
 }
 
-impl std::error::Error for KubeError {}
-
 /// The fields of a `metav1.Status` error body that matter here.
 #[derive(Deserialize)]
 struct StatusBody {
