@@ -445,12 +445,10 @@ pub(crate) const FLAGS: &[Flag] = &[
                0: none); resources with other types are counted in one series.",
         kind: Kind::Value(|s, v| {
             let most = crate::signals::probes::census::DEFAULT_TYPES;
+            let n = v.value.parse().ok().filter(|&n| n <= most);
             set(
                 &mut s.probes.condition_types,
-                v.parse(|text| match text.parse::<usize>() {
-                    Ok(n) if n <= most => Ok(n),
-                    _ => Err(format!("must be a whole number from 0 to {most}")),
-                }),
+                n.ok_or_else(|| v.blame(format!("must be a whole number from 0 to {most}"))),
             )
         }),
     },
