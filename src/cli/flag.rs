@@ -9,9 +9,9 @@
 //! and any other value that is not UTF-8 is a usage error naming its flag
 //! or variable, never dropped and never a panic.
 
-use super::ConfigError;
 use super::settings::Settings;
 use super::values::{Given, parse_switch, text};
+use super::{ConfigError, Env};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -83,12 +83,7 @@ impl Default {
 impl Flag {
     /// Reads this flag's raw values (`given` on the command line, else its
     /// variable) and applies them to `s`; nothing when it is absent.
-    pub(super) fn apply(
-        &self,
-        s: &mut Settings,
-        given: &[OsString],
-        env: &dyn Fn(&str) -> Option<OsString>,
-    ) -> Result<(), ConfigError> {
+    pub(super) fn apply(&self, s: &mut Settings, given: &[OsString], env: Env<'_>) -> Result<(), ConfigError> {
         match self.kind {
             Kind::Value(apply) => match self.one(given, env)? {
                 Some((raw, source)) => apply(s, Given { value: text(raw, source)?, source }),
@@ -111,11 +106,7 @@ impl Flag {
     }
 
     /// The last value given, else the variable's, with where it came from.
-    fn one(
-        &self,
-        given: &[OsString],
-        env: &dyn Fn(&str) -> Option<OsString>,
-    ) -> Result<Option<(OsString, &'static str)>, ConfigError> {
+    fn one(&self, given: &[OsString], env: Env<'_>) -> Result<Option<(OsString, &'static str)>, ConfigError> {
         if let Some(v) = given.last() {
             if v.is_empty() {
                 return Err(ConfigError(format!("{} is empty", self.name)));
@@ -132,7 +123,7 @@ impl Flag {
 
     /// Every value given, else the variable's comma-separated items, else
     /// those of the variable the default names.
-    fn list(&self, given: &[OsString], env: &dyn Fn(&str) -> Option<OsString>) -> Result<Vec<Given>, ConfigError> {
+    fn list(&self, given: &[OsString], env: Env<'_>) -> Result<Vec<Given>, ConfigError> {
         if !given.is_empty() {
             return given
                 .iter()
