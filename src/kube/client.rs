@@ -310,7 +310,7 @@ impl Client {
     /// checked when the token was read ([`Token::header`]).
     fn with_headers<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
         let request = request.header(ACCEPT, JSON);
-        match self.token.header() {
+        match &self.token.header {
             Some(token) => request.header(AUTHORIZATION, token.clone()),
             None => request,
         }

@@ -37,7 +37,8 @@ fn bearer(token: &Secret) -> Result<HeaderValue, String> {
 /// value, and where a new one comes from.
 #[derive(Clone)]
 pub(super) struct Token {
-    header: Option<HeaderValue>,
+    /// The `Authorization` header value each request carries, if any.
+    pub(super) header: Option<HeaderValue>,
     renewal: Renewal,
 }
 
@@ -84,12 +85,6 @@ impl Token {
             Auth::ClientCert { .. } | Auth::Anonymous => return Ok(Token { header: None, renewal: Renewal::Never }),
         };
         Ok(Token { header: Some(header), renewal })
-    }
-
-    /// The `Authorization` header value each request carries, if any: the
-    /// current token's.
-    pub(super) fn header(&self) -> Option<&HeaderValue> {
-        self.header.as_ref()
     }
 
     /// Re-reads a token file last read [`TOKEN_RELOAD_INTERVAL`] ago or
