@@ -269,25 +269,25 @@ impl Yielding {
         self.to.as_ref().map(|(w, _)| w)
     }
 
-    /// The other writer opstatus writes over, while the episode lasts (it
-    /// was seen again within a quiet period).
-    pub(crate) fn overwriting(&self, now: SystemTime, patience: &Patience) -> Option<&Writer> {
-        let o = self.over.as_ref().filter(|o| o.seen >= 2)?;
-        (now.duration_since(o.last).unwrap_or_default() < patience.quiet).then_some(&o.writer)
+    /// The other writer opstatus writes over, while the episode lasts.
+    pub(crate) fn overwriting(&self, patience: &Patience) -> Option<&Writer> {
+        self.episode(patience).filter(|o| o.seen >= 2).map(|o| &o.writer)
+    }
+
+    /// The other writer last written over, until a read or a write of
+    /// opstatus's shows it gone a quiet period after it was last seen:
+    /// reads that failed meanwhile (an API server too slow to answer) do
+    /// not end the episode.
+    fn episode(&self, patience: &Patience) -> Option<&Overwritten> {
+        self.over.as_ref().filter(|o| self.gone.is_none_or(|gone| gone < o.last + patience.quiet))
     }
 
     /// `foreign` owns the status key but its status is opstatus's to take
     /// back at once: the first sighting may be a status left long ago (taken
     /// over without a word); seen again after opstatus wrote over it, it is
-    /// a writer at work: news, once. The episode ends once a read shows it
-    /// gone a quiet period after it was last seen: reads that failed meanwhile
-    /// (an API server too slow to answer) do not end it.
+    /// a writer at work: news, once per [`Self::episode`].
     fn over(&mut self, foreign: &Foreign, now: SystemTime, patience: &Patience) -> Turn {
-        let gone = self.gone;
-        let same = self
-            .over
-            .as_ref()
-            .filter(|o| o.writer == foreign.writer && gone.is_none_or(|gone| gone < o.last + patience.quiet));
+        let same = self.episode(patience).filter(|o| o.writer == foreign.writer);
         let seen = same.map_or(1, |o| o.seen.saturating_add(1));
         self.over = Some(Overwritten { writer: foreign.writer.clone(), seen, last: now });
         if seen != 2 {
@@ -522,10 +522,13 @@ mod tests {
         assert_eq!(writer.manager, "kube9-operator");
         assert!(why.contains("lastUpdate 2027-01-15T07:00:00Z, stale to readers"), "{why}");
         assert!(turns[2..].iter().all(|t| *t == Turn::Ours), "said once: {turns:?}");
-        assert_eq!(y.overwriting(at(27), &p).map(|w| w.manager.as_str()), Some("kube9-operator"));
-        // Gone for a quiet period: the episode is over; back, it is news again.
-        assert_eq!(y.overwriting(at(37), &p), None);
+        assert_eq!(y.overwriting(&p).map(|w| w.manager.as_str()), Some("kube9-operator"));
+        // Unseen since 27 s, but no read at 37 s shows it gone: still
+        // overwriting. A read showing it gone a quiet period after its last
+        // sighting ends the episode; back, it is news again.
+        assert!(y.overwriting(&p).is_some());
         assert_eq!(y.observe(None, at(38), &p), Turn::Ours);
+        assert_eq!(y.overwriting(&p), None);
         assert_eq!(y.observe(Some(&stale), at(40), &p), Turn::Ours);
         assert!(matches!(y.observe(Some(&stale), at(43), &p), Turn::Overwrite(..)));
         // Reads that fail for longer than a quiet period (an API server too
@@ -536,6 +539,7 @@ mod tests {
             y.observe(Some(&stale), at(n), &p);
         }
         y.observe(None, at(5), &p);
+        assert!(y.overwriting(&p).is_some(), "no read for 17 s (its last sighting at 3 s): still overwriting");
         assert_eq!(y.observe(Some(&stale), at(22), &p), Turn::Ours, "no read in 17 s, still the same episode");
         y.observe(None, at(23), &p);
         assert_eq!(y.observe(Some(&stale), at(40), &p), Turn::Ours, "gone 1 s after its last sighting: not over");

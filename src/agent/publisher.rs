@@ -155,7 +155,7 @@ impl Publisher {
 
     /// The other writer this instance writes over, while that lasts.
     pub(super) fn overwriting(&self) -> Option<&Writer> {
-        self.machine.memory.yielding.overwriting(SystemTime::now(), &self.machine.rules.patience)
+        self.machine.memory.yielding.overwriting(&self.machine.rules.patience)
     }
 
     pub(super) fn identity(&self) -> &str {
