@@ -265,7 +265,7 @@ impl Agent {
         let now = Instant::now();
         let was_publishing = self.publisher.publishing();
         self.publisher.check(&mut self.client, &self.config.target, now);
-        self.note_yield();
+        self.note_news();
         self.note_stepped_down(was_publishing);
         // Until the lock is read, the instance acts as a publisher would
         // (its first write reads it), so that write says all it knows.
@@ -446,7 +446,7 @@ impl Agent {
         // handover and final status.
         let grant = || shutdown.extend_until(Instant::now() + wait * 2 + Duration::from_secs(1));
         let handed = self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant);
-        self.note_yield();
+        self.note_news();
         match handed {
             Ok(true) => self.note_stepped_down(was_publishing),
             Ok(false) => log::info!("Nobody took the status over: publishing on"),
@@ -474,7 +474,7 @@ impl Agent {
         let grant = || shutdown.extend_until(Instant::now() + wait);
         let handed = self.publisher.hand_over(&mut self.client, &self.config.target, &last, wait, grant);
         // Another writer took the status meanwhile: it is theirs, said once.
-        self.note_yield();
+        self.note_news();
         match handed {
             Ok(true) => return,
             Ok(false) if !self.config.settings.final_status => return,

@@ -25,7 +25,8 @@ use crate::status::{Problem, Rule, StatusDocument};
 use crate::util::reported::Reported;
 use crate::util::time::format_rfc3339;
 use crate::writers::Writer;
-use machine::{Action, Clock, Event, Machine, Rules, State};
+pub(super) use machine::Action;
+use machine::{Clock, Event, Machine, Rules, State};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often a stopping holder looks whether a standby took over.
@@ -46,14 +47,8 @@ pub(super) struct Publisher {
     standing_by: Reported,
     /// Why the lock could not be read, logged once.
     read_error: Reported,
-    /// This instance took the lock over (from whom, when known) and nobody
-    /// asked yet ([`Publisher::take_over_news`]).
-    took_over: Option<Option<String>>,
-    /// A yield that began, nobody asked yet ([`Publisher::take_yield_news`]).
-    yielded: Option<Writer>,
-    /// Another writer of a stale status written over (said by the instance
-    /// that writes): nobody asked yet ([`Publisher::take_overwrite_news`]).
-    overwrote: Option<(Writer, String)>,
+    /// What the cluster hears of, nobody asked yet ([`Publisher::take_news`]).
+    news: Vec<Action>,
 }
 
 impl Publisher {
@@ -72,9 +67,7 @@ impl Publisher {
             lease_unheld: Reported::default(),
             standing_by: Reported::default(),
             read_error: Reported::default(),
-            took_over: None,
-            yielded: None,
-            overwrote: None,
+            news: Vec::new(),
         }
     }
 
@@ -141,16 +134,15 @@ impl Publisher {
         }
     }
 
-    /// Once, after this instance began to leave the ConfigMap to another
-    /// writer.
-    pub(super) fn take_yield_news(&mut self) -> Option<Writer> {
-        self.yielded.take()
-    }
-
-    /// Once per episode, after this instance began writing over another
-    /// writer whose status is stale to readers: who, and why.
-    pub(super) fn take_overwrite_news(&mut self) -> Option<(Writer, String)> {
-        self.overwrote.take()
+    /// Once each, what the cluster hears of since the last call: a yield
+    /// to another writer that began ([`Action::Yield`]), another writer of
+    /// a stale status written over, once per episode and said by the
+    /// instance that writes ([`Action::Overwrite`]), and a takeover from
+    /// another instance (named when known) or after standing by, not a
+    /// start on a free lock or on its own (a restarted container)
+    /// ([`Action::Publish`] with `took_over`).
+    pub(super) fn take_news(&mut self) -> Vec<Action> {
+        std::mem::take(&mut self.news)
     }
 
     /// The other writer this instance writes over, while that lasts.
@@ -167,13 +159,6 @@ impl Publisher {
         self.machine.memory.current.as_ref().map(|c| c.uid.as_str()).filter(|u| !u.is_empty())
     }
 
-    /// Once, after this instance took the lock over from another (named
-    /// when known) or after standing by: not when it starts on a free lock
-    /// or on its own (a restarted container).
-    pub(super) fn take_over_news(&mut self) -> Option<Option<String>> {
-        self.took_over.take()
-    }
-
     /// Who holds the lock, as last seen (`None`: nobody, or not read yet).
     pub(super) fn holder(&self) -> Option<&str> {
         self.machine.holder()
@@ -184,18 +169,9 @@ impl Publisher {
     /// this instance publishes for a leader whose sidecar does not, that
     /// leader: a problem of the status, not silence.
     pub(super) fn problem(&self, now: Instant) -> Option<Problem> {
-        let (memory, rules) = (&self.machine.memory, &self.machine.rules);
-        let why = match self.silent_leader() {
-            Some(pod) => silent_leader(pod, &memory.leader, &rules.me, rules.lease),
-            None => memory.leader.problem(now, rules.lease, SystemTime::now())?,
-        };
+        let (leader, lease) = (&self.machine.memory.leader, self.machine.rules.lease);
+        let why = self.standing_in().or_else(|| leader.problem(now, lease, SystemTime::now()))?;
         Some(Problem::degraded(Rule::Publishing, why))
-    }
-
-    /// The operator's leader whose sidecar publishes nothing, while this
-    /// instance publishes (or is about to claim the lock) in its stead.
-    pub(super) fn silent_leader(&self) -> Option<&str> {
-        self.machine.memory.silent_leader.as_deref()
     }
 
     /// Who leads the operator, as its Lease answered on this check (when
@@ -348,7 +324,7 @@ impl Publisher {
     fn act(&mut self, action: Action) {
         let allowance = self.machine.rules.allowance.as_secs();
         let quiet = self.machine.rules.patience.quiet.as_secs();
-        match action {
+        match &action {
             Action::Startup(Startup::Waiting { .. }) => log::info!(
                 "Waiting for the operator's first answer before publishing anything (a start-up allowance of \
                  {allowance}s)"
@@ -367,9 +343,8 @@ impl Publisher {
                      it: opstatus writes nothing (status, OperatorCondition, ClusterOperator) until {writer} has \
                      left the status alone for {quiet}s, or its status is about to be stale to readers: not before \
                      {}",
-                    format_rfc3339(until)
+                    format_rfc3339(*until)
                 );
-                self.yielded = Some(writer);
             }
             Action::Overwrite { writer, why } => {
                 log::warn!(
@@ -377,41 +352,40 @@ impl Publisher {
                      opstatus writes its own status over it on every heartbeat, as readers would otherwise see a \
                      stale status: stop {writer} writing the status key to end this"
                 );
-                self.overwrote = Some((writer, why));
             }
             Action::Resume { writer, quiet_for } => log::info!(
                 "{writer} last wrote the status {}s ago (a quiet period of {quiet}s, or its status about to be \
                  stale to readers): taking it back",
                 quiet_for.as_secs()
             ),
-            Action::Publish { took_over } => {
+            Action::Publish { .. } => {
                 log::info!("Publishing as {}", self.machine.rules.me);
-                if let Some(pod) = &self.machine.memory.silent_leader {
-                    let memory = &self.machine.memory;
-                    log::warn!(
-                        "{}",
-                        silent_leader(pod, &memory.leader, &self.machine.rules.me, self.machine.rules.lease)
-                    );
-                }
-                if took_over.is_some() {
-                    self.took_over = took_over;
+                if let Some(why) = self.standing_in() {
+                    log::warn!("{why}");
                 }
                 self.standing_by = Reported::default();
             }
             Action::HandedOver(holder) => log::info!("Handed over to {holder}"),
         }
+        if matches!(action, Action::Yield { .. } | Action::Overwrite { .. } | Action::Publish { took_over: Some(_) }) {
+            self.news.push(action);
+        }
     }
-}
 
-/// Why this instance publishes though the operator's leader is `pod`:
-/// its sidecar does not (fixed words: one status while it lasts).
-fn silent_leader(pod: &str, leader: &Leader, me: &str, lease: Duration) -> String {
-    let named = leader.held().map_or_else(String::new, |held| format!(": Lease {} names {}", held.lease, held.holder));
-    format!(
-        "The operator's leader {pod} publishes no status{named}, but nobody renewed the publisher lock for its lease \
-         ({}s); {me} publishes what it sees until {pod}'s sidecar takes the lock",
-        lease.as_secs()
-    )
+    /// Why this instance publishes though the operator's leader is another
+    /// pod: its sidecar does not (fixed words: one status while it lasts).
+    pub(super) fn standing_in(&self) -> Option<String> {
+        let (memory, rules) = (&self.machine.memory, &self.machine.rules);
+        let (pod, leader) = (memory.silent_leader.as_deref()?, &memory.leader);
+        let named =
+            leader.held().map_or_else(String::new, |held| format!(": Lease {} names {}", held.lease, held.holder));
+        Some(format!(
+            "The operator's leader {pod} publishes no status{named}, but nobody renewed the publisher lock for its lease \
+             ({}s); {} publishes what it sees until {pod}'s sidecar takes the lock",
+            rules.lease.as_secs(),
+            rules.me
+        ))
+    }
 }
 
 /// Whether the operator's health checks count as its answer: a check not

@@ -3,11 +3,13 @@
 //! metrics, Events and log lines ([`Agent::record`]); a new holder's first
 //! write is followed by its other sinks ([`Agent::publish`]).
 
+use super::publisher::Action;
 use super::write_log::HEARTBEAT_TARGET;
 use super::{Agent, SHUTDOWN_REASON};
 use crate::kube::KubeError;
 use crate::sinks::events::correlator as events;
 use crate::status::{Health, Problem, StatusDocument, Verdict};
+use crate::writers::quiet_period;
 use std::time::{Duration, Instant, SystemTime};
 
 /// What one status write came to: [`Agent::write`] makes the request,
@@ -60,7 +62,7 @@ impl Agent {
         let shutting_down = verdict.error.as_deref() == Some(SHUTDOWN_REASON);
         let was_publishing = self.publisher.publishing();
         let written = self.write(verdict, release);
-        self.note_yield();
+        self.note_news();
         self.note_stepped_down(was_publishing);
         let first_as_holder = matches!(written, Written::Done { .. }) && !self.sinks_synced;
         self.record(written)?;
@@ -127,7 +129,15 @@ impl Agent {
                         self.config.target.name,
                     );
                 }
-                self.note_events(before, &doc, at);
+                // The Event of a change of health (news of the publisher's
+                // own: [`Self::note_news`]). The final "Shutting down" status
+                // makes none: kubelet's own events say the pod is stopping, and
+                // the stop must stay quick.
+                let shutdown = doc.error.as_deref() == Some(SHUTDOWN_REASON);
+                let change = events::health_changed(before, doc.health, doc.error.as_deref(), at);
+                if let (Some(recorder), Some(change)) = (&self.events, change.filter(|_| !shutdown)) {
+                    recorder.record(change, Instant::now());
+                }
                 if changed {
                     log::info!("Status updated: {}", said(&doc));
                 } else if self.heartbeat_lines {
@@ -147,54 +157,36 @@ impl Agent {
         }
     }
 
-    /// Another writer took the status key over (seen on a check or a
-    /// write): counted, and said in one Event.
-    pub(super) fn note_yield(&mut self) {
-        self.note_overwrite();
-        let Some(writer) = self.publisher.take_yield_news() else { return };
-        self.shared.lock().unwrap_or_else(|p| p.into_inner()).metrics.foreign_writer_yields += 1;
-        if let Some(recorder) = &self.events {
-            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
-            let quiet = crate::writers::quiet_period(self.interval());
-            recorder
-                .record(events::foreign_writer(&writer.to_string(), &target, quiet, SystemTime::now()), Instant::now());
-        }
-    }
-
-    /// Another writer keeps writing a status stale to readers, which this
-    /// instance writes over: counted, and said in one Event per episode.
-    fn note_overwrite(&mut self) {
-        let Some((writer, why)) = self.publisher.take_overwrite_news() else { return };
-        self.shared.lock().unwrap_or_else(|p| p.into_inner()).metrics.foreign_writer_overwrites += 1;
-        if let Some(recorder) = &self.events {
-            let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
-            let event = events::foreign_writer_overwritten(&writer.to_string(), &target, &why, SystemTime::now());
-            recorder.record(event, Instant::now());
-        }
-    }
-
-    /// After a successful write: the events it makes, queued (sent by their
-    /// own thread). The final "Shutting down" status makes none:
-    /// kubelet's own events say the pod is stopping, and the stop must
-    /// stay quick.
-    fn note_events(&mut self, before: Option<Health>, doc: &StatusDocument, wall: SystemTime) {
-        let Some(recorder) = &self.events else { return };
-        if let Some(uid) = self.publisher.configmap_uid() {
+    /// After each check, write or handover of the publisher's: the Events'
+    /// ConfigMap, and what the cluster hears of
+    /// ([`super::publisher::Publisher::take_news`]), each said in one Event,
+    /// a yield to another writer and one written over counted too.
+    pub(super) fn note_news(&mut self) {
+        let (now, wall) = (Instant::now(), SystemTime::now());
+        if let (Some(recorder), Some(uid)) = (&self.events, self.publisher.configmap_uid()) {
             recorder.configmap_uid(uid);
         }
-        let now = Instant::now();
-        if let Some(from) = self.publisher.take_over_news() {
+        for news in self.publisher.take_news() {
             let target = format!("{}/{}", self.config.target.namespace, self.config.target.name);
-            let because = self.publisher.problem(now).filter(|_| self.publisher.silent_leader().is_some());
-            let because = because.as_ref().map(|p| p.reason.as_str());
-            let event = events::became_publisher(&self.config.identity, &target, from.as_deref(), because, wall);
-            recorder.record(event, now);
-        }
-        if doc.error.as_deref() == Some(SHUTDOWN_REASON) {
-            return;
-        }
-        if let Some(o) = events::health_changed(before, doc.health, doc.error.as_deref(), wall) {
-            recorder.record(o, now);
+            let shared = || self.shared.lock().unwrap_or_else(|p| p.into_inner());
+            let event = match news {
+                Action::Yield { writer, .. } => {
+                    shared().metrics.foreign_writer_yields += 1;
+                    events::foreign_writer(&writer.to_string(), &target, quiet_period(self.interval()), wall)
+                }
+                Action::Overwrite { writer, why } => {
+                    shared().metrics.foreign_writer_overwrites += 1;
+                    events::foreign_writer_overwritten(&writer.to_string(), &target, &why, wall)
+                }
+                Action::Publish { took_over: Some(from) } => {
+                    let because = self.publisher.standing_in();
+                    events::became_publisher(&self.config.identity, &target, from.as_deref(), because.as_deref(), wall)
+                }
+                _ => continue,
+            };
+            if let Some(recorder) = &self.events {
+                recorder.record(event, now);
+            }
         }
     }
 }

@@ -107,7 +107,7 @@ pub(super) enum Event {
 /// What the shell does or says after a transition (once each: the news of
 /// a change, never the state again).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Action {
+pub(in crate::agent) enum Action {
     /// The start-up rule moved: waiting, answered, or spent (say so).
     Startup(Startup),
     /// The lock's annotation is no record: taken as expired (why).
