@@ -41,11 +41,7 @@ pub(crate) enum Status {
 
 impl Status {
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Status::True => "True",
-            Status::False => "False",
-            Status::Unknown => "Unknown",
-        }
+        ["True", "False", "Unknown"][self as usize]
     }
 }
 

@@ -164,11 +164,6 @@ impl<S: Copy + Ord> Inertia<S> {
         published.state
     }
 
-    /// The state published since the last observation, and since when.
-    pub(crate) fn published(&self) -> Option<Since<S>> {
-        self.published
-    }
-
     /// The change being held back, and when it would be published.
     pub(crate) fn pending(&self) -> Option<Pending<S>> {
         let published = self.published?;
@@ -223,7 +218,7 @@ impl<T: Clone, S: Copy + Ord> HeldValue<T, S> {
     /// kept from it; with since when the published state has held (`None`
     /// before the first observation).
     pub(crate) fn held(&self, value: T, state: S) -> (T, Option<SystemTime>) {
-        match (self.inertia.published(), &self.kept) {
+        match (self.inertia.published, &self.kept) {
             (Some(p), _) if p.state == state => (value, Some(p.wall)),
             (Some(p), Some(kept)) => (kept.clone(), Some(p.wall)),
             _ => (value, None),
@@ -296,7 +291,7 @@ mod tests {
         assert_eq!(observe(&mut inertia, 1, t0, 10), 0, "9 s of a 10 s window");
         assert_eq!(observe(&mut inertia, 1, t0, 11), 1, "held 10 s");
         assert_eq!(inertia.pending(), None);
-        assert_eq!(inertia.published().map(|p| p.wall), Some(at(t0, 1).1), "held since its first check");
+        assert_eq!(inertia.published.map(|p| p.wall), Some(at(t0, 1).1), "held since its first check");
         assert_eq!(observe(&mut inertia, 0, t0, 12), 0, "no window towards better: at once");
     }
 
@@ -398,7 +393,7 @@ mod tests {
         let first_bad = published.iter().position(|s| *s == 1).expect("published");
         assert_eq!(first_bad + 1, 9, "8 s after the first bad check: {published:?}");
         assert!(published[first_bad..].iter().all(|s| *s == 1), "held while it flaps: {published:?}");
-        assert_eq!(inertia.published().map(|p| p.wall), Some(at(t0, 1).1), "bad since its first check");
+        assert_eq!(inertia.published.map(|p| p.wall), Some(at(t0, 1).1), "bad since its first check");
         // A bad blip shorter than the window, then good for longer than 3 s:
         // nothing published.
         let mut calm = Inertia::new(Windows { worse: secs(8), better: secs(3) });

@@ -185,35 +185,35 @@ pub fn interpret(status: Option<&str>, now: SystemTime) -> Result<Reading, Reade
     if !v.is_object() {
         return Err(ReaderError::NotJson("it is not an object".into()));
     }
-    let text = |name: &str| v.get(name).and_then(Value::as_str).map(|s| sanitize(s, MAX_FOREIGN));
-    let required = |name: &'static str| text(name).ok_or(ReaderError::MissingField(name));
-    let optional = text;
+    let optional = |name: &str| v.get(name).and_then(Value::as_str).map(|s| sanitize(s, MAX_FOREIGN));
+    let required = |name: &'static str| optional(name).ok_or(ReaderError::MissingField(name));
     let (mode, tier, version) = (required("mode")?, required("tier")?, required("version")?);
     let mode = if mode == "enabled" { "enabled" } else { "operated" };
     let tier = if tier == "pro" { "pro" } else { "free" };
-    let health = match optional("health").as_deref() {
+    // The extension reads `health` as written; an unknown one is `degraded`.
+    let raw_health = optional("health");
+    let health = match raw_health.as_deref() {
         Some(h @ ("healthy" | "degraded" | "unhealthy")) => h.to_string(),
         _ => "degraded".to_string(),
     };
     let last_update = optional("lastUpdate");
     let age = last_update.as_deref().and_then(parse_rfc3339).map(|t| now.duration_since(t).unwrap_or(Duration::ZERO));
     let stale = age.is_none_or(|a| a > STALE_AFTER);
+    let registered = v.get("registered").and_then(Value::as_bool);
     let status = PublishedStatus {
         mode: mode.into(),
         tier: tier.into(),
         version,
         health,
         last_update,
-        registered: v.get("registered").and_then(Value::as_bool).unwrap_or(false),
+        registered: registered.unwrap_or(false),
         error: optional("error"),
         namespace: optional("namespace"),
         cluster_id: optional("clusterId"),
     };
-    // The extension reads `health` as written: only these two degrade it.
-    let raw_health = optional("health");
+    // Only these two degrade what the extension shows.
     let bad_health = matches!(raw_health.as_deref(), Some("degraded" | "unhealthy"));
     let v1_38 = if stale || bad_health { ReaderMode::Degraded } else { ReaderMode::Operated };
-    let registered = v.get("registered").and_then(Value::as_bool);
     let v1_34 = registered.map(|registered| match v1_38 {
         ReaderMode::Operated if mode == "enabled" && tier == "pro" && registered => ReaderMode::Enabled,
         m => m,

@@ -22,19 +22,21 @@ pub(crate) const MAX_INTERVAL: Duration = Duration::from_secs(240);
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `mode`: whether an API key is configured.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
     /// No API key: the free, self-contained mode.
+    #[default]
     Operated,
     /// An API key is configured.
     Enabled,
 }
 
 /// `tier`: `pro` only when an API key is set and the operator is registered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Tier {
+    #[default]
     Free,
     Pro,
 }
@@ -52,29 +54,19 @@ impl Health {
     pub(crate) const ALL: [Health; 3] = [Health::Healthy, Health::Degraded, Health::Unhealthy];
 
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Health::Healthy => "healthy",
-            Health::Degraded => "degraded",
-            Health::Unhealthy => "unhealthy",
-        }
+        ["healthy", "degraded", "unhealthy"][self as usize]
     }
 }
 
 impl Mode {
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Mode::Operated => "operated",
-            Mode::Enabled => "enabled",
-        }
+        ["operated", "enabled"][self as usize]
     }
 }
 
 impl Tier {
     pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Tier::Free => "free",
-            Tier::Pro => "pro",
-        }
+        ["free", "pro"][self as usize]
     }
 }
 
@@ -127,18 +119,12 @@ impl StatusDocument {
 /// The document's `mode`, `tier`, `registered` and `clusterId`: what the
 /// pro tier decides. Without an API key: `operated`, `free`, not
 /// registered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProFields {
     pub mode: Mode,
     pub tier: Tier,
     pub registered: bool,
     pub cluster_id: Option<String>,
-}
-
-impl Default for ProFields {
-    fn default() -> ProFields {
-        ProFields { mode: Mode::Operated, tier: Tier::Free, registered: false, cluster_id: None }
-    }
 }
 
 /// Where a problem stands in the health rules: the earlier rule wins.

@@ -45,7 +45,8 @@ mod tests {
     #[test]
     fn the_window_outlasts_the_sum_of_worst() {
         // The status write alone, as the publisher bounds it.
-        let write = super::super::publisher::Publisher::new("me".into(), None, S(1), S(1), S(60)).worst_case();
+        let write =
+            super::super::publisher::Publisher::new("me".into(), "me".into(), None, S(1), S(1), S(60)).worst_case();
         assert_eq!(sum_of_worst([], Duration::ZERO, write), write);
         assert_eq!(window(S(1), sum_of_worst([], Duration::ZERO, write)), S(3) + write, "1 s heartbeat: not 3 s");
         // Watches, probes and registration, an OperatorCondition sink.
@@ -64,8 +65,15 @@ mod tests {
         let docs = include_str!("../../docs/probes-and-metrics.md");
         let row = docs.lines().find(|l| l.starts_with("| `GET /healthz` |")).expect("the /healthz row");
         let publisher = |lease: Option<&str>| {
-            super::super::publisher::Publisher::new("me".into(), lease.map(String::from), S(1), S(1), S(60))
-                .worst_case()
+            super::super::publisher::Publisher::new(
+                "me".into(),
+                "me".into(),
+                lease.map(String::from),
+                S(1),
+                S(1),
+                S(60),
+            )
+            .worst_case()
         };
         let write = publisher(None);
         let watch = crate::signals::watch::Watches::new(vec!["http://127.0.0.1:8081/healthz".into()], None, false);

@@ -170,22 +170,19 @@ impl Agent {
         events: Option<Recorder>,
         shared: Shared,
     ) -> Agent {
-        let mut publisher = Publisher::new(
+        let publisher = Publisher::new(
             config.identity.clone(),
+            config.pod.clone(),
             config.settings.follow_leader_lease.clone(),
             config.settings.interval,
             config.settings.check_interval,
             config.settings.startup_allowance,
         );
-        publisher.set_pod(&config.pod);
         // Events go out on a thread of their own: no part of a tick.
         let status_write = publisher.worst_case();
-        let events = events.and_then(|recorder| match Events::start(recorder, client.sibling()) {
-            Ok(events) => Some(events),
-            Err(e) => {
-                log::warn!("Kubernetes Events are off: cannot start their thread: {e}");
-                None
-            }
+        let events = events.and_then(|recorder| {
+            let started = Events::start(recorder, client.sibling());
+            started.map_err(|e| log::warn!("Kubernetes Events are off: cannot start their thread: {e}")).ok()
         });
         let worst_tick = liveness::worst_tick(&signals, &sinks, status_write);
         shared.lock().unwrap_or_else(|p| p.into_inner()).liveness_window =

@@ -52,14 +52,17 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
+    /// `me` in the lock, in the pod `pod` (what the operator's Lease names).
     pub(super) fn new(
         me: String,
+        pod: String,
         follow: Option<String>,
         interval: Duration,
         check_interval: Duration,
         allowance: Duration,
     ) -> Publisher {
-        let rules = Rules::new(me, interval, check_interval, allowance);
+        let mut rules = Rules::new(me, interval, check_interval, allowance);
+        rules.pod = pod;
         Publisher {
             follow,
             machine: Machine::new(rules, Instant::now()),
@@ -69,11 +72,6 @@ impl Publisher {
             read_error: Reported::default(),
             news: Vec::new(),
         }
-    }
-
-    /// The pod this instance runs in: what the operator's Lease names.
-    pub(super) fn set_pod(&mut self, pod: &str) {
-        pod.clone_into(&mut self.machine.rules.pod);
     }
 
     /// The lease this instance announces, and the other writer's patience,
