@@ -143,13 +143,9 @@ impl Agent {
                 } else if self.heartbeat_lines {
                     log::info!(target: HEARTBEAT_TARGET, "Status updated: {}", said(&doc));
                 }
-                if let Some(summary) = self.write_log.wrote(Instant::now()) {
-                    log::info!(
-                        "Status kept current: {} writes in the last {} min ({})",
-                        summary.writes,
-                        summary.over.as_secs() / 60,
-                        said(&doc)
-                    );
+                if let Some((writes, over)) = self.write_log.wrote(Instant::now()) {
+                    let minutes = over.as_secs() / 60;
+                    log::info!("Status kept current: {writes} writes in the last {minutes} min ({})", said(&doc));
                 }
                 self.last_written = Some(doc);
                 Ok(())

@@ -27,29 +27,23 @@ pub(super) struct WriteLog {
     since: Instant,
 }
 
-/// The summary due after a write: `writes` succeeded over `over`.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Summary {
-    pub writes: u64,
-    pub over: Duration,
-}
-
 impl WriteLog {
     pub(super) fn new(now: Instant) -> WriteLog {
         WriteLog { writes: 0, since: now }
     }
 
-    /// Counts a successful write at `now`; the summary, once
-    /// [`SUMMARY_EVERY`] has passed since the last one (or the start).
-    pub(super) fn wrote(&mut self, now: Instant) -> Option<Summary> {
+    /// Counts a successful write at `now`; the summary (how many writes
+    /// succeeded over how long), once [`SUMMARY_EVERY`] has passed since the
+    /// last one (or the start).
+    pub(super) fn wrote(&mut self, now: Instant) -> Option<(u64, Duration)> {
         self.writes += 1;
         let over = now.saturating_duration_since(self.since);
         if over < SUMMARY_EVERY {
             return None;
         }
-        let summary = Summary { writes: self.writes, over };
+        let writes = self.writes;
         *self = WriteLog::new(now);
-        Some(summary)
+        Some((writes, over))
     }
 }
 
@@ -65,10 +59,10 @@ mod tests {
         for n in 1..60 {
             assert_eq!(log.wrote(start + minute * n), None, "minute {n}");
         }
-        assert_eq!(log.wrote(start + minute * 60), Some(Summary { writes: 60, over: minute * 60 }));
+        assert_eq!(log.wrote(start + minute * 60), Some((60, minute * 60)));
         // The next hour counts from there; a late write still summarises.
         assert_eq!(log.wrote(start + minute * 61), None);
         let late = start + minute * 125;
-        assert_eq!(log.wrote(late), Some(Summary { writes: 2, over: minute * 65 }));
+        assert_eq!(log.wrote(late), Some((2, minute * 65)));
     }
 }
