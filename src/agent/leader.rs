@@ -55,14 +55,13 @@ pub(super) struct Held {
 
 /// The last answer, since when it has been the same, and when a read last
 /// confirmed it.
-#[derive(Debug)]
 struct Answer {
     said: Result<Held, String>,
     since: Instant,
     confirmed: Instant,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Leader {
     answer: Option<Answer>,
     /// Since when reads fail, and the latest failure.

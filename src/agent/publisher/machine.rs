@@ -182,7 +182,6 @@ impl Rules {
 }
 
 /// What the rules remember between events.
-#[derive(Debug)]
 pub(super) struct Memory {
     /// The ConfigMap as last read or written (read missing: the lock kept).
     pub current: Option<Current>,
@@ -221,7 +220,6 @@ impl Memory {
 }
 
 /// The publisher: its state, its rules' settings and their memory.
-#[derive(Debug)]
 pub(super) struct Machine {
     pub state: State,
     pub rules: Rules,
