@@ -325,6 +325,7 @@ impl Yielding {
         let changed = match (foreign, &mut self.text) {
             (None, text) => {
                 *text = None;
+                self.gone = Some(now);
                 None
             }
             (Some(f), Some((digest, changed))) if *digest != f.text => {
@@ -340,20 +341,11 @@ impl Yielding {
         let theirs =
             foreign.and_then(|f| Some((f, patience.take_back_at(f, changed, now)?))).filter(|(_, until)| now < *until);
         match (self.to.take(), theirs) {
-            (None, None) => match foreign {
-                Some(f) => self.over(f, now, patience),
-                None => {
-                    self.gone = Some(now);
-                    Turn::Ours
-                }
-            },
-            (None, Some((f, until))) => {
+            (None, None) => foreign.map_or(Turn::Ours, |f| self.over(f, now, patience)),
+            (was, Some((f, until))) => {
                 self.to = Some((f.writer.clone(), until));
-                Turn::Yield(f.writer.clone(), until)
-            }
-            (Some(_), Some((f, until))) => {
-                self.to = Some((f.writer.clone(), until));
-                Turn::StillTheirs(f.writer.clone(), until)
+                let turn = if was.is_none() { Turn::Yield } else { Turn::StillTheirs };
+                turn(f.writer.clone(), until)
             }
             // Someone else took the status key back (another opstatus
             // instance): nothing to say.
