@@ -368,7 +368,7 @@ impl Agent {
             self.client.server(),
             self.config.settings.interval.as_secs(),
             self.config.settings.check_interval.as_secs(),
-            self.publisher.identity(),
+            self.config.identity,
         );
         let mut schedule = Schedule::new(Instant::now());
         loop {

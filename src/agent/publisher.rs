@@ -148,10 +148,6 @@ impl Publisher {
         self.machine.memory.yielding.overwriting(&self.machine.rules.patience)
     }
 
-    pub(super) fn identity(&self) -> &str {
-        &self.machine.rules.me
-    }
-
     /// The status ConfigMap's uid, once read or written.
     pub(super) fn configmap_uid(&self) -> Option<&str> {
         self.machine.memory.current.as_ref().map(|c| c.uid.as_str()).filter(|u| !u.is_empty())
