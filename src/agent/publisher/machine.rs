@@ -203,22 +203,6 @@ pub(super) struct Memory {
     pub silent_leader: Option<String>,
 }
 
-impl Memory {
-    pub(super) fn new(started: Instant) -> Memory {
-        Memory {
-            current: None,
-            observer: Observer::default(),
-            leader: Leader::default(),
-            yielding: Yielding::default(),
-            own: OwnState::new(started),
-            startup: Startup::Answered,
-            stood_by: false,
-            last_other: None,
-            silent_leader: None,
-        }
-    }
-}
-
 /// The publisher: its state, its rules' settings and their memory.
 pub(super) struct Machine {
     pub state: State,
@@ -228,7 +212,18 @@ pub(super) struct Machine {
 
 impl Machine {
     pub(super) fn new(rules: Rules, started: Instant) -> Machine {
-        Machine { state: State::Unknown, rules, memory: Memory::new(started) }
+        let memory = Memory {
+            current: None,
+            observer: Observer::default(),
+            leader: Leader::default(),
+            yielding: Yielding::default(),
+            own: OwnState::new(started),
+            startup: Startup::Answered,
+            stood_by: false,
+            last_other: None,
+            silent_leader: None,
+        };
+        Machine { state: State::Unknown, rules, memory }
     }
 
     /// Feeds one event in: the new state is kept, the actions returned.
