@@ -154,8 +154,6 @@ impl fmt::Display for ReaderError {
     }
 }
 
-impl std::error::Error for ReaderError {}
-
 /// Extracts `data.status` from a ConfigMap's JSON.
 pub fn status_of_configmap(body: &[u8]) -> Result<String, ReaderError> {
     let cm: Value = serde_json::from_slice(body).map_err(|e| ReaderError::NotAConfigMap(e.to_string()))?;
