@@ -17,7 +17,7 @@ use crate::sinks::cluster_operator::ClusterOperatorSink;
 use crate::sinks::cluster_operator::intent::{OPERATOR, RelatedObject, Version};
 use crate::sinks::configmap::{self, DEFAULT_NAMESPACE, StatusConfigMap};
 use crate::sinks::events::Recorder;
-use crate::sinks::events::correlator::{InvolvedObject, Reporter};
+use crate::sinks::events::event::{InvolvedObject, Reporter};
 use crate::sinks::leader_endpoints::{self, LeaderEndpoints};
 use crate::sinks::operator_condition::OperatorConditionSink;
 use crate::status::MAX_INTERVAL;

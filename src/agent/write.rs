@@ -7,7 +7,7 @@ use super::publisher::Action;
 use super::write_log::HEARTBEAT_TARGET;
 use super::{Agent, SHUTDOWN_REASON};
 use crate::kube::KubeError;
-use crate::sinks::events::correlator as events;
+use crate::sinks::events::event as events;
 use crate::status::{Health, Problem, StatusDocument, Verdict};
 use crate::writers::quiet_period;
 use std::time::{Duration, Instant, SystemTime};

@@ -15,14 +15,14 @@
 //! queued and sent by a thread of its own with a client of its own
 //! ([`Events`]): a slow or hanging Events API never delays a status write,
 //! and the queue is bounded (a full queue drops, counted). Each event sent
-//! is one POST, an object of its own. The pure rules are in [`correlator`].
+//! is one POST, an object of its own. The pure rules are in [`event`].
 
-pub(crate) mod correlator;
+pub(crate) mod event;
 
 use crate::conditions::{Desired, Status};
 use crate::kube::{Client, KubeError};
 use crate::util::reported::Reported;
-use correlator::{BURST, InvolvedObject, Occurrence, REFILL, Reporter, TokenBucket};
+use event::{BURST, InvolvedObject, Occurrence, REFILL, Reporter, TokenBucket};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime};
 
@@ -114,7 +114,7 @@ impl Recorder {
     pub(crate) fn observe_upgradeable(&mut self, upgradeable: Option<&Desired>, now: Instant, wall: SystemTime) {
         let Some(d) = upgradeable.filter(|d| d.status != Status::Unknown) else { return };
         if let Some(before) = self.upgradeable.replace(d.status)
-            && let Some(o) = correlator::upgradeable_changed(before, d.status, &d.message, wall)
+            && let Some(o) = event::upgradeable_changed(before, d.status, &d.message, wall)
         {
             self.record(o, now);
         }
@@ -131,7 +131,7 @@ impl Recorder {
             return None;
         }
         let occurrence = self.queue.remove(0);
-        Some((correlator::create_body(&self.object, &self.reporter, &occurrence), self.object.namespace.clone()))
+        Some((event::create_body(&self.object, &self.reporter, &occurrence), self.object.namespace.clone()))
     }
 
     /// Records what sending an event did.
