@@ -11,8 +11,11 @@
 //! stream or a refused watch tries again from there after a bounded,
 //! jittered backoff ([`BACKOFF_BASE`] to [`BACKOFF_CAP`]); `410 Gone` lists
 //! again. The randomness comes in as an argument. [`drive`] is the one loop
-//! that carries the decisions out on a watch's thread, for any [`Reflect`].
+//! that carries the decisions out on a watch's thread, for any [`Reflect`],
+//! and reads each watch; only what an event does is the owner's
+//! ([`Reflect::next_event`]).
 
+use super::{KubeError, WatchStream};
 use crate::util::backoff::{Backoff, Jitter};
 use std::time::{Duration, Instant};
 
@@ -178,19 +181,35 @@ impl WatchHealth {
     }
 }
 
-/// What one list-then-watch needs from its owner: the list, the watch,
-/// where its [`WatchHealth`] is kept, who is told of a problem, and
-/// whether to stop.
+/// What a watch's owner made of one event ([`Reflect::next_event`]).
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// Applied: the watch works. `relist`: the owner wants what it
+    /// watches listed again, at once.
+    Applied { relist: bool },
+    /// An event the watch does not follow: read on.
+    Skipped,
+    /// `410 Gone` in an `ERROR` event (or nothing listed to apply it to).
+    Gone,
+    /// The stream cannot be followed from here (the why): listed again.
+    Failed(String),
+}
+
+/// What one list-then-watch needs from its owner: the list, the watch
+/// and what it makes of each event, where its [`WatchHealth`] is kept, who
+/// is told of a problem, and whether to stop.
 pub(crate) trait Reflect {
     /// Whether the owner asked the thread to stop.
     fn stopped(&self) -> bool;
     /// Lists what is watched; on success sets `version` to watch from.
     fn list(&mut self, version: &mut String) -> Ended;
-    /// Watches from `version`, moving it with every event, until the watch
-    /// ends; sets `watching_since` once it is established, and calls
-    /// `machine.delivered()` and [`report`]s no problem once an event
-    /// arrives.
-    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended;
+    /// Opens a watch from `version`.
+    fn open(&mut self, version: &str) -> Result<WatchStream, KubeError>;
+    /// Reads the next event from `stream` and applies it, moving `version`;
+    /// `Ok(None)` when the server ended the watch.
+    fn next_event(&mut self, stream: &mut WatchStream, version: &mut String) -> Result<Option<Event>, KubeError>;
+    /// A watch's problem (`why`) in the owner's words.
+    fn trouble(&self, why: &dyn std::fmt::Display) -> String;
     /// Runs `f` on the owner's [`WatchHealth`], under the owner's lock.
     fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R;
     /// A problem was reported (`None`: none), `before` the one it replaced:
@@ -200,9 +219,59 @@ pub(crate) trait Reflect {
 
 /// Reports `problem` (`None`: none) as `owner`'s, as [`Plan::problem`]
 /// says.
-pub(crate) fn report(owner: &impl Reflect, problem: Option<String>) {
+fn report(owner: &impl Reflect, problem: Option<String>) {
     let before = owner.health(|h| std::mem::replace(&mut h.problem, problem.clone()));
     owner.reported(&before, &problem);
+}
+
+/// Watches from `version`, moving it with every event, until the watch
+/// ends: `watching_since` is set once it is established, and once an event
+/// arrives the watch works (`machine.delivered()`, no problem [`report`]ed).
+/// 410 Gone lists again; a stream that breaks or is closed under it (a
+/// restarting server, a proxy's idle timeout) is no problem: the next watch
+/// resumes from `version`.
+fn watch<R: Reflect>(owner: &mut R, version: &mut String, machine: &mut Machine) -> Ended {
+    let gone = |owner: &R| Ended::Gone {
+        error: owner.trouble(
+            &"its watches end at once with 410 Gone (the version watched from is compacted away): listing again \
+              after a backoff",
+        ),
+    };
+    let started = Instant::now();
+    let mut stream = match owner.open(version) {
+        Ok(stream) => stream,
+        Err(e) if e.code() == Some(410) => return gone(owner),
+        Err(e) => return Ended::WatchFailed { error: owner.trouble(&e), relist: false, retry_after: e.retry_after() },
+    };
+    owner.health(|h| h.watching_since = Some(started));
+    let mut delivered = false;
+    while !owner.stopped() {
+        let failed = |error| Ended::WatchFailed { error, relist: true, retry_after: None };
+        match owner.next_event(&mut stream, version) {
+            Ok(Some(Event::Applied { relist })) => {
+                if !delivered {
+                    delivered = true;
+                    machine.delivered();
+                    report(owner, None);
+                }
+                if relist {
+                    return Ended::Relist;
+                }
+            }
+            Ok(Some(Event::Skipped)) => {}
+            Ok(Some(Event::Gone)) => return gone(owner),
+            Ok(Some(Event::Failed(why))) => return failed(owner.trouble(&why)),
+            Ok(None) => break,
+            // An event over the bound was not seen: what is kept may be
+            // wrong; listed again.
+            Err(e @ KubeError::Response { .. }) => return failed(owner.trouble(&e)),
+            Err(e) => {
+                log::debug!("{}; resuming from version {version}", owner.trouble(&e));
+                break;
+            }
+        }
+    }
+    Ended::Closed { lasted: started.elapsed(), delivered }
 }
 
 /// Lists, then watches from there, as the [`Machine`] says: the next watch
@@ -216,7 +285,7 @@ pub(crate) fn drive(owner: &mut impl Reflect, jitter: &mut Jitter) {
         let ended = match step {
             Step::List => owner.list(&mut version),
             Step::Watch => {
-                let ended = owner.watch(&mut version, &mut machine);
+                let ended = watch(owner, &mut version, &mut machine);
                 owner.health(|h| h.watching_since = None);
                 ended
             }

@@ -30,35 +30,32 @@ const WATCH_BUFFER: usize = 16 * 1024;
 pub struct WatchStream {
     reader: std::io::BufReader<ureq::BodyReader<'static>>,
     server: String,
+    /// The event [`WatchStream::next_line`] read last.
+    line: Vec<u8>,
 }
 
 impl WatchStream {
     pub(crate) fn new(reader: ureq::BodyReader<'static>, server: &str) -> WatchStream {
-        WatchStream { reader: std::io::BufReader::with_capacity(WATCH_BUFFER, reader), server: server.to_string() }
+        let reader = std::io::BufReader::with_capacity(WATCH_BUFFER, reader);
+        WatchStream { reader, server: server.to_string(), line: Vec::new() }
     }
 
-    /// Reads the next event into `line` (cleared first); `Ok(false)` when
-    /// the server ended the stream. A stream cut mid-event, a line over the
-    /// bound and a read that timed out are errors.
-    pub fn next_line(&mut self, line: &mut Vec<u8>) -> Result<bool, KubeError> {
+    /// Reads the next event, one line; `Ok(None)` when the server ended
+    /// the stream. A stream cut mid-event, a line over the bound and a read
+    /// that timed out are errors.
+    pub fn next_line(&mut self) -> Result<Option<&[u8]>, KubeError> {
         use std::io::BufRead;
+        let line = &mut self.line;
         line.clear();
         if line.capacity() > WATCH_BUFFER * 4 {
             // One large event must not keep its buffer for the watch's life.
             line.shrink_to(WATCH_BUFFER);
         }
-        let read = self.reader.by_ref().take(MAX_BODY + 1).read_until(b'\n', line).map_err(|e| {
-            let message = match e.kind() {
-                std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                    format!("the watch on {} went silent past its timeout", self.server)
-                }
-                _ => format!("the watch on {} broke: {e}", self.server),
-            };
-            KubeError::Transport { message }
-        })?;
+        let read = self.reader.by_ref().take(MAX_BODY + 1).read_until(b'\n', line);
+        let read = read.map_err(|e| broke(&self.server, &e))?;
         match line.last() {
-            _ if read == 0 => Ok(false),
-            Some(b'\n') => Ok(true),
+            _ if read == 0 => Ok(None),
+            Some(b'\n') => Ok(Some(line)),
             _ if line.len() as u64 > MAX_BODY => Err(KubeError::Response {
                 message: format!("a watch event from {} is larger than {MAX_BODY} bytes", self.server),
             }),

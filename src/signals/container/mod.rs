@@ -22,8 +22,8 @@ pub(crate) mod judge;
 pub(crate) mod pod;
 
 use super::{Observation, Signal};
-use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
-use crate::kube::{Client, KubeError, Stop, Worker};
+use crate::kube::reflector::{self, Ended, Event, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
+use crate::kube::{Client, KubeError, Stop, WatchStream, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
@@ -180,83 +180,6 @@ struct Run {
 }
 
 impl Run {
-    fn watch_from(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        let path = format!(
-            "/api/v1/namespaces/{}/pods?watch=1&fieldSelector=metadata.name%3D{}&resourceVersion={}\
-             &allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
-            self.ns,
-            self.pod,
-            percent_encoding::utf8_percent_encode(version, percent_encoding::NON_ALPHANUMERIC)
-        );
-        let action = format!("watch pods named {:?} in namespace {:?}", self.pod, self.ns);
-        let gone =
-            || Ended::Gone { error: "its watches end at once with 410 Gone: listing again after a backoff".into() };
-        let started = Instant::now();
-        let lasting = Duration::from_secs(WATCH_SECONDS) + SILENCE_MARGIN;
-        let mut stream = match self.client.watch(&path, &action, lasting) {
-            Ok(stream) => stream,
-            Err(e) if e.code() == Some(410) => return gone(),
-            Err(e) => {
-                let retry_after = e.retry_after();
-                return Ended::WatchFailed { error: e.granted_by(GRANT).to_string(), relist: false, retry_after };
-            }
-        };
-        self.lock().health.watching_since = Some(started);
-        let mut delivered = false;
-        loop {
-            let closed = |delivered| Ended::Closed { lasted: started.elapsed(), delivered };
-            let event = match stream.next_value(pod::WatchEvent(&self.container)) {
-                Ok(Some(event)) => event,
-                Ok(None) => return closed(delivered),
-                // An event over the bound was not seen: listed again.
-                Err(e @ KubeError::Response { .. }) => {
-                    return Ended::WatchFailed { error: e.to_string(), relist: true, retry_after: None };
-                }
-                // Closed under it (a restarting server, a proxy's idle
-                // timeout): the next watch resumes from `version`.
-                Err(e) => {
-                    log::debug!(
-                        "The watch of Pod {}/{} ended: {e}; resuming from version {version}",
-                        self.ns,
-                        self.pod
-                    );
-                    return closed(delivered);
-                }
-            };
-            if self.stopped() {
-                return closed(delivered);
-            }
-            match event {
-                Ok(pod::Event::Changed(pod, at)) => {
-                    *version = at;
-                    self.set_pod(Some(*pod));
-                }
-                Ok(pod::Event::Deleted(at)) => {
-                    *version = at;
-                    self.set_pod(None);
-                }
-                Ok(pod::Event::Bookmark(at)) => *version = at,
-                Ok(pod::Event::Error { code: Some(410), .. }) => return gone(),
-                Ok(pod::Event::Error { code, message }) => {
-                    let message = crate::util::text::sanitize(&message, crate::util::text::MAX_FOREIGN);
-                    let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
-                    let error = format!("the watch ended with an error{code}: {message}");
-                    return Ended::WatchFailed { error, relist: true, retry_after: None };
-                }
-                Ok(pod::Event::Other) => continue,
-                Err(e) => {
-                    let error = format!("a watched Pod is {} (column {})", crate::lock::error_kind(&e), e.column());
-                    return Ended::WatchFailed { error, relist: true, retry_after: None };
-                }
-            }
-            if !delivered {
-                delivered = true;
-                machine.delivered();
-                reflector::report(self, None);
-            }
-        }
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -285,8 +208,53 @@ impl Reflect for Run {
         }
     }
 
-    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        self.watch_from(version, machine)
+    fn open(&mut self, version: &str) -> Result<WatchStream, KubeError> {
+        let path = format!(
+            "/api/v1/namespaces/{}/pods?watch=1&fieldSelector=metadata.name%3D{}&resourceVersion={}\
+             &allowWatchBookmarks=true&timeoutSeconds={WATCH_SECONDS}",
+            self.ns,
+            self.pod,
+            percent_encoding::utf8_percent_encode(version, percent_encoding::NON_ALPHANUMERIC)
+        );
+        let action = format!("watch pods named {:?} in namespace {:?}", self.pod, self.ns);
+        let lasting = Duration::from_secs(WATCH_SECONDS) + SILENCE_MARGIN;
+        self.client.watch(&path, &action, lasting).map_err(|e| e.granted_by(GRANT))
+    }
+
+    fn next_event(&mut self, stream: &mut WatchStream, version: &mut String) -> Result<Option<Event>, KubeError> {
+        let Some(event) = stream.next_value(pod::WatchEvent(&self.container))? else { return Ok(None) };
+        let applied = Event::Applied { relist: false };
+        Ok(Some(match event {
+            Ok(pod::Event::Changed(pod, at)) => {
+                *version = at;
+                self.set_pod(Some(*pod));
+                applied
+            }
+            Ok(pod::Event::Deleted(at)) => {
+                *version = at;
+                self.set_pod(None);
+                applied
+            }
+            Ok(pod::Event::Bookmark(at)) => {
+                *version = at;
+                applied
+            }
+            Ok(pod::Event::Error { code: Some(410), .. }) => Event::Gone,
+            Ok(pod::Event::Error { code, message }) => {
+                let message = crate::util::text::sanitize(&message, crate::util::text::MAX_FOREIGN);
+                let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                Event::Failed(format!("the watch ended with an error{code}: {message}"))
+            }
+            Ok(pod::Event::Other) => Event::Skipped,
+            Err(e) => {
+                Event::Failed(format!("a watched Pod is {} (column {})", crate::lock::error_kind(&e), e.column()))
+            }
+        }))
+    }
+
+    /// The words the signal says it with are its own ([`ContainerWatch`]).
+    fn trouble(&self, why: &dyn std::fmt::Display) -> String {
+        why.to_string()
     }
 
     fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R {

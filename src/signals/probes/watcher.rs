@@ -28,8 +28,8 @@ use super::list::Listing;
 use super::pager::{Budget, OVER_CAP_FIRST, OVER_CAP_MOST, OverCap};
 use super::store::{Applied, Store};
 use super::{GRANT, percent_encode};
-use crate::kube::reflector::{self, Ended, Machine, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
-use crate::kube::{Client, Fields, KubeError, Stop, Worker, unreadable};
+use crate::kube::reflector::{self, Ended, Event, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
+use crate::kube::{Client, Fields, KubeError, Stop, WatchStream, Worker, unreadable};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
 use std::sync::{Arc, Mutex};
@@ -114,89 +114,6 @@ impl Watcher {
 }
 
 impl Run {
-    fn watch_from(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        let seconds = WATCH_SECONDS + self.jitter.next_u64() % (WATCH_JITTER_SECONDS + 1);
-        let path = format!(
-            "{}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={seconds}",
-            self.collection.path,
-            percent_encode(version)
-        );
-        let action = format!("watch {}{}", self.collection.name, self.collection.scope);
-        let started = Instant::now();
-        let lasting = Duration::from_secs(seconds) + SILENCE_MARGIN;
-        let mut stream = match self.client.watch(&path, &action, lasting) {
-            Ok(stream) => stream,
-            Err(e) if e.code() == Some(410) => return self.gone(),
-            Err(e) => {
-                let retry_after = e.retry_after();
-                return Ended::WatchFailed {
-                    error: format!("Cannot watch {}: {}", self.collection.name, e.granted_by(GRANT)),
-                    relist: false,
-                    retry_after,
-                };
-            }
-        };
-        // Established: once it delivers an event (or stays open for
-        // HEALTHY_WATCH), the collection is current again; a watch that
-        // ends before that clears nothing.
-        self.lock().health.watching_since = Some(started);
-        let mut line = Vec::new();
-        let mut delivered = false;
-        loop {
-            let closed = |delivered| Ended::Closed { lasted: started.elapsed(), delivered };
-            match stream.next_line(&mut line) {
-                Ok(true) => {}
-                Ok(false) => return closed(delivered),
-                // A line over the bound: an event was not seen, so the
-                // store may be wrong; said, and listed again.
-                Err(e @ KubeError::Response { .. }) => {
-                    let error = format!("Cannot watch {}: {e}", self.collection.name);
-                    return Ended::WatchFailed { error, relist: true, retry_after: None };
-                }
-                Err(e) => {
-                    log::debug!("Watch of {} ended: {e}; resuming from version {version}", self.collection.name);
-                    return closed(delivered);
-                }
-            }
-            if self.stopped() {
-                return closed(delivered);
-            }
-            let (applied, types_stale) = {
-                let mut shared = self.lock();
-                let Some(store) = shared.store.as_mut() else { return self.gone() };
-                let applied = store.apply(&line, &self.collection.spec);
-                version.clone_from(&store.resource_version);
-                (applied, store.types_stale())
-            };
-            if matches!(applied, Applied::Quiet | Applied::Changed) && !delivered {
-                delivered = true;
-                machine.delivered();
-                reflector::report(self, None);
-            }
-            if types_stale && self.types_relisted.is_none_or(|at| at.elapsed() >= TYPES_RELIST_GAP) {
-                self.types_relisted = Some(Instant::now());
-                log::info!(
-                    "{}: the condition types counted for the metrics are no longer the ones the resources carry: \
-                     listing again to count those",
-                    self.collection.name
-                );
-                return Ended::Relist;
-            }
-            match applied {
-                Applied::Quiet => {}
-                Applied::Changed => self.nudge.nudge(),
-                Applied::Gone => return self.gone(),
-                Applied::Failed(why) => {
-                    return Ended::WatchFailed {
-                        error: format!("Cannot watch {}: {why}", self.collection.name),
-                        relist: true,
-                        retry_after: None,
-                    };
-                }
-            }
-        }
-    }
-
     /// How many resources the collection holds: one request for one item
     /// (`limit=1`, no version: the latest, from etcd) and the server's
     /// `remainingItemCount`; `None` when it does not say.
@@ -226,15 +143,6 @@ impl Run {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn gone(&self) -> Ended {
-        let error = format!(
-            "Cannot watch {}: its watches end at once with 410 Gone (the version watched from is compacted away): \
-             listing again after a backoff",
-            self.collection.name
-        );
-        Ended::Gone { error }
     }
 }
 
@@ -316,8 +224,51 @@ impl Reflect for Run {
         }
     }
 
-    fn watch(&mut self, version: &mut String, machine: &mut Machine) -> Ended {
-        self.watch_from(version, machine)
+    fn open(&mut self, version: &str) -> Result<WatchStream, KubeError> {
+        let seconds = WATCH_SECONDS + self.jitter.next_u64() % (WATCH_JITTER_SECONDS + 1);
+        let path = format!(
+            "{}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={seconds}",
+            self.collection.path,
+            percent_encode(version)
+        );
+        let action = format!("watch {}{}", self.collection.name, self.collection.scope);
+        let lasting = Duration::from_secs(seconds) + SILENCE_MARGIN;
+        self.client.watch(&path, &action, lasting).map_err(|e| e.granted_by(GRANT))
+    }
+
+    /// Applies the next event to the store (none: listed again), and
+    /// lists again when the condition types counted are no longer the
+    /// ones the resources carry.
+    fn next_event(&mut self, stream: &mut WatchStream, version: &mut String) -> Result<Option<Event>, KubeError> {
+        let Some(line) = stream.next_line()? else { return Ok(None) };
+        let (applied, types_stale) = {
+            let mut shared = self.lock();
+            let Some(store) = shared.store.as_mut() else { return Ok(Some(Event::Gone)) };
+            let applied = store.apply(line, &self.collection.spec);
+            version.clone_from(&store.resource_version);
+            (applied, store.types_stale())
+        };
+        let relist = types_stale && self.types_relisted.is_none_or(|at| at.elapsed() >= TYPES_RELIST_GAP);
+        if relist {
+            self.types_relisted = Some(Instant::now());
+            log::info!(
+                "{}: the condition types counted for the metrics are no longer the ones the resources carry: \
+                 listing again to count those",
+                self.collection.name
+            );
+        }
+        if applied == Applied::Changed && !relist {
+            self.nudge.nudge();
+        }
+        Ok(Some(match applied {
+            Applied::Quiet | Applied::Changed => Event::Applied { relist },
+            Applied::Gone => Event::Gone,
+            Applied::Failed(why) => Event::Failed(why),
+        }))
+    }
+
+    fn trouble(&self, why: &dyn std::fmt::Display) -> String {
+        format!("Cannot watch {}: {why}", self.collection.name)
     }
 
     fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R {
