@@ -240,7 +240,7 @@ impl Listing {
                 self.start_over();
                 return Ok(store);
             }
-            let follow = self.pager.follow(&meta.next, self.store.len(), Instant::now());
+            let follow = self.pager.follow(self.store.len(), Instant::now());
             if let Err(message) = follow {
                 self.past_cap = self.store.len() >= MAX_RESOURCES;
                 self.start_over();

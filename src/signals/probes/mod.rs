@@ -35,8 +35,8 @@
 //! client's 4 MiB, not the answer (read as it arrives, it may be 100 MB);
 //! a server that keeps answering with a `continue` token (a buggy
 //! aggregated API) must not list forever, so a collection gets at most
-//! [`MAX_RESOURCES`] resources and [`MAX_PAGES`] pages, a token that comes
-//! back ends the list, and so does time: on a watch thread, [`LIST_BUDGET`]
+//! [`MAX_RESOURCES`] resources and [`MAX_PAGES`] pages, and time ends the
+//! list (a token that comes back lists nothing new): on a watch thread, [`LIST_BUDGET`]
 //! (or one heartbeat interval, if shorter) without a resource not listed
 //! before, and [`LIST_ANSWER`] for one answer; in `once`, that long in
 //! all. A watch thread's first list reads the API server's watch cache
@@ -101,8 +101,8 @@ pub(crate) const MAX_COLLECTIONS: usize = 32;
 
 /// Pages per collection per list: [`MAX_RESOURCES`] pages of one (a
 /// server may answer fewer than the `limit` asked for), so a server whose
-/// pages never end is stopped by this, by a token that comes back, or by
-/// the [`LIST_BUDGET`].
+/// pages never end (a token that comes back among them) is stopped by
+/// this or by the [`LIST_BUDGET`].
 pub(crate) const MAX_PAGES: usize = MAX_RESOURCES;
 
 /// Wall-clock time all the lists of one check may take at most in

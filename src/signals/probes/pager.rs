@@ -1,15 +1,11 @@
-//! The bounds on one collection's list ([`Pager`]): resources, pages, a
-//! continue token that comes back, and time ([`Budget`]), fixed in
+//! The bounds on one collection's list ([`Pager`]): resources, pages, and
+//! time ([`Budget`]), fixed in
 //! `opstatus once` and growing with progress on a watch thread; and when a
 //! collection found past [`MAX_RESOURCES`] is counted again ([`OverCap`]).
 //! Pure: the clock is an argument.
 
 use super::{LIST_ANSWER, MAX_PAGES, MAX_RESOURCES};
 use std::time::{Duration, Instant};
-
-/// How many followed continue tokens a list remembers, to stop at one that
-/// comes back.
-const SEEN_TOKENS: usize = 64;
 
 /// The time a list may take: `length` at most, or (`grows`) `length`
 /// since the last resource not listed before, so a long list that keeps
@@ -61,21 +57,19 @@ impl OverCap {
     }
 }
 
-/// The bounds on one collection's list: resources, pages, the [`Budget`],
-/// and the last [`SEEN_TOKENS`] tokens followed (as hashes: a token can be
-/// long; a short scan, and no hash table linked in; a longer cycle of
-/// tokens runs into the budget). Pure: the clock is an argument.
+/// The bounds on one collection's list: resources, pages and the
+/// [`Budget`] (a token that comes back brings no resource not listed
+/// before, so the budget ends it). Pure: the clock is an argument.
 pub(super) struct Pager {
     pages: usize,
     budget: Budget,
-    seen: Vec<u64>,
     /// Resources listed when the budget last grew.
     progressed_at: usize,
 }
 
 impl Pager {
     pub(super) fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, seen: Vec::new(), progressed_at: 0 }
+        Pager { pages: 0, budget, progressed_at: 0 }
     }
 
     /// Pages followed so far.
@@ -83,10 +77,9 @@ impl Pager {
         self.pages
     }
 
-    /// Whether to fetch the page `token` points at, `listed` resources in;
-    /// why not, when not.
-    pub(super) fn follow(&mut self, token: &str, listed: usize, now: Instant) -> Result<(), String> {
-        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    /// Whether to fetch the next page, `listed` resources in; why not,
+    /// when not.
+    pub(super) fn follow(&mut self, listed: usize, now: Instant) -> Result<(), String> {
         self.pages += 1;
         if listed >= MAX_RESOURCES || self.pages >= MAX_PAGES {
             return Err(format!(
@@ -95,17 +88,6 @@ impl Pager {
                 self.pages
             ));
         }
-        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(token);
-        if self.seen.contains(&hash) {
-            return Err(format!(
-                "the API server returned a continue token it had already given, after {} pages: stopped listing",
-                self.pages
-            ));
-        }
-        if self.seen.len() == SEEN_TOKENS {
-            self.seen.remove(0);
-        }
-        self.seen.push(hash);
         self.progress(listed, now)
     }
 
@@ -166,12 +148,12 @@ mod tests {
     fn paging_stops_at_the_resource_bound() {
         let now = Instant::now();
         let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), n * PAGE_SIZE, now).is_ok()).count();
+        let followed = (1..).take_while(|n| pager.follow(n * PAGE_SIZE, now).is_ok()).count();
         assert_eq!(followed, MAX_RESOURCES / PAGE_SIZE - 1, "the first page and 199 followed tokens");
-        let e = pager.follow("one-more", MAX_RESOURCES, now).unwrap_err();
+        let e = pager.follow(MAX_RESOURCES, now).unwrap_err();
         assert!(e.starts_with("the API server still had more after 100000 resources in 201 pages"), "{e}");
         let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        let followed = (1..).take_while(|n| pager.follow(&format!("token-{n}"), 0, now).is_ok()).count();
+        let followed = std::iter::from_fn(|| pager.follow(0, now).ok()).count();
         assert_eq!(followed, MAX_PAGES - 1, "empty pages: at most MAX_PAGES");
     }
 
@@ -193,24 +175,11 @@ mod tests {
     }
 
     #[test]
-    fn paging_stops_on_a_token_seen_before() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        for token in ["a", "b", "c"] {
-            assert_eq!(pager.follow(token, 0, now), Ok(()));
-        }
-        let e = pager.follow("b", 0, now).unwrap_err();
-        assert!(e.contains("a continue token it had already given, after 4 pages"), "{e}");
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        assert_eq!(pager.follow("b", 0, now), Ok(()), "a list started over may see its tokens again");
-    }
-
-    #[test]
     fn paging_stops_at_the_deadline() {
         let now = Instant::now();
         let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        assert_eq!(pager.follow("a", 0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
-        let e = pager.follow("b", 0, now + LIST_BUDGET).unwrap_err();
+        assert_eq!(pager.follow(0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
+        let e = pager.follow(0, now + LIST_BUDGET).unwrap_err();
         assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
     }
 
@@ -220,19 +189,19 @@ mod tests {
         let mut pager = Pager::new(Budget::growing(s(10), now));
         // 200 pages of 250, 3 s apart: 600 s in all, never cut short.
         for page in 1..200 {
-            assert_eq!(pager.follow(&format!("t{page}"), page * 250, now + s(3 * page as u64)), Ok(()), "{page}");
+            assert_eq!(pager.follow(page * 250, now + s(3 * page as u64)), Ok(()), "{page}");
         }
         // Pages that bring nothing new (a server that pages without end
         // over the same resources): stopped once 10 s passed without one.
         let last = now + s(3 * 199);
-        assert_eq!(pager.follow("same-1", 199 * 250, last + s(9)), Ok(()));
-        let e = pager.follow("same-2", 199 * 250, last + s(10)).unwrap_err();
+        assert_eq!(pager.follow(199 * 250, last + s(9)), Ok(()));
+        let e = pager.follow(199 * 250, last + s(10)).unwrap_err();
         assert_eq!(
             e,
             "listing made no progress for 10s (201 pages, 49750 resources): stopped; the next try starts over"
         );
         let mut fixed = Pager::new(Budget::fixed(s(10), now));
-        assert_eq!(fixed.follow("a", 250, now + s(9)), Ok(()));
-        assert!(fixed.follow("b", 500, now + s(10)).unwrap_err().starts_with("listing took longer than 10s (2 pages)"));
+        assert_eq!(fixed.follow(250, now + s(9)), Ok(()));
+        assert!(fixed.follow(500, now + s(10)).unwrap_err().starts_with("listing took longer than 10s (2 pages)"));
     }
 }
