@@ -134,7 +134,6 @@ impl Items<'_, '_> {
 mod tests {
     use super::*;
     use crate::signals::probes::grammar::parse_probe;
-    use crate::signals::probes::pager::Budget;
     use std::time::Duration;
 
     fn collection() -> Collection {
@@ -151,7 +150,7 @@ mod tests {
     /// said, and why it stopped.
     fn read(json: &str) -> (serde_json::Result<PageMeta>, Store, Vec<usize>, Option<String>) {
         let (mut store, collection, bound) = (Store::default(), collection(), PartBound::default());
-        let mut pager = Pager::new(Budget::growing(Duration::from_secs(10), Instant::now()));
+        let mut pager = Pager::new(Duration::from_secs(10), Instant::now());
         let (mut said, mut stopped) = (Vec::new(), None);
         let mut progress = |n| said.push(n);
         let items = Items {

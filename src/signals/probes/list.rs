@@ -9,7 +9,7 @@
 //! bounded by the client's 4 MiB ([`MAX_BODY`]; etcd stores at most
 //! ~1.5 MiB): one over it ends the list with a problem that says so. The
 //! answer is bounded by [`MAX_RESOURCES`] resources and the list's time
-//! ([`Budget`]), which each resource read extends on a watch thread.
+//! ([`Pager`]), which each resource read extends.
 //!
 //! Where a list reads from is client-go's reflector's choice
 //! ([`ReadFrom`]): a watch's first list asks for any version
@@ -24,9 +24,9 @@
 
 use super::answer::{AnswerSeed, Items, PageMeta};
 use super::collection::Collection;
-use super::pager::{Budget, Pager};
+use super::pager::Pager;
 use super::store::Store;
-use super::{MAX_RESOURCES, PAGE_SIZE, not_served, percent_encode};
+use super::{LIST_ANSWER, MAX_RESOURCES, PAGE_SIZE, not_served, percent_encode};
 use crate::kube::{Client, KubeError, MAX_BODY, PartBound, WatchStream};
 use std::time::{Duration, Instant};
 
@@ -46,10 +46,10 @@ pub(super) enum ReadFrom {
     Latest,
 }
 
-/// Every page of one collection into a store, within a fixed
-/// [`Budget`] (`opstatus once`): the latest, a consistent read.
+/// Every page of one collection into a store (`opstatus once`), within
+/// the bounds of a watch's list: the latest, a consistent read.
 pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    Listing::latest(Budget::fixed(budget, Instant::now())).run(client, collection, "", &mut |_| {})
+    Listing::latest(budget).run(client, collection, "", &mut |_| {})
 }
 
 /// Whether a list from a version failed because the server no longer has
@@ -87,15 +87,15 @@ pub(crate) struct Listing {
     /// too (client-go's reflector does the same).
     paged: bool,
     pager: Pager,
-    budget: Budget,
     /// The last list stopped at [`MAX_RESOURCES`]: the collection holds
     /// more than a probe keeps.
     past_cap: bool,
 }
 
 impl Listing {
-    /// A watch's list: the first from the watch cache.
-    pub(super) fn new(budget: Budget) -> Listing {
+    /// A watch's list, which may go `budget` without progress
+    /// ([`Pager`]): the first from the watch cache.
+    pub(super) fn new(budget: Duration) -> Listing {
         Listing {
             store: Store::default(),
             next: String::new(),
@@ -103,14 +103,13 @@ impl Listing {
             latest_only: false,
             version_gone: false,
             paged: false,
-            pager: Pager::new(budget),
-            budget,
+            pager: Pager::new(budget, Instant::now()),
             past_cap: false,
         }
     }
 
     /// A list that always reads the latest.
-    fn latest(budget: Budget) -> Listing {
+    fn latest(budget: Duration) -> Listing {
         Listing { latest_only: true, from: ReadFrom::Latest, ..Listing::new(budget) }
     }
 
@@ -145,8 +144,7 @@ impl Listing {
     /// progress again (not only those past where the cut try got).
     fn first_page(&mut self, now: Instant) {
         self.store = Store::default();
-        self.pager = Pager::new(Budget { until: now, ..self.budget });
-        self.pager.resume(now);
+        self.pager.restart(now);
     }
 
     /// Where a list starts reading from, `seen` the version last seen
@@ -208,8 +206,8 @@ impl Listing {
                 self.from = self.read_from(seen);
             }
             let path = self.path(collection);
-            let within = self.pager.answer_within(Instant::now());
-            let mut answer = match client.get_stream_within(&path, &action, within) {
+            // An answer that stalled is given up.
+            let mut answer = match client.get_stream_within(&path, &action, LIST_ANSWER) {
                 Ok(answer) => answer,
                 Err(e) if e.code() == Some(404) => return Err(not_served(&collection.path)),
                 Err(e) if self.next.is_empty() && self.from != ReadFrom::Latest && version_unavailable(&e) => {
@@ -296,7 +294,7 @@ mod tests {
     #[test]
     fn a_first_answer_read_again_after_a_cut_counts_as_progress_again() {
         let (t0, s) = (Instant::now(), Duration::from_secs);
-        let mut listing = Listing::new(Budget::growing(s(10), t0));
+        let mut listing = Listing::new(s(10));
         // The first try reads 40,000 resources of its one answer, 1,000 a
         // second, and is cut.
         for listed in (1_000..=40_000).step_by(1_000) {

@@ -36,10 +36,9 @@
 //! a server that keeps answering with a `continue` token (a buggy
 //! aggregated API) must not list forever, so a collection gets at most
 //! [`MAX_RESOURCES`] resources and [`MAX_PAGES`] pages, and time ends the
-//! list (a token that comes back lists nothing new): on a watch thread, [`LIST_BUDGET`]
-//! (or one heartbeat interval, if shorter) without a resource not listed
-//! before, and [`LIST_ANSWER`] for one answer; in `once`, that long in
-//! all. A watch thread's first list reads the API server's watch cache
+//! list (a token that comes back lists nothing new): [`LIST_BUDGET`] (or
+//! one heartbeat interval, if shorter) without a resource not listed
+//! before, and [`LIST_ANSWER`] for one answer. A watch thread's first list reads the API server's watch cache
 //! (`resourceVersion=0`), as client-go's reflector does; a paged list that
 //! fails keeps what it listed and its `continue` token, and the next try
 //! goes on from there ([`list::Listing`]).
@@ -82,8 +81,8 @@ const GRANT: &str = "as the operator's own ServiceAccount (the sidecar component
 /// the client's 4 MiB ([`list`]), so a page's size is no bound of its own.
 pub(crate) const PAGE_SIZE: usize = 500;
 
-/// The longest one list answer may take to begin and, again, to arrive,
-/// on a watch thread: the API server writes a list only once it encoded
+/// The longest one list answer may take to begin and, again, to arrive:
+/// the API server writes a list only once it encoded
 /// the whole of it (100 MB for 50,000 typical CRs) and cuts one that takes
 /// longer than its request timeout (60 s by default); past this, an answer
 /// that stalled is given up and the list tried again.
@@ -105,12 +104,9 @@ pub(crate) const MAX_COLLECTIONS: usize = 32;
 /// this or by the [`LIST_BUDGET`].
 pub(crate) const MAX_PAGES: usize = MAX_RESOURCES;
 
-/// Wall-clock time all the lists of one check may take at most in
-/// `opstatus once` (the real API server lists 2,000 resources in under a
-/// second), so a check cannot hold the heartbeat past the liveness window;
-/// on a watch thread, how long a list may go without progress (a resource
-/// not listed before). Never more than one heartbeat
-/// interval. Past it, the list stops and the probe is reported failed.
+/// How long a list may go without progress (a resource not listed
+/// before). Never more than one heartbeat interval. Past it, the list
+/// stops and the probe is reported failed.
 pub(crate) const LIST_BUDGET: Duration = Duration::from_secs(10);
 
 /// CRD annotations are re-read this often (an operator upgrade may change
@@ -213,8 +209,8 @@ impl Prober {
         self
     }
 
-    /// Lists no longer than `interval` (the heartbeat) per check, if that is
-    /// shorter than [`LIST_BUDGET`].
+    /// Lets a list go without progress no longer than `interval` (the
+    /// heartbeat), if that is shorter than [`LIST_BUDGET`].
     pub(crate) fn within(mut self, interval: Duration) -> Prober {
         self.list_budget = LIST_BUDGET.min(interval);
         self
@@ -262,20 +258,18 @@ impl Prober {
         let mut noted = Vec::new();
         let mut partial = false;
         let (mut conditions, cap) = (Vec::new(), self.condition_types);
-        let mut count = |c: &Collection, s: &mut store::Store| {
+        let mut read = |c: &Collection, s: &mut store::Store| {
+            partial |= !s.holds_all();
+            noted.extend(c.store_problem(s));
+            s.tally(&c.kind, &mut tally);
+            unseen.extend(s.unseen_conditions(&c.kind, &c.spec));
             census::merge(&mut conditions, (&c.spec.group, &c.kind), s.census(), cap)
         };
         match self.nudge.clone() {
             None => {
                 for c in &collections {
                     match list_into(client, c, self.list_budget) {
-                        Ok(mut store) => {
-                            partial |= !store.holds_all();
-                            noted.extend(c.store_problem(&store));
-                            store.tally(&c.kind, &mut tally);
-                            unseen.extend(store.unseen_conditions(&c.kind, &c.spec));
-                            count(c, &mut store);
-                        }
+                        Ok(mut store) => read(c, &mut store),
                         Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
                     }
                 }
@@ -286,13 +280,7 @@ impl Prober {
                     let mut shared = w.shared.lock().unwrap_or_else(|p| p.into_inner());
                     problems.extend(shared.health.problem_at(now).cloned());
                     match &mut shared.store {
-                        Some(store) => {
-                            partial |= !store.holds_all();
-                            noted.extend(w.collection.store_problem(store));
-                            store.tally(&w.collection.kind, &mut tally);
-                            unseen.extend(store.unseen_conditions(&w.collection.kind, &w.collection.spec));
-                            count(&w.collection, store);
-                        }
+                        Some(store) => read(&w.collection, store),
                         None => {
                             pending = true;
                             let so_far = shared.listing.unwrap_or(0);
@@ -409,21 +397,11 @@ impl Signal for Prober {
 
     /// Reading the CRDs (one call each, when due) and one discovery per
     /// source until it succeeded (sources a CRD declares counted one per
-    /// CRD). With watches that is all: the lists and watches run on their
-    /// own threads. Without (`once`), one page per collection plus the
-    /// time a list may take ([`pager::Pager`]).
+    /// CRD). The lists and watches run on their own threads; `once`, which
+    /// lists on its loop, has no liveness to keep.
     fn worst_case(&self) -> Duration {
-        let sources = self.flags.len() + self.crd_names.len();
-        let calls = self.crd_names.len() + sources;
-        let lists = if self.nudge.is_some() {
-            Duration::ZERO
-        } else {
-            let scopes = self.namespaces.len().max(1);
-            let pages = crate::kube::call_bound().saturating_mul(u32::try_from(sources * scopes).unwrap_or(u32::MAX));
-            pages.saturating_add(self.list_budget.saturating_mul(u32::try_from(sources * scopes).unwrap_or(u32::MAX)))
-        };
-        let per_call = crate::kube::call_bound().saturating_mul(u32::try_from(calls).unwrap_or(u32::MAX));
-        per_call.saturating_add(lists)
+        let calls = 2 * self.crd_names.len() + self.flags.len();
+        crate::kube::call_bound().saturating_mul(u32::try_from(calls).unwrap_or(u32::MAX))
     }
 }
 

@@ -1,36 +1,10 @@
 //! The bounds on one collection's list ([`Pager`]): resources, pages, and
-//! time ([`Budget`]), fixed in
-//! `opstatus once` and growing with progress on a watch thread; and when a
-//! collection found past [`MAX_RESOURCES`] is counted again ([`OverCap`]).
-//! Pure: the clock is an argument.
+//! time without progress; and when a collection found past
+//! [`MAX_RESOURCES`] is counted again ([`OverCap`]). Pure: the clock is an
+//! argument.
 
-use super::{LIST_ANSWER, MAX_PAGES, MAX_RESOURCES};
+use super::{MAX_PAGES, MAX_RESOURCES};
 use std::time::{Duration, Instant};
-
-/// The time a list may take: `length` at most, or (`grows`) `length`
-/// since the last resource not listed before, so a long list that keeps
-/// making progress is never cut short, and one that stopped making
-/// progress (pages without new resources, as a server whose pages never
-/// end sends) is.
-#[derive(Clone, Copy)]
-pub(super) struct Budget {
-    pub length: Duration,
-    pub until: Instant,
-    pub grows: bool,
-}
-
-impl Budget {
-    /// `length` from `now`, fixed (one check's list in `opstatus once`).
-    pub(super) fn fixed(length: Duration, now: Instant) -> Budget {
-        Budget { length, until: now.checked_add(length).unwrap_or(now), grows: false }
-    }
-
-    /// `length` from `now` and from each resource not listed before (a
-    /// watch thread's list, which holds no one up).
-    pub(super) fn growing(length: Duration, now: Instant) -> Budget {
-        Budget { grows: true, ..Budget::fixed(length, now) }
-    }
-}
 
 /// A collection found past [`MAX_RESOURCES`] is not listed again (the
 /// heaviest request a client makes, on the clusters that can least afford
@@ -57,19 +31,31 @@ impl OverCap {
     }
 }
 
-/// The bounds on one collection's list: resources, pages and the
-/// [`Budget`] (a token that comes back brings no resource not listed
-/// before, so the budget ends it). Pure: the clock is an argument.
+/// The bounds on one collection's list: resources, pages, and time:
+/// `length` since the last resource not listed before, so a long list that
+/// keeps making progress is never cut short, and one that stopped making
+/// progress (pages without new resources, as a server whose pages never
+/// end sends, or whose continue token comes back) is. Pure: the clock is
+/// an argument.
 pub(super) struct Pager {
     pages: usize,
-    budget: Budget,
+    length: Duration,
+    until: Instant,
     /// Resources listed when the budget last grew.
     progressed_at: usize,
 }
 
 impl Pager {
-    pub(super) fn new(budget: Budget) -> Pager {
-        Pager { pages: 0, budget, progressed_at: 0 }
+    /// A list that may go `length` without progress, from `now`.
+    pub(super) fn new(length: Duration, now: Instant) -> Pager {
+        let mut pager = Pager { pages: 0, length, until: now, progressed_at: 0 };
+        pager.resume(now);
+        pager
+    }
+
+    /// The same bounds for a list that starts over at `now`.
+    pub(super) fn restart(&mut self, now: Instant) {
+        *self = Pager::new(self.length, now);
     }
 
     /// Pages followed so far.
@@ -91,51 +77,31 @@ impl Pager {
         self.progress(listed, now)
     }
 
-    /// A resource was read, `listed` in all: a growing budget grows when
-    /// that one is new; a fixed one is checked.
+    /// A resource was read, `listed` in all: the budget grows when that
+    /// one is new; whether it allows another.
     pub(super) fn progress(&mut self, listed: usize, now: Instant) -> Result<(), String> {
-        if self.budget.grows && listed > self.progressed_at {
+        if listed > self.progressed_at {
             self.progressed_at = listed;
-            self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
+            self.resume(now);
         }
-        self.within(now, listed)
-    }
-
-    /// Whether the budget allows another request, `listed` resources in.
-    pub(super) fn within(&self, now: Instant, listed: usize) -> Result<(), String> {
-        if now < self.budget.until {
+        if now < self.until {
             return Ok(());
         }
-        let (length, pages) = (self.budget.length, self.pages);
+        let (length, pages) = (self.length, self.pages);
         // Whole seconds, or milliseconds (an `--interval` under a second).
         let seconds = match length.subsec_millis() {
             0 => format!("{}s", length.as_secs()),
             _ => format!("{}ms", length.as_millis()),
         };
-        Err(if self.budget.grows {
-            format!(
-                "listing made no progress for {seconds} ({pages} pages, {listed} resources): stopped; the next try \
-                 starts over"
-            )
-        } else {
-            format!("listing took longer than {seconds} ({pages} pages): stopped; the next check tries again")
-        })
-    }
-
-    /// How long the next answer may take to begin, and again to arrive:
-    /// what is left of a fixed budget; on a watch thread, where each
-    /// resource extends the budget, [`LIST_ANSWER`], so an answer that
-    /// stalled is given up.
-    pub(super) fn answer_within(&self, now: Instant) -> Duration {
-        if self.budget.grows {
-            return LIST_ANSWER;
-        }
-        self.budget.until.saturating_duration_since(now).max(Duration::from_millis(1))
+        Err(format!(
+            "listing made no progress for {seconds} ({pages} pages, {listed} resources): stopped; the next try \
+             starts over"
+        ))
     }
 
     /// Resumes after a failed request, the budget counted from `now`.
     pub(super) fn resume(&mut self, now: Instant) {
-        self.budget.until = now.checked_add(self.budget.length).unwrap_or(now);
+        self.until = now.checked_add(self.length).unwrap_or(now);
     }
 }
 
@@ -147,12 +113,12 @@ mod tests {
     #[test]
     fn paging_stops_at_the_resource_bound() {
         let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
+        let mut pager = Pager::new(LIST_BUDGET, now);
         let followed = (1..).take_while(|n| pager.follow(n * PAGE_SIZE, now).is_ok()).count();
         assert_eq!(followed, MAX_RESOURCES / PAGE_SIZE - 1, "the first page and 199 followed tokens");
         let e = pager.follow(MAX_RESOURCES, now).unwrap_err();
         assert!(e.starts_with("the API server still had more after 100000 resources in 201 pages"), "{e}");
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
+        let mut pager = Pager::new(LIST_BUDGET, now);
         let followed = std::iter::from_fn(|| pager.follow(0, now).ok()).count();
         assert_eq!(followed, MAX_PAGES - 1, "empty pages: at most MAX_PAGES");
     }
@@ -175,18 +141,9 @@ mod tests {
     }
 
     #[test]
-    fn paging_stops_at_the_deadline() {
-        let now = Instant::now();
-        let mut pager = Pager::new(Budget::fixed(LIST_BUDGET, now));
-        assert_eq!(pager.follow(0, now + LIST_BUDGET - Duration::from_millis(1)), Ok(()));
-        let e = pager.follow(0, now + LIST_BUDGET).unwrap_err();
-        assert_eq!(e, "listing took longer than 10s (2 pages): stopped; the next check tries again");
-    }
-
-    #[test]
     fn a_growing_budget_lasts_while_pages_bring_new_resources() {
         let (now, s) = (Instant::now(), Duration::from_secs);
-        let mut pager = Pager::new(Budget::growing(s(10), now));
+        let mut pager = Pager::new(s(10), now);
         // 200 pages of 250, 3 s apart: 600 s in all, never cut short.
         for page in 1..200 {
             assert_eq!(pager.follow(page * 250, now + s(3 * page as u64)), Ok(()), "{page}");
@@ -200,8 +157,5 @@ mod tests {
             e,
             "listing made no progress for 10s (201 pages, 49750 resources): stopped; the next try starts over"
         );
-        let mut fixed = Pager::new(Budget::fixed(s(10), now));
-        assert_eq!(fixed.follow(250, now + s(9)), Ok(()));
-        assert!(fixed.follow(500, now + s(10)).unwrap_err().starts_with("listing took longer than 10s (2 pages)"));
     }
 }

@@ -25,7 +25,7 @@
 use super::MAX_RESOURCES;
 use super::collection::Collection;
 use super::list::Listing;
-use super::pager::{Budget, OVER_CAP_FIRST, OVER_CAP_MOST, OverCap};
+use super::pager::{OVER_CAP_FIRST, OVER_CAP_MOST, OverCap};
 use super::store::{Applied, Store};
 use super::{GRANT, percent_encode};
 use crate::kube::reflector::{self, Ended, Event, Reflect, SILENCE_MARGIN, WATCH_SECONDS, WatchHealth};
@@ -95,7 +95,7 @@ impl Watcher {
         let (for_thread, thread_collection) = (shared.clone(), collection.clone());
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
             let jitter = Jitter::from_os();
-            let listing = Listing::new(Budget::growing(list_budget, Instant::now()));
+            let listing = Listing::new(list_budget);
             let mut run = Run {
                 client,
                 collection: thread_collection,
@@ -154,7 +154,7 @@ impl Reflect for Run {
     /// The list into a fresh store, which replaces the old one when
     /// complete (until then the last one stands): the first from the
     /// watch cache, a later one from the version last seen (`version`). A list stops only when
-    /// it fails or stops making progress ([`Budget::growing`]); a failed
+    /// it fails or stops making progress ([`Pager`](super::pager::Pager)); a failed
     /// request leaves it to go on from its page at the next try. While
     /// the first list runs, [`Shared::listing`] says how far it got.
     fn list(&mut self, version: &mut String) -> Ended {
