@@ -35,13 +35,6 @@ pub(crate) const SILENCE_MARGIN: Duration = Duration::from_secs(30);
 /// not hammered.
 pub(crate) const HEALTHY_WATCH: Duration = Duration::from_secs(10);
 
-/// Whether a watch open since `watching_since` works by `now`: open for
-/// [`HEALTHY_WATCH`] (a quiet object's watch delivers nothing), so the
-/// problem of an earlier one is past.
-fn watch_works(watching_since: Option<std::time::Instant>, now: std::time::Instant) -> bool {
-    watching_since.is_some_and(|t| now.saturating_duration_since(t) >= HEALTHY_WATCH)
-}
-
 /// The reconnect backoff: client-go's reflector uses 800 ms to 30 s.
 const BACKOFF_BASE: Duration = Duration::from_secs(1);
 const BACKOFF_CAP: Duration = Duration::from_secs(30);
@@ -175,9 +168,11 @@ pub(crate) struct WatchHealth {
 }
 
 impl WatchHealth {
-    /// The problem to report `now`.
+    /// The problem to report `now`: none once the current watch has been
+    /// open for [`HEALTHY_WATCH`].
     pub(crate) fn problem_at(&self, now: Instant) -> Option<&String> {
-        self.problem.as_ref().filter(|_| !watch_works(self.watching_since, now))
+        let works = self.watching_since.is_some_and(|t| now.saturating_duration_since(t) >= HEALTHY_WATCH);
+        self.problem.as_ref().filter(|_| !works)
     }
 }
 

@@ -16,7 +16,7 @@ type Census = (Vec<TypeCounts>, u64, Vec<Box<str>>);
 use super::grammar::ProbeSpec;
 use super::table::{ABSENT, Marks, ROW_TYPES, Row, Table};
 use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
-use crate::expr::Truth;
+use crate::expr::{Expr, Truth};
 use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
 
@@ -180,10 +180,6 @@ impl Item {
         sanitize(&key, MAX_KEY).into()
     }
 
-    fn conditions(&self) -> &[ItemCondition] {
-        &self.conditions
-    }
-
     /// Its row over `tracked`, which its new types may join.
     fn row(&self, spec: &ProbeSpec, tracked: &mut Vec<Box<str>>) -> Row {
         if spec.condition_types == 0 {
@@ -192,23 +188,16 @@ impl Item {
         row_of(&self.conditions, tracked, spec.condition_types)
     }
 
-    /// What `spec`'s expressions say about this resource.
+    /// What `spec`'s expressions say about this resource: the terms of an
+    /// expression that came to `when`.
     pub(crate) fn marks(&self, spec: &ProbeSpec) -> Marks {
-        let conditions = self.conditions();
-        let terms = |(_, terms): (Truth, Vec<String>)| -> Box<str> { terms.join(", ").into() };
+        let said = |expr: &Option<Expr>, when| {
+            let (truth, terms) = evaluate(expr.as_ref()?, &self.conditions);
+            (truth == when).then(|| terms.join(", ").into())
+        };
         Marks {
-            blocking: spec
-                .upgradeable
-                .as_ref()
-                .map(|e| evaluate(e, conditions))
-                .filter(|v| v.0 == Truth::False)
-                .map(terms),
-            important: spec
-                .important
-                .as_ref()
-                .map(|e| evaluate(e, conditions))
-                .filter(|v| v.0 == Truth::True)
-                .map(terms),
+            blocking: said(&spec.upgradeable, Truth::False),
+            important: said(&spec.important, Truth::True),
             unreadable: None,
         }
     }
@@ -316,7 +305,7 @@ impl Store {
 
     /// Remembers the condition types `item` carries (bounded).
     fn note_types(&mut self, item: &Item) {
-        for condition in item.conditions() {
+        for condition in &item.conditions {
             let kind = condition.kind.as_str();
             if kind.is_empty() || kind.len() > MAX_TYPE_LEN {
                 continue;

@@ -94,16 +94,14 @@ impl Watcher {
         let shared = Arc::new(Mutex::new(Shared::default()));
         let (for_thread, thread_collection) = (shared.clone(), collection.clone());
         let worker = Worker::spawn("probe-watch", client, move |client, stop| {
-            let jitter = Jitter::from_os();
-            let listing = Listing::new(list_budget);
             let mut run = Run {
                 client,
                 collection: thread_collection,
                 shared: for_thread,
                 stop,
                 nudge,
-                listing,
-                jitter,
+                listing: Listing::new(list_budget),
+                jitter: Jitter::from_os(),
                 types_relisted: None,
                 over_cap: None,
             };
