@@ -207,16 +207,18 @@ pub(crate) trait Reflect {
     fn trouble(&self, why: &dyn std::fmt::Display) -> String;
     /// Runs `f` on the owner's [`WatchHealth`], under the owner's lock.
     fn health<R>(&self, f: impl FnOnce(&mut WatchHealth) -> R) -> R;
-    /// A problem was reported (`None`: none), `before` the one it replaced:
-    /// the owner wakes the agent's loop when they differ.
-    fn reported(&self, before: &Option<String>, problem: &Option<String>);
+    /// Another problem was reported (`None`: none): the owner wakes the
+    /// agent's loop.
+    fn reported(&self, problem: &Option<String>);
 }
 
 /// Reports `problem` (`None`: none) as `owner`'s, as [`Plan::problem`]
 /// says.
 fn report(owner: &impl Reflect, problem: Option<String>) {
     let before = owner.health(|h| std::mem::replace(&mut h.problem, problem.clone()));
-    owner.reported(&before, &problem);
+    if before != problem {
+        owner.reported(&problem);
+    }
 }
 
 /// Watches from `version`, moving it with every event, until the watch

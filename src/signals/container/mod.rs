@@ -27,7 +27,6 @@ use crate::kube::{Client, KubeError, Stop, WatchStream, Worker};
 use crate::status::{Problem, Rule};
 use crate::util::backoff::Jitter;
 use crate::util::shutdown::Nudge;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -37,7 +36,9 @@ const GRANT: &str = "see manifests/components/opstatus-watch-container";
 /// What the thread leaves for the agent's checks.
 #[derive(Default)]
 struct Shared {
-    pod: Option<judge::Pod>,
+    /// The Pod as last read (`Some(None)`: it does not exist); `None`
+    /// until a read answered.
+    pod: Option<Option<judge::Pod>>,
     /// Why the Pod cannot be read now, and since when its watch is open.
     health: WatchHealth,
 }
@@ -97,11 +98,11 @@ impl Signal for ContainerWatch {
                 let Some(watcher) = &self.watcher else { return };
                 let shared = watcher.shared.lock().unwrap_or_else(|p| p.into_inner());
                 // Until the first read answered, nothing is said.
-                if shared.pod.is_none() && shared.health.problem.is_none() && !watcher.read_once.load(Ordering::SeqCst)
-                {
+                if shared.pod.is_none() && shared.health.problem.is_none() {
                     return;
                 }
-                self.judge(shared.pod.as_ref(), shared.health.problem_at(Instant::now()).map(String::as_str))
+                let pod = shared.pod.as_ref().and_then(Option::as_ref);
+                self.judge(pod, shared.health.problem_at(Instant::now()).map(String::as_str))
             }
         };
         into.problems.extend(why.map(|why| Problem::degraded(Rule::Container, why)));
@@ -145,8 +146,6 @@ fn read_pod(
 /// and closes its connection at once ([`Worker`]).
 struct PodWatcher {
     shared: Arc<Mutex<Shared>>,
-    /// Whether a read of the Pod has answered at least once.
-    read_once: Arc<AtomicBool>,
     _worker: Worker,
 }
 
@@ -157,13 +156,12 @@ impl PodWatcher {
         nudge: Nudge,
     ) -> std::io::Result<PodWatcher> {
         let shared = Arc::new(Mutex::new(Shared::default()));
-        let read_once = Arc::new(AtomicBool::new(false));
-        let (for_thread, read) = (shared.clone(), read_once.clone());
+        let for_thread = shared.clone();
         let worker = Worker::spawn("pod-watch", client, move |client, stop| {
-            let mut run = Run { client, ns, pod, container, shared: for_thread, read_once: read, stop, nudge };
+            let mut run = Run { client, ns, pod, container, shared: for_thread, stop, nudge };
             reflector::drive(&mut run, &mut Jitter::from_os());
         })?;
-        Ok(PodWatcher { shared, read_once, _worker: worker })
+        Ok(PodWatcher { shared, _worker: worker })
     }
 }
 
@@ -174,7 +172,6 @@ struct Run {
     pod: String,
     container: String,
     shared: Arc<Mutex<Shared>>,
-    read_once: Arc<AtomicBool>,
     stop: Stop,
     nudge: Nudge,
 }
@@ -186,8 +183,7 @@ impl Run {
 
     /// The Pod as last seen (`None`: it does not exist).
     fn set_pod(&self, pod: Option<judge::Pod>) {
-        self.lock().pod = pod;
-        self.read_once.store(true, Ordering::SeqCst);
+        self.lock().pod = Some(pod);
         self.nudge.nudge();
     }
 }
@@ -261,12 +257,7 @@ impl Reflect for Run {
         f(&mut self.lock().health)
     }
 
-    /// A read of the Pod answered (or failed to): the signal has something
-    /// to say.
-    fn reported(&self, before: &Option<String>, problem: &Option<String>) {
-        self.read_once.store(true, Ordering::SeqCst);
-        if before != problem {
-            self.nudge.nudge();
-        }
+    fn reported(&self, _: &Option<String>) {
+        self.nudge.nudge();
     }
 }

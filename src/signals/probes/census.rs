@@ -115,18 +115,19 @@ pub(super) fn count(rows: impl Iterator<Item = (Row, bool)>, tracked: &[Box<str>
         for (index, counts) in types.iter_mut().enumerate() {
             let status = usize::from(row.status(index));
             counts.resources[status] += 1;
-            let time = row.times[index];
-            if status != usize::from(ABSENT)
-                && time != 0
-                && (counts.oldest[status] == 0 || time < counts.oldest[status])
-            {
-                counts.oldest[status] = time;
+            if status != usize::from(ABSENT) {
+                counts.oldest[status] = older(counts.oldest[status], row.times[index]);
             }
         }
     }
     // A type no resource carries any more is no longer counted.
     types.retain(|t| t.resources[1..].iter().any(|n| *n > 0));
     (types, untracked)
+}
+
+/// The older of two transition times (0: none known).
+fn older(a: u32, b: u32) -> u32 {
+    if a == 0 || (b != 0 && b < a) { b } else { a }
 }
 
 /// Adds one collection's counts to its resource type's in `all` (one
@@ -162,8 +163,7 @@ pub(crate) fn merge(
             Some(kept) => {
                 for status in 0..STATUSES.len() {
                     kept.resources[status] += counts.resources[status];
-                    let (a, b) = (kept.oldest[status], counts.oldest[status]);
-                    kept.oldest[status] = if a == 0 || (b != 0 && b < a) { b } else { a };
+                    kept.oldest[status] = older(kept.oldest[status], counts.oldest[status]);
                 }
             }
             None if room => {

@@ -273,10 +273,7 @@ impl Reflect for Run {
         f(&mut self.lock().health)
     }
 
-    fn reported(&self, before: &Option<String>, problem: &Option<String>) {
-        if before == problem {
-            return;
-        }
+    fn reported(&self, problem: &Option<String>) {
         match problem {
             Some(e) => log::debug!("Probe of {}: {e}", self.collection.name),
             None => log::debug!("Probe of {}: listing and watching work again", self.collection.name),
