@@ -177,7 +177,6 @@ impl WatchHealth {
 }
 
 /// What a watch's owner made of one event ([`Reflect::next_event`]).
-#[derive(Debug)]
 pub(crate) enum Event {
     /// Applied: the watch works. `relist`: the owner wants what it
     /// watches listed again, at once.
