@@ -46,12 +46,6 @@ pub(super) enum ReadFrom {
     Latest,
 }
 
-/// Every page of one collection into a store (`opstatus once`), within
-/// the bounds of a watch's list: the latest, a consistent read.
-pub(crate) fn list_into(client: &mut Client, collection: &Collection, budget: Duration) -> Result<Store, KubeError> {
-    Listing::latest(budget).run(client, collection, "", &mut |_| {})
-}
-
 /// Whether a list from a version failed because the server no longer has
 /// that version (410, etcd compacted it) or does not have it yet (its
 /// watch cache is behind: client-go reads the latest then too).
@@ -108,8 +102,9 @@ impl Listing {
         }
     }
 
-    /// A list that always reads the latest.
-    fn latest(budget: Duration) -> Listing {
+    /// A list that always reads the latest, a consistent read (`opstatus
+    /// once`), within the same bounds.
+    pub(super) fn latest(budget: Duration) -> Listing {
         Listing { latest_only: true, from: ReadFrom::Latest, ..Listing::new(budget) }
     }
 

@@ -62,7 +62,6 @@ use crate::util::reported::Reported;
 use crate::util::shutdown::Nudge;
 use collection::Collection;
 use grammar::{IMPORTANT_ANNOTATION, ProbeSpec, ResourceType, UPGRADEABLE_ANNOTATION, spec_from_crd};
-use list::list_into;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use std::time::{Duration, Instant};
 use tally::Tally;
@@ -268,7 +267,7 @@ impl Prober {
         match self.nudge.clone() {
             None => {
                 for c in &collections {
-                    match list_into(client, c, self.list_budget) {
+                    match list::Listing::latest(self.list_budget).run(client, c, "", &mut |_| {}) {
                         Ok(mut store) => read(c, &mut store),
                         Err(e) => problems.push(format!("Cannot list {}: {}", c.name, e.granted_by(GRANT))),
                     }
