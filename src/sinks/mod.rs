@@ -53,39 +53,6 @@ pub(crate) enum Written {
     Updated,
 }
 
-/// What a sink last wrote: an intent equal to it needs no request until the
-/// next drift check. Forgotten on a failure, so the next check retries.
-pub(crate) struct LastWritten<T>(Option<T>);
-
-impl<T> Default for LastWritten<T> {
-    fn default() -> Self {
-        LastWritten(None)
-    }
-}
-
-impl<T: PartialEq> LastWritten<T> {
-    /// Whether `intent` is what was last written (compared as borrowed, so
-    /// a check allocates nothing to ask).
-    pub(crate) fn matches<Q: PartialEq + ?Sized>(&self, intent: &Q) -> bool
-    where
-        T: std::borrow::Borrow<Q>,
-    {
-        self.0.as_ref().is_some_and(|written| written.borrow() == intent)
-    }
-
-    /// Records the outcome of writing `intent`; an error becomes the
-    /// sentence `explain` makes of it.
-    pub(crate) fn record(
-        &mut self,
-        intent: T,
-        result: Result<Written, KubeError>,
-        explain: impl FnOnce(&KubeError) -> String,
-    ) -> Result<Written, String> {
-        self.0 = result.is_ok().then_some(intent);
-        result.map_err(|e| explain(&e))
-    }
-}
-
 /// Given an object's body as read, the body to write back (`None`: nothing
 /// changed) or why it cannot be.
 pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;

@@ -15,7 +15,7 @@
 
 use super::rewrite::{Rewrite, raw};
 use super::upgradeable::{HeldUpgradeable, state_name};
-use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
+use super::{Sink, Synced, Tick, Written, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::inertia::{PendingChange, Windows};
 use crate::kube::{Client, KubeError};
@@ -30,8 +30,9 @@ const GRANT: &str = "OLM grants get, update, patch on it to the operator's Servi
 pub(crate) struct OperatorConditionSink {
     pub namespace: String,
     pub name: String,
-    /// The conditions last written (or found already set).
-    written: LastWritten<Vec<Desired>>,
+    /// The conditions last written (or found already set): the same again
+    /// needs no request until the next drift check. Forgotten on a failure.
+    written: Option<Vec<Desired>>,
     /// Whether this cluster runs OLM v1 and not OLM's OperatorCondition
     /// API, asked once (two discovery reads) when a write is refused as
     /// not found or forbidden (the API server says 403 before it looks for
@@ -44,7 +45,7 @@ pub(crate) struct OperatorConditionSink {
 impl OperatorConditionSink {
     pub(crate) fn new(namespace: String, name: String, upgradeable: Windows) -> OperatorConditionSink {
         let upgradeable = HeldUpgradeable::new(upgradeable);
-        OperatorConditionSink { namespace, name, written: LastWritten::default(), olm_v1: None, upgradeable }
+        OperatorConditionSink { namespace, name, written: None, olm_v1: None, upgradeable }
     }
 
     fn path(&self) -> String {
@@ -74,7 +75,8 @@ impl OperatorConditionSink {
             self.olm_v1 = Some(served(client, OLM_V1) && !served(client, API));
         }
         let olm_v1 = self.olm_v1 == Some(true);
-        self.written.record(desired, result, |e| explain(e, &describe, olm_v1)).map(|written| (written, said))
+        self.written = result.is_ok().then_some(desired);
+        result.map(|written| (written, said)).map_err(|e| explain(&e, &describe, olm_v1))
     }
 }
 
@@ -100,7 +102,7 @@ impl Sink for OperatorConditionSink {
         let upgradeable =
             outcome.upgradeable.as_ref().map(|u| self.upgradeable.publish(u, tick.now, tick.wall).clone());
         let desired: Vec<Desired> = upgradeable.into_iter().chain(outcome.important.clone()).collect();
-        if desired.is_empty() || (self.written.matches(desired.as_slice()) && !tick.drift_check) {
+        if desired.is_empty() || (self.written.as_ref() == Some(&desired) && !tick.drift_check) {
             return Ok(Synced::Skipped);
         }
         match self.write(client, desired, &format_rfc3339(tick.wall))? {
@@ -119,7 +121,7 @@ impl Sink for OperatorConditionSink {
     }
 
     fn stand_by(&mut self) {
-        self.written = LastWritten::default();
+        self.written = None;
         self.upgradeable.forget();
     }
 

@@ -36,7 +36,7 @@
 pub(crate) mod intent;
 
 use super::upgradeable::{HeldUpgradeable, state_name};
-use super::{LastWritten, Sink, Synced, Tick, Written, read_modify_write};
+use super::{Sink, Synced, Tick, Written, read_modify_write};
 use crate::inertia::{Inertia, PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::status::Health;
@@ -68,7 +68,9 @@ pub(crate) struct ClusterOperatorSink {
     /// Whether the object was read back since the start or takeover.
     read_back: bool,
     upgradeable: HeldUpgradeable,
-    written: LastWritten<Intent>,
+    /// What was last written: the same intent again needs no request until
+    /// the next drift check. Forgotten on a failure, so the next check retries.
+    written: Option<Intent>,
 }
 
 impl ClusterOperatorSink {
@@ -93,7 +95,7 @@ impl ClusterOperatorSink {
             degraded_windows: degraded,
             read_back: false,
             upgradeable: HeldUpgradeable::new(upgradeable),
-            written: LastWritten::default(),
+            written: None,
         }
     }
 
@@ -134,8 +136,8 @@ impl ClusterOperatorSink {
                 other => break other,
             }
         };
-        let describe = self.describe();
-        self.written.record(intent, result, |e| explain(e, &describe))
+        self.written = result.is_ok().then_some(intent);
+        result.map_err(|e| explain(&e, &self.describe()))
     }
 
     /// Reads the object's conditions back before the first write after a
@@ -217,7 +219,7 @@ impl Sink for ClusterOperatorSink {
         // per heartbeat) and compared with what was last written: simpler
         // and surer than tracking each input's changes.
         let intent = Intent::new(&signals, self.targets.clone(), running, self.related.clone());
-        if self.written.matches(&intent) && !tick.drift_check {
+        if self.written.as_ref() == Some(&intent) && !tick.drift_check {
             return Ok(Synced::Skipped);
         }
         let summary = super::summarize(&intent.conditions);
@@ -244,7 +246,7 @@ impl Sink for ClusterOperatorSink {
     }
 
     fn stand_by(&mut self) {
-        self.written = LastWritten::default();
+        self.written = None;
         self.degraded = Inertia::new(self.degraded_windows);
         self.upgradeable.forget();
         self.read_back = false;
