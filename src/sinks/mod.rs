@@ -45,14 +45,6 @@ pub(crate) fn read_modify_write_bound() -> Duration {
     crate::kube::call_bound().saturating_mul(2 * CONFLICT_ATTEMPTS)
 }
 
-/// What a [`read_modify_write`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Written {
-    /// The object already said what we wanted: nothing was sent.
-    Unchanged,
-    Updated,
-}
-
 /// Given an object's body as read, the body to write back (`None`: nothing
 /// changed) or why it cannot be.
 pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
@@ -60,7 +52,8 @@ pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, Stri
 /// GETs `path`, lets `modify` change the object as read (it returns the
 /// body to write, `None`: nothing changed; [`rewrite`] parses only what it
 /// changes), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
-/// carrying the `resourceVersion` it read. A 409 starts over from a fresh
+/// carrying the `resourceVersion` it read; `true` when it wrote (`false`:
+/// the object already said it, nothing was sent). A 409 starts over from a fresh
 /// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
 /// a 403 naming `grant` as where the permission comes from. The body read
 /// is dropped before the write, and the server's answer to it is not kept.
@@ -71,17 +64,17 @@ pub(crate) fn read_modify_write(
     action: &str,
     grant: &'static str,
     modify: &mut RawModify<'_>,
-) -> Result<Written, KubeError> {
+) -> Result<bool, KubeError> {
     let mut attempt = 1;
-    let mut attempts = || -> Result<Written, KubeError> {
+    let mut attempts = || -> Result<bool, KubeError> {
         loop {
             let read = client.get_required(path, &format!("get {action}"))?;
             let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
-                return Ok(Written::Unchanged);
+                return Ok(false);
             };
             drop(read);
             match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
-                Ok(()) => return Ok(Written::Updated),
+                Ok(()) => return Ok(true),
                 Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
                     log::debug!("{action}: conflict on attempt {attempt}, reading again");
                     attempt += 1;
@@ -105,12 +98,6 @@ pub(crate) fn read_conditions(
     let Some(body) = client.get_path(path, action).map_err(|e| e.granted_by(grant))? else { return Ok(Vec::new()) };
     let read = rewrite::Rewrite::parse(&body, key, kind).and_then(|o| o.field("conditions"));
     Ok(read.map_err(|message| KubeError::Response { message })?.unwrap_or_default())
-}
-
-/// `Upgradeable=False, Important=True`: what a write said, for its log line.
-pub(crate) fn summarize(conditions: &[crate::conditions::Desired]) -> String {
-    let said: Vec<String> = conditions.iter().map(|c| format!("{}={}", c.kind, c.status.as_str())).collect();
-    said.join(", ")
 }
 
 /// What a sink is given on each check: the tick's one observation and

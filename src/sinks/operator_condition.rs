@@ -15,7 +15,7 @@
 
 use super::rewrite::{Rewrite, raw};
 use super::upgradeable::{HeldUpgradeable, state_name};
-use super::{Sink, Synced, Tick, Written, read_modify_write};
+use super::{Sink, Synced, Tick, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::inertia::{PendingChange, Windows};
 use crate::kube::{Client, KubeError};
@@ -52,10 +52,10 @@ impl OperatorConditionSink {
         format!("{API}/namespaces/{}/operatorconditions/{}", self.namespace, self.name)
     }
 
-    /// Brings the owned conditions to `desired` at `now` (RFC 3339), and
-    /// says what changed (for the log line). Errors are sentences for the
-    /// status's reason.
-    fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<(Written, String), String> {
+    /// Brings the owned conditions to `desired` at `now` (RFC 3339); an
+    /// update says what changed (for the log line). Errors are sentences
+    /// for the status's reason.
+    fn write(&mut self, client: &mut Client, desired: Vec<Desired>, now: &str) -> Result<Synced, String> {
         let action = format!("operatorconditions {:?} in namespace {:?}", self.name, self.namespace);
         let mut said = String::new();
         let result = read_modify_write(client, &self.path(), "", &action, GRANT, &mut |body| {
@@ -76,7 +76,8 @@ impl OperatorConditionSink {
         }
         let olm_v1 = self.olm_v1 == Some(true);
         self.written = result.is_ok().then_some(desired);
-        result.map(|written| (written, said)).map_err(|e| explain(&e, &describe, olm_v1))
+        let written = result.map_err(|e| explain(&e, &describe, olm_v1))?;
+        Ok(if written { Synced::Updated(said) } else { Synced::Unchanged })
     }
 }
 
@@ -105,10 +106,7 @@ impl Sink for OperatorConditionSink {
         if desired.is_empty() || (self.written.as_ref() == Some(&desired) && !tick.drift_check) {
             return Ok(Synced::Skipped);
         }
-        match self.write(client, desired, &format_rfc3339(tick.wall))? {
-            (Written::Updated, said) => Ok(Synced::Updated(said)),
-            (Written::Unchanged, _) => Ok(Synced::Unchanged),
-        }
+        self.write(client, desired, &format_rfc3339(tick.wall))
     }
 
     fn worst_case(&self) -> std::time::Duration {

@@ -36,7 +36,7 @@
 pub(crate) mod intent;
 
 use super::upgradeable::{HeldUpgradeable, state_name};
-use super::{Sink, Synced, Tick, Written, read_modify_write};
+use super::{Sink, Synced, Tick, read_modify_write};
 use crate::inertia::{Inertia, PendingChange, Windows};
 use crate::kube::{Client, KubeError};
 use crate::status::Health;
@@ -121,8 +121,9 @@ impl ClusterOperatorSink {
     }
 
     /// Creates the object when missing, then writes the status when it
-    /// differs from `intent`. Errors are sentences for the status's reason.
-    fn write(&mut self, client: &mut Client, intent: Intent, now: &str) -> Result<Written, String> {
+    /// differs from `intent`; an update is summarised (`Upgradeable=False,
+    /// ...`) for the log line. Errors are sentences for the status's reason.
+    fn write(&mut self, client: &mut Client, intent: Intent, now: &str) -> Result<Synced, String> {
         let path = format!("{API}/clusteroperators/{}", self.name);
         let action = format!("clusteroperators {:?}", self.name);
         let mut created = false;
@@ -136,8 +137,10 @@ impl ClusterOperatorSink {
                 other => break other,
             }
         };
+        let said: Vec<String> = intent.conditions.iter().map(|c| format!("{}={}", c.kind, c.status.as_str())).collect();
         self.written = result.is_ok().then_some(intent);
-        result.map_err(|e| explain(&e, &self.describe()))
+        let written = result.map_err(|e| explain(&e, &self.describe()))?;
+        Ok(if written { Synced::Updated(said.join(", ")) } else { Synced::Unchanged })
     }
 
     /// Reads the object's conditions back before the first write after a
@@ -222,11 +225,7 @@ impl Sink for ClusterOperatorSink {
         if self.written.as_ref() == Some(&intent) && !tick.drift_check {
             return Ok(Synced::Skipped);
         }
-        let summary = super::summarize(&intent.conditions);
-        match self.write(client, intent, &format_rfc3339(tick.wall))? {
-            Written::Updated => Ok(Synced::Updated(summary)),
-            Written::Unchanged => Ok(Synced::Unchanged),
-        }
+        self.write(client, intent, &format_rfc3339(tick.wall))
     }
 
     /// A read that finds the object missing, its creation, then the
