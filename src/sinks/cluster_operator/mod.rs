@@ -213,10 +213,7 @@ impl Sink for ClusterOperatorSink {
             watched: observation.operator.is_some(),
             verdict: tick.verdict,
             degraded,
-            upgradeable: match &upgradeable {
-                Ok(held) => Ok(held.as_deref()),
-                Err(()) => Err(()),
-            },
+            upgradeable,
         };
         // Built on every check (a few small strings per check interval, not
         // per heartbeat) and compared with what was last written: simpler
