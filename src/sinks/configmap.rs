@@ -175,10 +175,7 @@ impl StatusConfigMap {
 
     /// Reads the ConfigMap's version and lock; `None` when it is missing.
     pub(crate) fn read(&self, client: &mut Client) -> Result<Option<Current>, KubeError> {
-        match self.fetch(client)? {
-            Some(body) => seen(&body).map(Some),
-            None => Ok(None),
-        }
+        self.fetch(client)?.map(|body| seen(&body)).transpose()
     }
 
     /// Writes `status` and the lock `record`, against `resource_version`:
@@ -219,11 +216,8 @@ pub(crate) fn seen(body: &[u8]) -> Result<Current, KubeError> {
 }
 
 fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, KubeError> {
-    serde_json::from_slice(body).map_err(not_a_configmap)
-}
-
-fn not_a_configmap(why: impl std::fmt::Display) -> KubeError {
-    KubeError::Response { message: format!("the API server's answer is not a ConfigMap: {why}") }
+    let message = |why| format!("the API server's answer is not a ConfigMap: {why}");
+    serde_json::from_slice(body).map_err(|why| KubeError::Response { message: message(why) })
 }
 
 #[cfg(test)]
