@@ -158,7 +158,7 @@ impl Kube9Client {
     /// Loads the CA bundle: configuration errors (exit 2). The URL was
     /// checked with its flag; an `http://` one must have passed
     /// [`check_transport`], and is warned about here, once, at start.
-    pub(crate) fn new(server_url: &str, ca_file: Option<&Path>, need_tls_roots: bool) -> Result<Kube9Client, String> {
+    pub(crate) fn new(server_url: &str, ca_file: Option<&Path>) -> Result<Kube9Client, String> {
         let server = server_url.trim_end_matches('/').to_string();
         let https = server.starts_with("https://");
         if !https {
@@ -167,7 +167,7 @@ impl Kube9Client {
             );
         }
         let mut tls = None;
-        if https && need_tls_roots {
+        if https {
             let (pem, source) = match ca_file {
                 Some(path) => (
                     files::read_bounded(path, files::CA_LIMIT, "--server-ca-file").map_err(|e| e.to_string())?,
@@ -423,10 +423,10 @@ mod tests {
     #[test]
     fn the_client_posts_under_the_server_url_and_reads_its_ca_file() {
         assert_eq!(
-            Kube9Client::new("http://127.0.0.1:9/", None, true).unwrap().register_url,
+            Kube9Client::new("http://127.0.0.1:9/", None).unwrap().register_url,
             "http://127.0.0.1:9/v1/operator/register"
         );
-        let e = Kube9Client::new("https://x", Some(Path::new("/nonexistent/ca.pem")), true).err().unwrap();
+        let e = Kube9Client::new("https://x", Some(Path::new("/nonexistent/ca.pem"))).err().unwrap();
         assert!(e.starts_with("cannot read --server-ca-file /nonexistent/ca.pem"), "{e}");
     }
 }

@@ -213,7 +213,7 @@ pub(crate) fn from_settings(
     if !source.is_configured() {
         return Ok(None);
     }
-    let client = Kube9Client::new(server_url, server_ca_file, true)?;
+    let client = Kube9Client::new(server_url, server_ca_file)?;
     Ok(Some(ProTier::new(source, client, cluster_identifier, operator_version)))
 }
 

@@ -82,13 +82,6 @@ impl Outcome {
     }
 }
 
-/// `now + wait`, or `None` (no attempt scheduled) if that is past what an
-/// `Instant` can hold: with the clamps above it never is, and a deadline
-/// must not abort the process.
-fn after(now: Instant, wait: Duration) -> Option<Instant> {
-    now.checked_add(wait)
-}
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum State {
     /// No key, or a key that has not registered yet.
@@ -148,12 +141,12 @@ impl Registration {
                 self.error = None;
                 self.backoff.reset();
                 self.status_interval = status_interval;
-                self.next_attempt = after(now, reregistration.unwrap_or(DEFAULT_REREGISTRATION));
+                self.next_attempt = now.checked_add(reregistration.unwrap_or(DEFAULT_REREGISTRATION));
             }
             Outcome::Unauthorized => {
                 self.state = State::Rejected;
                 self.status_interval = None;
-                self.fail("API key validation failed: 401 Unauthorized".into(), after(now, REJECTED_RETRY));
+                self.fail("API key validation failed: 401 Unauthorized".into(), now.checked_add(REJECTED_RETRY));
             }
             Outcome::RateLimited { retry_after } => {
                 let wait = match retry_after {
@@ -161,14 +154,14 @@ impl Registration {
                     None => self.backoff.next_delay(random, None),
                 };
                 let reason = format!("kube9-server is rate limiting registration; retrying in {}s", wait.as_secs());
-                self.fail(reason, after(now, wait));
+                self.fail(reason, now.checked_add(wait));
             }
             Outcome::BadRequest { details } => {
                 self.fail(format!("kube9-server rejected the registration request: {details}"), None);
             }
             Outcome::Failed { reason } => {
                 let wait = self.backoff.next_delay(random, None);
-                self.fail(reason, after(now, wait));
+                self.fail(reason, now.checked_add(wait));
             }
         }
     }
