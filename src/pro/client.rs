@@ -128,7 +128,8 @@ pub(crate) struct RegisterRequest {
 pub(crate) struct Kube9Client {
     agent: ureq::Agent,
     register_url: String,
-    server: String,
+    /// The server's URL, as log lines name it.
+    pub server: String,
 }
 
 /// The rules for how the key may travel, checked with the settings (exit
@@ -222,10 +223,6 @@ impl Kube9Client {
             Ok(body) => classify(code, &body, retry_after),
             Err(e) => Outcome::Failed { reason: format!("kube9-server's answer could not be read: {}", describe(&e)) },
         }
-    }
-
-    pub(crate) fn server(&self) -> &str {
-        &self.server
     }
 }
 

@@ -62,25 +62,6 @@ pub(crate) fn registration_problem(
 }
 
 impl ProTier {
-    pub(crate) fn new(
-        source: ApiKeySource,
-        kube9: Kube9Client,
-        cluster_identifier: String,
-        operator_version: String,
-    ) -> ProTier {
-        ProTier {
-            source,
-            key: None,
-            key_error: Reported::default(),
-            registration: Registration::default(),
-            kube9,
-            cluster_identifier,
-            operator_version,
-            kubernetes_version: None,
-            jitter: Jitter::from_os(),
-        }
-    }
-
     /// Re-reads the key, and registers when due.
     fn check(&mut self, kube: &mut Client, now: Instant) {
         self.reload_key(now);
@@ -97,7 +78,7 @@ impl ProTier {
         let outcome = self.kube9.register(&key, &request);
         match &outcome {
             Outcome::Registered { cluster_id, .. } => {
-                log::info!("Registered with kube9-server {}: clusterId={cluster_id}, tier=pro", self.kube9.server())
+                log::info!("Registered with kube9-server {}: clusterId={cluster_id}, tier=pro", self.kube9.server)
             }
             Outcome::BadRequest { details } => {
                 log::error!(
@@ -146,21 +127,6 @@ impl ProTier {
         }
         self.kubernetes_version.clone().unwrap_or_else(|| "unknown".into())
     }
-
-    pub(crate) fn view(&self) -> ProFields {
-        let registered = self.registration.registered();
-        ProFields {
-            mode: if self.key.is_some() && !self.registration.rejected() { Mode::Enabled } else { Mode::Operated },
-            tier: if registered { Tier::Pro } else { Tier::Free },
-            registered,
-            cluster_id: self.registration.cluster_id().map(String::from),
-        }
-    }
-
-    /// The heartbeat interval kube9-server asked for, while registered.
-    pub(crate) fn status_interval(&self) -> Option<Duration> {
-        self.registration.status_interval()
-    }
 }
 
 impl Signal for ProTier {
@@ -169,15 +135,21 @@ impl Signal for ProTier {
         if let Some(why) = self.key_error.get() {
             into.problems.push(Problem::configuration(why));
         }
-        let registration = &self.registration;
+        let (registration, registered) = (&self.registration, self.registration.registered());
         into.problems.extend(registration_problem(
             self.key.is_some(),
-            registration.registered(),
+            registered,
             registration.failures(),
             registration.error(),
         ));
-        into.pro = self.view();
-        into.asked_interval = self.status_interval();
+        into.pro = ProFields {
+            mode: if self.key.is_some() && !registration.rejected() { Mode::Enabled } else { Mode::Operated },
+            tier: if registered { Tier::Pro } else { Tier::Free },
+            registered,
+            cluster_id: registration.cluster_id().map(String::from),
+        };
+        // The heartbeat interval kube9-server asked for, while registered.
+        into.asked_interval = registration.status_interval();
     }
 
     /// A due registration: the API server's version and node count (two
@@ -213,8 +185,17 @@ pub(crate) fn from_settings(
     if !source.is_configured() {
         return Ok(None);
     }
-    let client = Kube9Client::new(server_url, server_ca_file)?;
-    Ok(Some(ProTier::new(source, client, cluster_identifier, operator_version)))
+    Ok(Some(ProTier {
+        source,
+        key: None,
+        key_error: Reported::default(),
+        registration: Registration::default(),
+        kube9: Kube9Client::new(server_url, server_ca_file)?,
+        cluster_identifier,
+        operator_version,
+        kubernetes_version: None,
+        jitter: Jitter::from_os(),
+    }))
 }
 
 #[cfg(test)]
