@@ -88,9 +88,9 @@ impl ProTier {
             _ => {}
         }
         self.registration.record(outcome, Instant::now(), self.jitter.next_u64());
-        if let Some(reason) = self.registration.error() {
+        if let Some(reason) = self.registration.error.as_deref() {
             let retry =
-                self.registration.next_attempt().map(|t| t.saturating_duration_since(Instant::now()).as_secs_f64());
+                self.registration.next_attempt.map(|t| t.saturating_duration_since(Instant::now()).as_secs_f64());
             match retry {
                 Some(secs) => log::error!("Registration failed: {reason}; retrying in {secs:.0}s"),
                 None => log::error!("Registration failed: {reason}"),
@@ -139,8 +139,8 @@ impl Signal for ProTier {
         into.problems.extend(registration_problem(
             self.key.is_some(),
             registered,
-            registration.failures(),
-            registration.error(),
+            registration.failures,
+            registration.error.as_deref(),
         ));
         into.pro = ProFields {
             mode: if self.key.is_some() && !registration.rejected() { Mode::Enabled } else { Mode::Operated },

@@ -96,10 +96,12 @@ enum State {
 #[derive(Clone, Debug)]
 pub(crate) struct Registration {
     state: State,
-    failures: u32,
-    error: Option<String>,
+    /// Consecutive failed attempts.
+    pub failures: u32,
+    /// Why the last attempt failed.
+    pub error: Option<String>,
     /// When to try next; `None` when not to try (no key, or a 400).
-    next_attempt: Option<Instant>,
+    pub next_attempt: Option<Instant>,
     backoff: Backoff,
     status_interval: Option<Duration>,
 }
@@ -126,10 +128,6 @@ impl Registration {
     /// Whether an attempt is due.
     pub(crate) fn due(&self, now: Instant) -> bool {
         self.next_attempt.is_some_and(|t| t <= now)
-    }
-
-    pub(crate) fn next_attempt(&self) -> Option<Instant> {
-        self.next_attempt
     }
 
     /// Applies an attempt's outcome. `random` spreads the backoff.
@@ -188,16 +186,6 @@ impl Registration {
         }
     }
 
-    /// Consecutive failed attempts.
-    pub(crate) fn failures(&self) -> u32 {
-        self.failures
-    }
-
-    /// Why the last attempt failed.
-    pub(crate) fn error(&self) -> Option<&str> {
-        self.error.as_deref()
-    }
-
     /// The heartbeat interval the server asked for, while registered.
     pub(crate) fn status_interval(&self) -> Option<Duration> {
         self.status_interval.filter(|_| self.registered())
@@ -239,7 +227,7 @@ mod tests {
         assert!(r.due(now));
         r.record(registered("cls_1"), now, 0);
         assert!(r.registered() && !r.rejected());
-        assert_eq!((r.cluster_id(), r.failures(), r.error()), (Some("cls_1"), 0, None));
+        assert_eq!((r.cluster_id(), r.failures, r.error.as_deref()), (Some("cls_1"), 0, None));
         assert_eq!(r.status_interval(), Some(Duration::from_secs(30)));
         assert!(!r.due(now + 119 * MIN));
         assert!(r.due(now + 120 * MIN), "re-registers after reregistrationIntervalHours");
@@ -254,11 +242,11 @@ mod tests {
         r.record(Outcome::Unauthorized, now, 0);
         assert!(r.rejected() && !r.registered());
         assert_eq!((r.cluster_id(), r.status_interval()), (None, None));
-        assert_eq!(r.error(), Some("API key validation failed: 401 Unauthorized"));
+        assert_eq!(r.error.as_deref(), Some("API key validation failed: 401 Unauthorized"));
         assert!(!r.due(now + REJECTED_RETRY - MIN));
         assert!(r.due(now + REJECTED_RETRY));
         r.key_changed(true, now + MIN);
-        assert!(r.due(now + MIN) && !r.rejected() && r.error().is_none() && r.failures() == 0);
+        assert!(r.due(now + MIN) && !r.rejected() && r.error.as_deref().is_none() && r.failures == 0);
     }
 
     #[test]
@@ -268,9 +256,9 @@ mod tests {
         r.key_changed(true, now);
         r.record(Outcome::RateLimited { retry_after: Some(Duration::from_secs(90)) }, now, 0);
         assert!(!r.due(now + Duration::from_secs(89)) && r.due(now + Duration::from_secs(90)));
-        assert_eq!(r.error(), Some("kube9-server is rate limiting registration; retrying in 90s"));
+        assert_eq!(r.error.as_deref(), Some("kube9-server is rate limiting registration; retrying in 90s"));
         r.record(Outcome::RateLimited { retry_after: None }, now, 0);
-        assert_eq!(r.next_attempt(), Some(now + FAILURE_BASE), "no Retry-After: the backoff");
+        assert_eq!(r.next_attempt, Some(now + FAILURE_BASE), "no Retry-After: the backoff");
     }
 
     #[test]
@@ -286,7 +274,7 @@ mod tests {
                 reregistration: Some(reregistration),
             };
             r.record(outcome, now, 0);
-            (r.next_attempt().map(|t| t - now), r.status_interval())
+            (r.next_attempt.map(|t| t - now), r.status_interval())
         };
         // 3e15 hours, as a server could send it: a week, no overflow.
         let absurd = Duration::from_secs(3_000_000_000_000_000u64.saturating_mul(3600));
@@ -299,8 +287,8 @@ mod tests {
         r.key_changed(true, now);
         for asked in [Duration::MAX, Duration::from_secs(u64::MAX), 2 * hour] {
             r.record(Outcome::RateLimited { retry_after: Some(asked) }, now, 0);
-            assert_eq!(r.next_attempt(), Some(now + MAX_RETRY), "{asked:?}");
-            assert_eq!(r.error(), Some("kube9-server is rate limiting registration; retrying in 3600s"));
+            assert_eq!(r.next_attempt, Some(now + MAX_RETRY), "{asked:?}");
+            assert_eq!(r.error.as_deref(), Some("kube9-server is rate limiting registration; retrying in 3600s"));
         }
     }
 
@@ -312,13 +300,13 @@ mod tests {
         // Each wait is jittered between 5 minutes and 5, 10, 20, 40, 60, 60.
         for (n, ceiling_minutes) in [5, 10, 20, 40, 60, 60].into_iter().enumerate() {
             r.record(failed(), now, 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(n as u64 + 1));
-            let wait = r.next_attempt().unwrap() - now;
+            let wait = r.next_attempt.unwrap() - now;
             assert!(wait >= FAILURE_BASE && wait <= MIN * ceiling_minutes, "failure {n}: {wait:?}");
         }
-        assert_eq!(r.failures(), 6);
-        assert_eq!(r.error(), Some("Failed to connect to kube9-server: connection refused"));
+        assert_eq!(r.failures, 6);
+        assert_eq!(r.error.as_deref(), Some("Failed to connect to kube9-server: connection refused"));
         r.record(registered("cls_2"), now, 0);
-        assert_eq!((r.failures(), r.error()), (0, None));
+        assert_eq!((r.failures, r.error.as_deref()), (0, None));
     }
 
     #[test]
@@ -329,7 +317,7 @@ mod tests {
         r.record(registered("cls_1"), now, 0);
         r.record(failed(), now, 0);
         assert!(r.registered());
-        assert_eq!((r.cluster_id(), r.failures()), (Some("cls_1"), 1));
+        assert_eq!((r.cluster_id(), r.failures), (Some("cls_1"), 1));
     }
 
     #[test]
@@ -338,10 +326,10 @@ mod tests {
         let mut r = Registration::default();
         r.key_changed(true, now);
         r.record(Outcome::BadRequest { details: "approximateNodeCount must be a number".into() }, now, 0);
-        assert_eq!(r.next_attempt(), None);
+        assert_eq!(r.next_attempt, None);
         assert!(!r.due(now + REJECTED_RETRY * 10));
         assert_eq!(
-            r.error(),
+            r.error.as_deref(),
             Some("kube9-server rejected the registration request: approximateNodeCount must be a number")
         );
         r.key_changed(true, now);
