@@ -45,47 +45,39 @@ impl StatusView {
     /// budget. Readers ignore fields they do not know.
     pub(crate) fn to_json(&self) -> String {
         let text = |v: &str| serde_json::to_string(v).expect("a string serialises");
+        let texts = |v: &[String]| serde_json::to_string(v).expect("strings serialise");
         let mut json = serde_json::to_string(&self.doc).expect("a document serialises");
         json.pop(); // the closing brace
-        json.push_str(",\"publisher\":");
-        json.push_str(&self.publisher.as_deref().map_or("null".into(), text));
-        json.push_str(if self.publishing { ",\"publishing\":true" } else { ",\"publishing\":false" });
+        let mut put = |key: &str, value: String| json.push_str(&format!(",\"{key}\":{value}"));
+        put("publisher", self.publisher.as_deref().map_or("null".into(), text));
+        put("publishing", self.publishing.to_string());
         if let Some(why) = &self.write_error {
-            json.push_str(",\"writeError\":");
-            json.push_str(&text(why));
+            put("writeError", text(why));
         }
         if let Some(writer) = &self.yielded_to {
-            json.push_str(",\"yieldedTo\":");
-            json.push_str(&text(writer));
+            put("yieldedTo", text(writer));
         }
-        json.push_str(",\"credentials\":");
-        json.push_str(&text(&self.credentials));
+        put("credentials", text(&self.credentials));
         if let Some(writer) = &self.overwriting {
-            json.push_str(",\"overwriting\":");
-            json.push_str(&text(writer));
+            put("overwriting", text(writer));
         }
         if !self.unseen.is_empty() {
-            json.push_str(",\"unseenConditions\":");
-            json.push_str(&serde_json::to_string(&self.unseen).expect("strings serialise"));
+            put("unseenConditions", texts(&self.unseen));
         }
         if !self.listing.is_empty() {
-            json.push_str(",\"listing\":");
-            json.push_str(&serde_json::to_string(&self.listing).expect("strings serialise"));
+            put("listing", texts(&self.listing));
         }
         if !self.pending.is_empty() {
-            json.push_str(",\"pending\":[");
-            for (i, p) in self.pending.iter().enumerate() {
-                json.push_str(if i == 0 { "{\"output\":" } else { ",{\"output\":" });
-                json.push_str(&text(&p.output));
-                json.push_str(",\"state\":");
-                json.push_str(&text(&p.state));
-                json.push_str(",\"since\":");
-                json.push_str(&text(&format_rfc3339(p.since)));
-                json.push_str(",\"publishAt\":");
-                json.push_str(&text(&format_rfc3339(p.due)));
-                json.push('}');
-            }
-            json.push(']');
+            let pending: Vec<String> = self
+                .pending
+                .iter()
+                .map(|p| {
+                    let (output, state, since, due) =
+                        (text(&p.output), text(&p.state), format_rfc3339(p.since), format_rfc3339(p.due));
+                    format!("{{\"output\":{output},\"state\":{state},\"since\":\"{since}\",\"publishAt\":\"{due}\"}}")
+                })
+                .collect();
+            put("pending", format!("[{}]", pending.join(",")));
         }
         if !self.conditions.is_empty() {
             json.push_str(",\"conditions\":");
