@@ -295,24 +295,14 @@ impl Expr {
 /// dominant value wins and is explained by the operands that have it;
 /// otherwise unknown beats the other value; otherwise both operands explain.
 fn combine(a: (Truth, Vec<String>), b: (Truth, Vec<String>), dominant: Truth) -> (Truth, Vec<String>) {
-    let pick = |want: Truth, a: (Truth, Vec<String>), b: (Truth, Vec<String>)| {
-        let mut terms = Vec::new();
-        for (truth, t) in [a, b] {
-            if truth == want {
-                terms.extend(t);
-            }
-        }
-        (want, terms)
+    let result = match (a.0, b.0) {
+        (x, y) if x == dominant || y == dominant => dominant,
+        (Truth::Unknown, _) | (_, Truth::Unknown) => Truth::Unknown,
+        // Both the other value.
+        (x, _) => x,
     };
-    match (a.0, b.0) {
-        (x, y) if x == dominant || y == dominant => pick(dominant, a, b),
-        (Truth::Unknown, _) | (_, Truth::Unknown) => pick(Truth::Unknown, a, b),
-        (x, _) => {
-            let (mut terms, more) = (a.1, b.1);
-            terms.extend(more);
-            (x, terms)
-        }
-    }
+    let terms = [a, b].into_iter().filter(|(truth, _)| *truth == result).flat_map(|(_, terms)| terms).collect();
+    (result, terms)
 }
 
 #[cfg(test)]
