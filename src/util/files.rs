@@ -47,41 +47,27 @@ const O_NONBLOCK: i32 = if cfg!(all(
     0
 };
 
-/// Why a file could not be read; its `Display` names the file and `what`
-/// it is for (`token file`, `API key file`, …).
+/// Why a file could not be read, in words that name the file and what it
+/// is for (`token file`, `API key file`, …).
 #[derive(Debug)]
-pub(crate) enum FileError {
-    /// Opening or reading failed (missing, permission denied, …).
-    Io { what: String, path: String, error: io::Error },
-    /// A FIFO, a device, a directory or a socket.
-    NotRegular { what: String, path: String, kind: &'static str },
-    /// Larger than the limit of its kind.
-    TooLarge { what: String, path: String, limit: u64 },
+pub(crate) struct FileError {
+    message: String,
+    not_found: bool,
 }
 
 impl FileError {
     /// True when the file does not exist (callers for which a missing file
     /// has a meaning: an optional Secret, a version file not written yet).
     pub(crate) fn is_not_found(&self) -> bool {
-        matches!(self, FileError::Io { error, .. } if error.kind() == io::ErrorKind::NotFound)
+        self.not_found
     }
 }
 
 impl fmt::Display for FileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FileError::Io { what, path, error } => write!(f, "cannot read {what} {path}: {error}"),
-            FileError::NotRegular { what, path, kind } => {
-                write!(f, "{what} {path} is {kind}, not a regular file")
-            }
-            FileError::TooLarge { what, path, limit } => {
-                write!(f, "{what} {path} is larger than {} (the limit for a {what})", human(*limit))
-            }
-        }
+        f.write_str(&self.message)
     }
 }
-
-impl std::error::Error for FileError {}
 
 fn human(bytes: u64) -> String {
     match bytes {
@@ -94,9 +80,13 @@ fn human(bytes: u64) -> String {
 /// Reads the regular file at `path` (links followed), at most `limit`
 /// bytes, without ever blocking on it. `what` names it in errors.
 pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8>, FileError> {
-    let shown = || path.display().to_string();
-    let io_error = |error| FileError::Io { what: what.to_string(), path: shown(), error };
-    let refuse = |kind| FileError::NotRegular { what: what.to_string(), path: shown(), kind };
+    let shown = path.display();
+    let io_error = |error: io::Error| FileError {
+        not_found: error.kind() == io::ErrorKind::NotFound,
+        message: format!("cannot read {what} {shown}: {error}"),
+    };
+    let refuse =
+        |kind| FileError { message: format!("{what} {shown} is {kind}, not a regular file"), not_found: false };
     // Checked before opening as well, where O_NONBLOCK has no known value.
     if O_NONBLOCK == 0 {
         let kind = std::fs::metadata(path).map_err(io_error)?.file_type();
@@ -117,7 +107,8 @@ pub(crate) fn read_bounded(path: &Path, limit: u64, what: &str) -> Result<Vec<u8
     let mut data = Vec::with_capacity(metadata.len().min(limit) as usize + 1);
     file.take(limit + 1).read_to_end(&mut data).map_err(io_error)?;
     if data.len() as u64 > limit {
-        return Err(FileError::TooLarge { what: what.to_string(), path: shown(), limit });
+        let message = format!("{what} {shown} is larger than {} (the limit for a {what})", human(limit));
+        return Err(FileError { message, not_found: false });
     }
     Ok(data)
 }
@@ -168,7 +159,7 @@ mod tests {
         std::fs::write(&path, vec![b'a'; 4096]).unwrap();
         assert_eq!(read_bounded(&path, 4096, "token file").unwrap().len(), 4096);
         let e = read_bounded(&path, 4095, "token file").unwrap_err();
-        assert!(matches!(e, FileError::TooLarge { limit: 4095, .. }), "{e}");
+        assert!(e.to_string().contains("is larger than 4095 bytes"), "{e}");
         let e = read_bounded(&path, 1024, "token file").unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -196,7 +187,8 @@ mod tests {
         assert!(e.to_string().ends_with("is a directory, not a regular file"), "{e}");
         // A link to a device is what a planted file would be.
         std::os::unix::fs::symlink("/dev/zero", dir.0.join("zero")).unwrap();
-        assert!(matches!(read_bounded(&dir.0.join("zero"), 10, "x"), Err(FileError::NotRegular { .. })));
+        let e = read_bounded(&dir.0.join("zero"), 10, "x").unwrap_err();
+        assert!(e.to_string().ends_with("is a character device, not a regular file"), "{e}");
 
         let fifo = dir.0.join("fifo");
         let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
