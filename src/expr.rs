@@ -62,7 +62,6 @@ impl fmt::Display for ParseError {
     }
 }
 
-impl std::error::Error for ParseError {}
 
 /// The longest expression accepted; also bounds the parser's recursion.
 pub(crate) const MAX_LEN: usize = 1024;
