@@ -62,7 +62,6 @@ impl fmt::Display for ParseError {
     }
 }
 
-
 /// The longest expression accepted; also bounds the parser's recursion.
 pub(crate) const MAX_LEN: usize = 1024;
 
@@ -94,12 +93,6 @@ impl Token {
     }
 }
 
-/// Characters of a condition type name (metav1's `type` pattern allows a
-/// DNS-subdomain prefix with `/`, then letters, digits, `-`, `_`, `.`).
-fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/')
-}
-
 /// Tokens with their 1-based columns.
 fn tokenize(input: &str) -> Result<Vec<(Token, usize)>, ParseError> {
     let chars: Vec<char> = input.chars().collect();
@@ -124,9 +117,12 @@ fn tokenize(input: &str) -> Result<Vec<(Token, usize)>, ParseError> {
             }
             _ if c.is_ascii_alphanumeric() => {
                 let start = i;
-                while i < chars.len() && is_name_char(chars[i]) {
-                    i += 1;
-                }
+                // metav1's `type` pattern allows a DNS-subdomain prefix with
+                // `/`, then letters, digits, `-`, `_`, `.`.
+                i += chars[i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+                    .count();
                 let name: String = chars[start..i].iter().collect();
                 if !chars[i - 1].is_ascii_alphanumeric() {
                     return Err(ParseError {

@@ -13,4 +13,3 @@ impl fmt::Display for ConfigError {
         f.write_str(&self.0)
     }
 }
-

@@ -16,7 +16,10 @@ pub(crate) const MAX_FOREIGN: usize = 1024;
 pub(crate) fn sanitize(text: &str, max: usize) -> String {
     let mut out = String::with_capacity(text.len().min(max));
     for c in text.chars() {
-        let c = if c.is_control() || is_bidi_control(c) { ' ' } else { c };
+        // The Unicode controls that reorder displayed text ("Trojan Source").
+        let bidi =
+            matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}');
+        let c = if c.is_control() || bidi { ' ' } else { c };
         if out.len() + c.len_utf8() > max {
             // Make room for the ellipsis (3 bytes) within `max`.
             while out.len() + '…'.len_utf8() > max && out.pop().is_some() {}
@@ -28,11 +31,6 @@ pub(crate) fn sanitize(text: &str, max: usize) -> String {
         out.push(c);
     }
     out
-}
-
-/// The Unicode controls that reorder displayed text ("Trojan Source").
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
 }
 
 #[cfg(test)]

@@ -84,13 +84,9 @@ fn digits(s: &str, r: std::ops::Range<usize>) -> Option<i64> {
     if part.bytes().all(|c| c.is_ascii_digit()) { part.parse().ok() } else { None }
 }
 
-fn is_leap(y: i64) -> bool {
-    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
-}
-
 fn days_in_month(y: i64, m: i64) -> i64 {
     match m {
-        2 if is_leap(y) => 29,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
