@@ -235,7 +235,17 @@ impl LeaderEndpoints {
             Err(e) => {
                 let delay = self.backoff.next_delay(self.jitter.next_u64(), e.retry_after());
                 self.retry_at = Some(now + delay);
-                Some(self.explain(e))
+                let why = match e.code() {
+                    // An apply creates a missing slice: a 404 is the API not served.
+                    Some(404) => "this API server does not serve discovery.k8s.io/v1 EndpointSlices; --leader-service \
+                                  needs Kubernetes 1.21 or later"
+                        .to_string(),
+                    _ => e.granted_by(GRANT).to_string(),
+                };
+                Some(format!(
+                    "Cannot write EndpointSlice {}/{} of the leader's Service: {why}",
+                    self.namespace, self.service
+                ))
             }
         };
         self.failure.update(failure, log::Level::Warn, "The leader's EndpointSlice can be written again");
@@ -357,19 +367,6 @@ impl LeaderEndpoints {
             "endpoints": endpoints,
             "ports": ports,
         })
-    }
-
-    /// A failure in words an admin can act on.
-    fn explain(&self, e: KubeError) -> String {
-        let slice = format!("EndpointSlice {}/{}", self.namespace, self.service);
-        // An apply creates a missing slice: a 404 is the API not served.
-        if e.code() == Some(404) {
-            return format!(
-                "Cannot write {slice} of the leader's Service: this API server does not serve discovery.k8s.io/v1 \
-                 EndpointSlices; --leader-service needs Kubernetes 1.21 or later"
-            );
-        }
-        format!("Cannot write {slice} of the leader's Service: {}", e.granted_by(GRANT))
     }
 
     /// Why the slice cannot be kept, while it cannot: a problem of the
