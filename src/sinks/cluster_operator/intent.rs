@@ -214,8 +214,14 @@ pub(crate) fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Ve
     let related: Vec<Value> = object.field("relatedObjects")?.unwrap_or_default();
     let mut changed = conditions::set_all(&mut conditions, &intent.conditions, None, now);
     let mut set = Vec::new();
-    let new_versions = merge_versions(intent, &versions);
-    let new_related = merge_related(&intent.related, &related);
+    // Versions by name (in the flags' order), related objects by all they say.
+    let previous: Vec<Version> = versions.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let new_versions = merge(&intent.versions(&previous), &versions, |v| {
+        intent.targets.iter().any(|t| v.get("name").and_then(Value::as_str) == Some(&t.name))
+    });
+    let new_related = merge(&intent.related, &related, |v| {
+        serde_json::from_value::<RelatedObject>(v.clone()).is_ok_and(|r| intent.related.contains(&r))
+    });
     for (key, old, new) in [("versions", versions, new_versions), ("relatedObjects", related, new_related)] {
         if old != new || !object.has(key) {
             set.push((key, raw(&new)));
@@ -229,19 +235,10 @@ pub(crate) fn apply(body: &[u8], intent: &Intent, now: &str) -> Result<Option<Ve
     Ok(Some(object.with(&set)))
 }
 
-/// The versions opstatus reports (in the flags' order), then every entry
-/// with another name as it was.
-fn merge_versions(intent: &Intent, existing: &[Value]) -> Vec<Value> {
-    let previous: Vec<Version> = existing.iter().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
-    let owned = |v: &Value| intent.targets.iter().any(|t| v.get("name").and_then(Value::as_str) == Some(&t.name));
-    let ours = intent.versions(&previous).into_iter().map(|v| serde_json::to_value(v).expect("versions serialise"));
-    ours.chain(existing.iter().filter(|v| !owned(v)).cloned()).collect()
-}
-
-/// The related objects opstatus names, then every other entry as it was.
-fn merge_related(ours: &[RelatedObject], existing: &[Value]) -> Vec<Value> {
-    let owned = |v: &Value| serde_json::from_value::<RelatedObject>(v.clone()).is_ok_and(|r| ours.contains(&r));
-    let ours = ours.iter().map(|r| serde_json::to_value(r).expect("related objects serialise"));
+/// The entries opstatus reports (`ours`), then every entry not `owned` by
+/// it as it was.
+fn merge<T: Serialize>(ours: &[T], existing: &[Value], owned: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let ours = ours.iter().map(|v| serde_json::to_value(v).expect("plain data serialises"));
     ours.chain(existing.iter().filter(|v| !owned(v)).cloned()).collect()
 }
 
