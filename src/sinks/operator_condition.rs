@@ -14,7 +14,7 @@
 //! holds as published, since when it says ([`super::upgradeable`]).
 
 use super::rewrite::{Rewrite, raw};
-use super::upgradeable::{HeldUpgradeable, state_name};
+use super::upgradeable::HeldUpgradeable;
 use super::{Sink, Synced, Tick, read_modify_write};
 use crate::conditions::{self, Condition, Desired};
 use crate::inertia::{PendingChange, Windows};
@@ -114,8 +114,7 @@ impl Sink for OperatorConditionSink {
     }
 
     fn pending(&self) -> Vec<PendingChange> {
-        let pending = self.upgradeable.pending();
-        pending.map(|p| PendingChange::new(self.describe(), state_name(p.state), p)).into_iter().collect()
+        self.upgradeable.pending(self.describe()).into_iter().collect()
     }
 
     fn stand_by(&mut self) {

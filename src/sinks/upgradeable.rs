@@ -9,7 +9,7 @@
 //! back first, and what it says holds as published ([`HeldUpgradeable::read_back`]).
 
 use crate::conditions::{Condition, Desired, Status};
-use crate::inertia::{HeldValue, Pending, Windows, since_note, split_since};
+use crate::inertia::{HeldValue, PendingChange, Windows, since_note, split_since};
 use std::time::{Instant, SystemTime};
 
 /// One output's `Upgradeable`, held.
@@ -84,9 +84,10 @@ impl HeldUpgradeable {
         self.last.as_ref()
     }
 
-    /// The change held back: `true` a block, `false` a clearance.
-    pub(crate) fn pending(&self) -> Option<Pending<bool>> {
-        self.held.as_ref()?.pending()
+    /// The change held back, as `/status` shows it for `output`.
+    pub(crate) fn pending(&self, output: String) -> Option<PendingChange> {
+        let p = self.held.as_ref()?.pending()?;
+        Some(PendingChange::new(output, if p.state { "Upgradeable=False" } else { "Upgradeable=True" }, p))
     }
 }
 
@@ -94,11 +95,6 @@ impl HeldUpgradeable {
 /// ends with, else its `lastTransitionTime`.
 pub(crate) fn since(condition: &Condition) -> Option<SystemTime> {
     split_since(&condition.message).1.or_else(|| crate::util::time::parse_rfc3339(&condition.last_transition_time))
-}
-
-/// How `/status` names a pending `Upgradeable`.
-pub(crate) fn state_name(blocked: bool) -> &'static str {
-    if blocked { "Upgradeable=False" } else { "Upgradeable=True" }
 }
 
 #[cfg(test)]
@@ -116,7 +112,7 @@ mod tests {
         let blocked = condition(Status::False, "Upgrade blocked by 1 resource: Foo a/b: Migrating");
         assert_eq!(*held.publish(&blocked, Instant::now(), SystemTime::now()), blocked);
         assert!(!held.needs_reading_back());
-        assert_eq!(held.pending(), None);
+        assert_eq!(held.pending("x".into()), None);
     }
 
     #[test]
@@ -135,8 +131,8 @@ mod tests {
         );
         let (now, wall) = at(10);
         assert_eq!(*held.publish(&clear, now, wall), first, "clear for 0 s of 60: still blocked, as published");
-        let pending = held.pending().expect("a pending clearance");
-        assert_eq!((pending.state, pending.due), (false, wall0 + Duration::from_secs(70)));
+        let pending = held.pending("OperatorCondition ops/op".into()).expect("a pending clearance");
+        assert_eq!((pending.state.as_str(), pending.due), ("Upgradeable=True", wall0 + Duration::from_secs(70)));
         let (now, wall) = at(70);
         let published = held.publish(&clear, now, wall).clone();
         assert_eq!(published.status, Status::True);

@@ -35,7 +35,7 @@
 
 pub(crate) mod intent;
 
-use super::upgradeable::{HeldUpgradeable, state_name};
+use super::upgradeable::HeldUpgradeable;
 use super::{Sink, Synced, Tick, read_modify_write};
 use crate::inertia::{Inertia, PendingChange, Windows};
 use crate::kube::{Client, KubeError};
@@ -236,9 +236,7 @@ impl Sink for ClusterOperatorSink {
             let state = if p.state { "Degraded=True" } else { "Degraded=False" };
             PendingChange::new(self.describe(), state, p)
         });
-        let upgradeable =
-            self.upgradeable.pending().map(|p| PendingChange::new(self.describe(), state_name(p.state), p));
-        degraded.into_iter().chain(upgradeable).collect()
+        degraded.into_iter().chain(self.upgradeable.pending(self.describe())).collect()
     }
 
     fn stand_by(&mut self) {
