@@ -299,7 +299,7 @@ fn advance(conn: &mut Connection, agentward: &Agentward) -> bool {
                             agentward.nudge.nudge();
                         }
                         let answer = match prestop && !inside {
-                            true => routes::only_from_the_pod(),
+                            true => routes::text(403, "forbidden: /prestop is for opstatus prestop, inside the pod\n"),
                             false => respond(&parsed, &snapshot, Instant::now()),
                         };
                         conn.answer = Some((encode(&answer), 0));
