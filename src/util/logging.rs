@@ -9,7 +9,7 @@
 //! collector never splits an event.
 
 use std::fmt::{self, Write as _};
-use std::io::{self, Write};
+use std::io::Write;
 
 /// The log target of the line on every heartbeat: off unless `RUST_LOG`
 /// names it (`RUST_LOG=info,opstatus::heartbeat=info`).
@@ -31,11 +31,7 @@ pub fn init() {
         let mut stamp = String::with_capacity(24);
         crate::util::time::write_rfc3339(&mut stamp, std::time::SystemTime::now());
         write!(buf, "{stamp} {:<5} ", record.level())?;
-        let mut line = OneLine { out: &mut *buf, failed: None };
-        let _ = write!(line, "{}", record.args());
-        if let Some(e) = line.failed {
-            return Err(e);
-        }
+        let _ = write!(OneLine(&mut *buf), "{}", record.args());
         writeln!(buf)
     });
     builder.target(env_logger::Target::Stderr);
@@ -44,22 +40,14 @@ pub fn init() {
 
 /// Writes a message with line breaks (and the indentation after them)
 /// folded into single spaces.
-struct OneLine<W: Write> {
-    out: W,
-    /// Why writing to `out` failed (`fmt::Error` carries nothing).
-    failed: Option<io::Error>,
-}
+struct OneLine<W: Write>(W);
 
 impl<W: Write> fmt::Write for OneLine<W> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        let mut parts = s.split('\n');
-        let mut write = |bytes: &[u8]| self.out.write_all(bytes).map_err(|e| self.failed = Some(e));
-        if let Some(first) = parts.next() {
-            write(first.trim_end_matches('\r').as_bytes()).map_err(|_| fmt::Error)?;
-        }
-        for part in parts {
-            write(b" ").map_err(|_| fmt::Error)?;
-            write(part.trim_start().trim_end_matches('\r').as_bytes()).map_err(|_| fmt::Error)?;
+        for (i, part) in s.split('\n').enumerate() {
+            let (space, part) = if i == 0 { ("", part) } else { (" ", part.trim_start()) };
+            self.0.write_all(space.as_bytes()).map_err(|_| fmt::Error)?;
+            self.0.write_all(part.trim_end_matches('\r').as_bytes()).map_err(|_| fmt::Error)?;
         }
         Ok(())
     }
@@ -74,8 +62,8 @@ mod tests {
         // The formatter hands over the pieces separately: breaks in the
         // template and in the arguments are both folded.
         let payload = "[\n      1,\n    ]";
-        let mut line = OneLine { out: Vec::new(), failed: None };
+        let mut line = OneLine(Vec::new());
         write!(line, "Message {{\r\n    version: 1,\n    payload: {payload}\n}}").unwrap();
-        assert_eq!(String::from_utf8(line.out).unwrap(), "Message { version: 1, payload: [ 1, ] }");
+        assert_eq!(String::from_utf8(line.0).unwrap(), "Message { version: 1, payload: [ 1, ] }");
     }
 }
