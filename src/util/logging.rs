@@ -28,8 +28,7 @@ pub fn init() {
     builder.format(|buf, record| {
         // The message goes straight into env_logger's buffer, not through
         // a copy first: a heartbeat writes one of these lines.
-        let mut stamp = String::with_capacity(24);
-        crate::util::time::write_rfc3339(&mut stamp, std::time::SystemTime::now());
+        let stamp = crate::util::time::format_rfc3339(std::time::SystemTime::now());
         write!(buf, "{stamp} {:<5} ", record.level())?;
         let _ = write!(OneLine(&mut *buf), "{}", record.args());
         writeln!(buf)

@@ -12,18 +12,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Times before 1970 are clamped to the epoch: a status is never written
 /// with such a clock, and clamping keeps the function total.
 pub fn format_rfc3339(t: SystemTime) -> String {
-    let mut out = String::with_capacity(20);
-    write_rfc3339(&mut out, t);
-    out
-}
-
-/// [`format_rfc3339`] appended to `out`.
-pub(crate) fn write_rfc3339(out: &mut String, t: SystemTime) {
-    use std::fmt::Write as _;
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
-    let _ = write!(out, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Parses an RFC 3339 date-time: `2025-11-10T15:30:00Z`, with optional
