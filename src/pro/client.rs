@@ -26,7 +26,6 @@ use serde::Serialize;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-use ureq::http::HeaderValue;
 use ureq::http::header::AUTHORIZATION;
 use ureq::tls::PemItem;
 
@@ -194,11 +193,9 @@ impl Kube9Client {
 
     /// One registration attempt, bounded by [`call_bound`].
     pub(crate) fn register(&self, key: &Secret, request: &RegisterRequest) -> Outcome {
-        let mut authorization = match HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
-            Ok(h) => h,
-            Err(_) => return Outcome::BadRequest { details: "the API key cannot be sent in an HTTP header".into() },
+        let Some(authorization) = http::bearer(key.expose()) else {
+            return Outcome::BadRequest { details: "the API key cannot be sent in an HTTP header".into() };
         };
-        authorization.set_sensitive(true);
         let body = serde_json::to_vec(request).expect("plain data serialises");
         let result = self
             .agent
