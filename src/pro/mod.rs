@@ -148,8 +148,7 @@ impl Signal for ProTier {
             registered,
             cluster_id: registration.cluster_id().map(String::from),
         };
-        // The heartbeat interval kube9-server asked for, while registered.
-        into.asked_interval = registration.status_interval();
+        into.asked_interval = registration.status_interval;
     }
 
     /// A due registration: the API server's version and node count (two

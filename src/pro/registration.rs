@@ -103,7 +103,8 @@ pub(crate) struct Registration {
     /// When to try next; `None` when not to try (no key, or a 400).
     pub next_attempt: Option<Instant>,
     backoff: Backoff,
-    status_interval: Option<Duration>,
+    /// The heartbeat interval the server asked for, while registered.
+    pub status_interval: Option<Duration>,
 }
 
 impl Default for Registration {
@@ -185,11 +186,6 @@ impl Registration {
             _ => None,
         }
     }
-
-    /// The heartbeat interval the server asked for, while registered.
-    pub(crate) fn status_interval(&self) -> Option<Duration> {
-        self.status_interval.filter(|_| self.registered())
-    }
 }
 
 #[cfg(test)]
@@ -228,7 +224,7 @@ mod tests {
         r.record(registered("cls_1"), now, 0);
         assert!(r.registered() && !r.rejected());
         assert_eq!((r.cluster_id(), r.failures, r.error.as_deref()), (Some("cls_1"), 0, None));
-        assert_eq!(r.status_interval(), Some(Duration::from_secs(30)));
+        assert_eq!(r.status_interval, Some(Duration::from_secs(30)));
         assert!(!r.due(now + 119 * MIN));
         assert!(r.due(now + 120 * MIN), "re-registers after reregistrationIntervalHours");
     }
@@ -241,7 +237,7 @@ mod tests {
         r.record(registered("cls_1"), now, 0);
         r.record(Outcome::Unauthorized, now, 0);
         assert!(r.rejected() && !r.registered());
-        assert_eq!((r.cluster_id(), r.status_interval()), (None, None));
+        assert_eq!((r.cluster_id(), r.status_interval), (None, None));
         assert_eq!(r.error.as_deref(), Some("API key validation failed: 401 Unauthorized"));
         assert!(!r.due(now + REJECTED_RETRY - MIN));
         assert!(r.due(now + REJECTED_RETRY));
@@ -274,7 +270,7 @@ mod tests {
                 reregistration: Some(reregistration),
             };
             r.record(outcome, now, 0);
-            (r.next_attempt.map(|t| t - now), r.status_interval())
+            (r.next_attempt.map(|t| t - now), r.status_interval)
         };
         // 3e15 hours, as a server could send it: a week, no overflow.
         let absurd = Duration::from_secs(3_000_000_000_000_000u64.saturating_mul(3600));
