@@ -18,11 +18,8 @@ fn authority(url: &str) -> Option<(usize, &str)> {
 
 /// `url` with its userinfo, if any, shown as `***`.
 pub(crate) fn redacted(url: &str) -> String {
-    match authority(url) {
-        Some((start, auth)) => match auth.rfind('@') {
-            Some(at) => format!("{}***{}", &url[..start], &url[start + at..]),
-            None => url.to_string(),
-        },
+    match authority(url).and_then(|(start, auth)| Some((start, start + auth.rfind('@')?))) {
+        Some((start, at)) => format!("{}***{}", &url[..start], &url[at..]),
         None => url.to_string(),
     }
 }
