@@ -70,13 +70,8 @@ pub struct ServicePort {
 /// `[name:]port[/protocol]`: `metrics:8080/TCP`, `8443`, `dns:53/UDP`.
 pub(crate) fn parse_port(v: &str) -> Result<ServicePort, String> {
     const FORM: &str = "is not [name:]port[/TCP|UDP|SCTP] (e.g. http:8080/TCP, 8443)";
-    let (rest, protocol) = match v.split_once('/') {
-        Some((rest, "TCP")) => (rest, "TCP"),
-        Some((rest, "UDP")) => (rest, "UDP"),
-        Some((rest, "SCTP")) => (rest, "SCTP"),
-        Some(_) => return Err(FORM.into()),
-        None => (v, "TCP"),
-    };
+    let (rest, protocol) = v.split_once('/').unwrap_or((v, "TCP"));
+    let Some(protocol) = ["TCP", "UDP", "SCTP"].into_iter().find(|p| *p == protocol) else { return Err(FORM.into()) };
     let (name, digits) = match rest.split_once(':') {
         Some(("", _)) => return Err(FORM.into()),
         Some(split) => split,
