@@ -49,14 +49,14 @@ pub(crate) fn read_modify_write_bound() -> Duration {
 /// changed) or why it cannot be.
 pub(crate) type RawModify<'a> = dyn FnMut(&[u8]) -> Result<Option<Vec<u8>>, String> + 'a;
 
-/// GETs `path`, lets `modify` change the object as read (it returns the
-/// body to write, `None`: nothing changed; [`rewrite`] parses only what it
-/// changes), and PUTs it to `path` + `write_suffix` (`""` or `"/status"`)
-/// carrying the `resourceVersion` it read; `true` when it wrote (`false`:
-/// the object already said it, nothing was sent). A 409 starts over from a fresh
-/// read, at most [`CONFLICT_ATTEMPTS`] times; any other error is returned,
-/// a 403 naming `grant` as where the permission comes from. The body read
-/// is dropped before the write, and the server's answer to it is not kept.
+/// GETs `path`, lets `modify` change the object as read ([`rewrite`]
+/// parses only what it changes), and PUTs it to `path` + `write_suffix`
+/// (`""` or `"/status"`) carrying the `resourceVersion` it read; `true`
+/// when it wrote (`false`: the object already said it, nothing was sent).
+/// A 409 starts over from a fresh read, at most [`CONFLICT_ATTEMPTS`]
+/// times; any other error is returned, a 403 naming `grant` as where the
+/// permission comes from. The body read is dropped before the write, and
+/// the server's answer to it is not kept.
 pub(crate) fn read_modify_write(
     client: &mut Client,
     path: &str,
@@ -66,24 +66,19 @@ pub(crate) fn read_modify_write(
     modify: &mut RawModify<'_>,
 ) -> Result<bool, KubeError> {
     let mut attempt = 1;
-    let mut attempts = || -> Result<bool, KubeError> {
-        loop {
-            let read = client.get_required(path, &format!("get {action}"))?;
-            let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else {
-                return Ok(false);
-            };
-            drop(read);
-            match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
-                Ok(()) => return Ok(true),
-                Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
-                    log::debug!("{action}: conflict on attempt {attempt}, reading again");
-                    attempt += 1;
-                }
-                Err(e) => return Err(e),
+    loop {
+        let read = client.get_required(path, &format!("get {action}")).map_err(|e| e.granted_by(grant))?;
+        let Some(body) = modify(&read).map_err(|message| KubeError::Response { message })? else { return Ok(false) };
+        drop(read);
+        match client.put(&format!("{path}{write_suffix}"), &body, &format!("update {action}")) {
+            Ok(()) => return Ok(true),
+            Err(e) if e.code() == Some(409) && attempt < CONFLICT_ATTEMPTS => {
+                log::debug!("{action}: conflict on attempt {attempt}, reading again");
+                attempt += 1;
             }
+            Err(e) => return Err(e.granted_by(grant)),
         }
-    };
-    attempts().map_err(|e| e.granted_by(grant))
+    }
 }
 
 /// The conditions in the `key` (`spec`, `status`) of the `kind` at `path`,
