@@ -277,11 +277,7 @@ impl Expr {
         match self {
             Expr::Condition(name) => vec![name],
             Expr::Not(inner) => inner.conditions(),
-            Expr::And(a, b) | Expr::Or(a, b) => {
-                let mut names = a.conditions();
-                names.extend(b.conditions());
-                names
-            }
+            Expr::And(a, b) | Expr::Or(a, b) => [a.conditions(), b.conditions()].concat(),
         }
     }
 }
