@@ -56,15 +56,6 @@ const MAX_BODY: u64 = 64 * 1024;
 const SYSTEM_BUNDLES: [&str; 3] =
     ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"];
 
-/// The API key as last read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ApiKey {
-    Absent,
-    Present(Secret),
-    /// A key source that is configured but unusable (spec rule 2).
-    Invalid(String),
-}
-
 /// Where the API key comes from, first found wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ApiKeySource {
@@ -77,9 +68,11 @@ impl ApiKeySource {
         self.file.is_some() || self.env.is_some()
     }
 
-    /// Reads the key now. A missing file falls through to the variable (an
-    /// optional Secret that is not there means "no key").
-    pub fn read(&self) -> ApiKey {
+    /// Reads the key now: `None` when there is none, an error when the
+    /// source is configured but unusable (spec rule 2). A missing file falls
+    /// through to the variable (an optional Secret that is not there means
+    /// "no key").
+    pub fn read(&self) -> Result<Option<Secret>, String> {
         if let Some(path) = &self.file {
             // Bounded and non-blocking: this runs on every check, in the loop
             // that also keeps the heartbeat.
@@ -91,12 +84,12 @@ impl ApiKeySource {
                     }
                 }
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return ApiKey::Invalid(e.to_string()),
+                Err(e) => return Err(e.to_string()),
             }
         }
         match &self.env {
             Some(key) if !key.expose().trim().is_empty() => checked(key.expose().trim(), "KUBE9_API_KEY"),
-            _ => ApiKey::Absent,
+            _ => Ok(None),
         }
     }
 }
@@ -104,13 +97,13 @@ impl ApiKeySource {
 /// Keys look like `kdy_<env>_<random>`; anything else is a configuration
 /// mistake (a pasted file name, a truncated value), reported without the
 /// value itself.
-fn checked(key: &str, source: &str) -> ApiKey {
+fn checked(key: &str, source: &str) -> Result<Option<Secret>, String> {
     let well_formed = key.starts_with("kdy_")
         && key.len() > 6
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
     match well_formed {
-        true => ApiKey::Present(Secret::new(key)),
-        false => ApiKey::Invalid(format!("the API key in {source} is not a kube9 API key (kdy_<env>_<random>)")),
+        true => Ok(Some(Secret::new(key))),
+        false => Err(format!("the API key in {source} is not a kube9 API key (kdy_<env>_<random>)")),
     }
 }
 
@@ -382,19 +375,19 @@ mod tests {
         let file = dir.join("api-key");
         let env_key = Secret::new("kdy_prod_fromenv123");
         let source = ApiKeySource { file: Some(file.clone()), env: Some(env_key.clone()) };
-        assert_eq!(source.read(), ApiKey::Present(env_key.clone()), "missing file: the variable");
+        assert_eq!(source.read(), Ok(Some(env_key.clone())), "missing file: the variable");
         std::fs::write(&file, "kdy_prod_fromfile456\n").unwrap();
-        assert_eq!(source.read(), ApiKey::Present(Secret::new("kdy_prod_fromfile456")));
+        assert_eq!(source.read(), Ok(Some(Secret::new("kdy_prod_fromfile456"))));
         std::fs::write(&file, "  \n").unwrap();
-        assert_eq!(source.read(), ApiKey::Present(env_key), "empty file: the variable");
+        assert_eq!(source.read(), Ok(Some(env_key)), "empty file: the variable");
         std::fs::write(&file, "not-a-key secret-looking-value").unwrap();
         let invalid = source.read();
         assert_eq!(
             invalid,
-            ApiKey::Invalid(format!("the API key in {} is not a kube9 API key (kdy_<env>_<random>)", file.display()))
+            Err(format!("the API key in {} is not a kube9 API key (kdy_<env>_<random>)", file.display()))
         );
         assert!(!format!("{invalid:?}").contains("secret-looking-value"));
-        assert_eq!(ApiKeySource { file: None, env: None }.read(), ApiKey::Absent);
+        assert_eq!(ApiKeySource { file: None, env: None }.read(), Ok(None));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -18,7 +18,7 @@ use crate::signals::{Observation, Signal};
 use crate::status::{Mode, ProFields, Problem, REGISTRATION_FAILURES_TOLERATED, Rule, Tier};
 use crate::util::backoff::Jitter;
 use crate::util::reported::Reported;
-use client::{ApiKey, ApiKeySource, Kube9Client, RegisterRequest};
+use client::{ApiKeySource, Kube9Client, RegisterRequest};
 use registration::{Outcome, Registration};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -100,9 +100,8 @@ impl ProTier {
 
     fn reload_key(&mut self, now: Instant) {
         let (key, error) = match self.source.read() {
-            ApiKey::Present(k) => (Some(k), None),
-            ApiKey::Absent => (None, None),
-            ApiKey::Invalid(why) => (None, Some(why)),
+            Ok(key) => (key, None),
+            Err(why) => (None, Some(why)),
         };
         self.key_error.update(error, log::Level::Error, "");
         if key != self.key {
