@@ -161,10 +161,7 @@ impl Signal for ProTier {
 /// `remainingItemCount`. 0 when the sidecar may not list nodes (it needs no
 /// cluster-wide rights, and usually has none).
 fn approximate_node_count(kube: &mut Client) -> u64 {
-    let body = match kube.get_path("/api/v1/nodes?limit=1", "list nodes") {
-        Ok(Some(body)) => body,
-        Ok(None) | Err(_) => return 0,
-    };
+    let Ok(Some(body)) = kube.get_path("/api/v1/nodes?limit=1", "list nodes") else { return 0 };
     let list: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let items = list.get("items").and_then(Value::as_array).map_or(0, |a| a.len() as u64);
     let remaining = list.pointer("/metadata/remainingItemCount").and_then(Value::as_u64).unwrap_or(0);
