@@ -153,14 +153,7 @@ impl Kube9Client {
     /// [`check_transport`], and is warned about here, once, at start.
     pub(crate) fn new(server_url: &str, ca_file: Option<&Path>) -> Result<Kube9Client, String> {
         let server = server_url.trim_end_matches('/').to_string();
-        let https = server.starts_with("https://");
-        if !https {
-            log::warn!(
-                "kube9-server {server} is plain http:// (--allow-insecure-server-url): the API key is sent unencrypted"
-            );
-        }
-        let mut tls = None;
-        if https {
+        let tls = if server.starts_with("https://") {
             let (pem, source) = match ca_file {
                 Some(path) => (
                     files::read_bounded(path, files::CA_LIMIT, "--server-ca-file").map_err(|e| e.to_string())?,
@@ -170,8 +163,13 @@ impl Kube9Client {
             };
             let roots = pem_certificates(&pem, &format!("CA bundle {source}"))?;
             let config = tls_config(&roots, None).map_err(|why| format!("CA bundle {source}: {why}"))?;
-            tls = Some(Tls { config, server_name: None });
-        }
+            Some(Tls { config, server_name: None })
+        } else {
+            log::warn!(
+                "kube9-server {server} is plain http:// (--allow-insecure-server-url): the API key is sent unencrypted"
+            );
+            None
+        };
         // `HTTPS_PROXY` (`HTTP_PROXY` for an http:// server) unless
         // `NO_PROXY` says otherwise; the lookup of the server's name is
         // bounded (a thread of ureq's per call: registration is rare).
