@@ -275,34 +275,30 @@ impl Client {
         self.send(Method::Post(body), path, action, true)
     }
 
-    /// `want_body` false: a success's body is drained (bounded, so the
-    /// connection can be reused) and dropped.
-    fn send(&mut self, method: Method<'_>, path: &str, action: &str, want_body: bool) -> Result<Vec<u8>, KubeError> {
-        let request = Request { method, url: format!("{}{path}", self.server), action };
-        self.authorized(|c| c.send_on_kept(&request, want_body))
-    }
-
-    /// Sends once; again, once, on a new connection when the kept
-    /// connection it went out on closed or was reset before a byte of the
-    /// answer (a server's idle close crossing the request): ureq does not
-    /// retry. A timeout is never resent: the server may be working on
-    /// the request, and a second one would double the write on a server
-    /// already slow. Only requests that do no harm twice are sent again:
-    /// reads, server-side apply (declarative: the same apply twice is the
-    /// same object; one with a `resourceVersion` precondition is a 409 the
+    /// Sends `method` to `path`; `want_body` false: a success's body is
+    /// drained (bounded, so the connection can be reused) and dropped.
+    /// Sent again, once, on a new connection when the kept connection it
+    /// went out on closed or was reset before a byte of the answer (a
+    /// server's idle close crossing the request): ureq does not retry. A
+    /// timeout is never resent: the server may be working on the request,
+    /// and a second one would double the write on a server already slow.
+    /// Only requests that do no harm twice are sent again: reads,
+    /// server-side apply (declarative: the same apply twice is the same
+    /// object; one with a `resourceVersion` precondition is a 409 the
     /// second time, never a double write), a PUT (it carries its
     /// `resourceVersion`) and a merge patch of absolute values (an event's
     /// `count`); never a POST.
-    fn send_on_kept(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, KubeError> {
-        match self.exchange(request, want_body) {
-            Err(Failed { error, closed_before_answer: true }) if request.method.safe_to_repeat() => {
+    fn send(&mut self, method: Method<'_>, path: &str, action: &str, want_body: bool) -> Result<Vec<u8>, KubeError> {
+        let url = format!("{}{path}", self.server);
+        self.authorized(|c| match c.exchange(&method, &url, action, want_body) {
+            Err(Failed { error, closed_before_answer: true }) if method.safe_to_repeat() => {
                 log::debug!(
                     "The kept connection was closed under the request ({error}); sending it again on a new one"
                 );
-                self.exchange(request, want_body).map_err(|f| f.error)
+                c.exchange(&method, &url, action, want_body).map_err(|f| f.error)
             }
             other => other.map_err(|f| f.error),
-        }
+        })
     }
 
     /// The headers every request carries besides ureq's own (`Host`,
@@ -316,16 +312,16 @@ impl Client {
         }
     }
 
-    fn exchange(&mut self, request: &Request<'_>, want_body: bool) -> Result<Vec<u8>, Failed> {
-        let (url, opened) = (request.url.as_str(), self.opened.count());
-        let result = match request.method {
+    fn exchange(&mut self, method: &Method<'_>, url: &str, action: &str, want_body: bool) -> Result<Vec<u8>, Failed> {
+        let opened = self.opened.count();
+        let result = match *method {
             Method::Get => self.with_headers(self.agent.get(url)).call(),
             Method::Apply(body) | Method::MergePatch(body) | Method::Put(body) | Method::Post(body) => {
-                let (builder, content_type) = match request.method {
+                let (builder, content_type) = match method {
                     Method::Apply(_) => (self.agent.patch(url), APPLY_PATCH),
                     Method::MergePatch(_) => (self.agent.patch(url), MERGE_PATCH),
                     Method::Put(_) => (self.agent.put(url), JSON),
-                    // Sent at most once (see `send_on_kept`): never on a
+                    // Sent at most once (see `send`): never on a
                     // connection that idled long enough for the server to
                     // have closed it without a word (a middlebox).
                     _ => (self.agent.post(url).config().max_idle_age(FRESH_FOR).build(), JSON),
@@ -344,7 +340,7 @@ impl Client {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            return Err(self.error_answer(response.body_mut(), code, request.action, retry_after).into());
+            return Err(self.error_answer(response.body_mut(), code, action, retry_after).into());
         }
         let body = response.body_mut();
         if !want_body {
@@ -380,14 +376,7 @@ impl Client {
     }
 }
 
-/// One request: the method (with its body), the URL, and what it is for,
-/// as error messages say it.
-struct Request<'a> {
-    method: Method<'a>,
-    url: String,
-    action: &'a str,
-}
-
+/// A request's method, with its body.
 enum Method<'a> {
     Get,
     /// Server-side apply (`PATCH`, `application/apply-patch+yaml`).
@@ -400,7 +389,7 @@ enum Method<'a> {
 }
 
 impl Method<'_> {
-    /// Whether sending it twice does no harm (see `send_on_kept`).
+    /// Whether sending it twice does no harm (see `send`).
     fn safe_to_repeat(&self) -> bool {
         !matches!(self, Method::Post(_))
     }
