@@ -2,7 +2,7 @@
 //! that a cluster admin knows what to do.
 
 use crate::util::text::{MAX_FOREIGN, sanitize};
-use serde::Deserialize;
+use serde_json::Value;
 use std::fmt;
 use std::time::Duration;
 
@@ -131,14 +131,6 @@ impl fmt::Display for KubeError {
     }
 }
 
-/// The fields of a `metav1.Status` error body that matter here.
-#[derive(Deserialize)]
-struct StatusBody {
-    kind: Option<String>,
-    reason: Option<String>,
-    message: Option<String>,
-}
-
 /// How a message built from a non-`Status` error body begins.
 const NON_STATUS: &str = "unexpected non-Status body";
 
@@ -150,13 +142,14 @@ const MAX_REASON: usize = 64;
 
 /// Builds the error for a non-2xx answer from its body.
 pub(crate) fn from_response(code: u16, body: &[u8], action: &str, retry_after: Option<Duration>) -> KubeError {
-    let status: Option<StatusBody> = serde_json::from_slice(body).ok();
+    // A `metav1.Status`, or any other body.
+    let status = serde_json::from_slice::<Value>(body).ok().filter(|v| v["kind"] == "Status");
     let (reason, message) = match status {
         // The server's words go to logs, the ConfigMap and the
         // ClusterOperator: printable and bounded, whatever the server sent.
-        Some(StatusBody { kind: Some(kind), reason, message }) if kind == "Status" => (
-            reason.map_or_else(|| reason_phrase(code).into(), |r| sanitize(&r, MAX_REASON)),
-            sanitize(&message.unwrap_or_default(), MAX_FOREIGN),
+        Some(status) => (
+            status["reason"].as_str().map_or_else(|| reason_phrase(code).into(), |r| sanitize(r, MAX_REASON)),
+            sanitize(status["message"].as_str().unwrap_or_default(), MAX_FOREIGN),
         ),
         _ => {
             // Not a Status (a proxy's HTML page, a truncated body): keep a
