@@ -12,7 +12,6 @@ use crate::util::backoff::parse_retry_after;
 use crate::util::config_error::ConfigError;
 use crate::util::http::{self, FRESH_FOR, Opened, Timeouts, closed_before_answer};
 use crate::util::tls::{Tls, tls_config};
-use rustls::pki_types::ServerName;
 use std::io::Read;
 use std::time::{Duration, SystemTime};
 use ureq::http::HeaderValue;
@@ -96,13 +95,7 @@ impl Client {
         }
         let config = tls_config(&roots, identity)
             .map_err(|why| ConfigError(format!("TLS with CA {}: {why}", creds.ca_source)))?;
-        let server_name = match &creds.tls_server_name {
-            None => None,
-            Some(name) => Some(ServerName::try_from(name.clone()).map_err(|_| {
-                ConfigError(format!("TLS with CA {} as {name:?}: {name:?} is not a TLS server name", creds.ca_source))
-            })?),
-        };
-        let tls = Tls { config, server_name };
+        let tls = Tls { config, server_name: creds.tls_server_name.clone() };
         // The kubeconfig cluster's `proxy-url`, never the environment's.
         let proxy = creds.proxy_url.as_deref().map(crate::util::proxy::parse).transpose().map_err(ConfigError)?;
         let mut agent_config = http::agent_config(TIMEOUTS).https_only(true).proxy(proxy);

@@ -18,6 +18,7 @@ use super::{Secret, identity, yaml};
 use crate::util::base64::{decode_base64, encode_base64};
 use crate::util::config_error::ConfigError;
 use crate::util::files;
+use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -54,7 +55,7 @@ pub struct Credentials {
     /// The name the server's certificate is verified against instead of
     /// the server URL's host (a kubeconfig's `tls-server-name`: the API
     /// server reached through an address its certificate does not name).
-    pub tls_server_name: Option<String>,
+    pub tls_server_name: Option<ServerName<'static>>,
     /// The proxy the API server is reached through (a kubeconfig cluster's
     /// `proxy-url`, an `http://` CONNECT proxy); never the environment's.
     pub proxy_url: Option<String>,
@@ -341,13 +342,10 @@ pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>)
     };
     let tls_server_name = match cluster.get("tls-server-name") {
         None | Some(Value::Null) => None,
-        Some(Value::String(name)) if rustls::pki_types::ServerName::try_from(name.as_str()).is_ok() => {
-            Some(name.clone())
-        }
-        Some(other) => {
-            let shown = crate::util::text::sanitize(&other.to_string(), 256);
-            return fail(format!("cluster {cluster_name:?} tls-server-name {shown} is not a DNS name or IP address"));
-        }
+        Some(name) => Some(name.as_str().and_then(|n| ServerName::try_from(n.to_string()).ok()).ok_or_else(|| {
+            let shown = crate::util::text::sanitize(&name.to_string(), 256);
+            ConfigError(format!("cluster {cluster_name:?} tls-server-name {shown} is not a DNS name or IP address"))
+        })?),
     };
     let (ca_pem, ca_source) = if let Some(data) = str_field(cluster, "certificate-authority-data") {
         let source = format!("certificate-authority-data of cluster {cluster_name:?}");
@@ -366,7 +364,7 @@ pub fn kubeconfig_credentials(files: &[(PathBuf, Value)], context: Option<&str>)
     // What an exec plugin's `provideClusterInfo` hands it, as client-go does.
     let mut cluster_info = json!({"server": server, "certificate-authority-data": encode_base64(&ca_pem)});
     if let Some(name) = &tls_server_name {
-        cluster_info["tls-server-name"] = json!(name);
+        cluster_info["tls-server-name"] = json!(name.to_str());
     }
     let extensions = cluster.get("extensions").and_then(Value::as_array).into_iter().flatten();
     if let Some(config) =
@@ -564,9 +562,10 @@ mod tests {
             one(k, Path::new("/"))
         };
         let c = with("tls-server-name", json!("kubernetes.default.svc")).unwrap();
-        assert_eq!(c.tls_server_name.as_deref(), Some("kubernetes.default.svc"));
+        let name = |n: &str| Some(ServerName::try_from(n.to_string()).unwrap());
+        assert_eq!(c.tls_server_name, name("kubernetes.default.svc"));
         assert_eq!(c.server, "https://10.0.0.1:6443", "the connection stays the server's");
-        assert_eq!(with("tls-server-name", json!("10.96.0.1")).unwrap().tls_server_name.as_deref(), Some("10.96.0.1"));
+        assert_eq!(with("tls-server-name", json!("10.96.0.1")).unwrap().tls_server_name, name("10.96.0.1"));
         assert_eq!(one(kubeconfig(json!({})), Path::new("/")).unwrap().tls_server_name, None);
         for bad in [json!("not a name!"), json!(""), json!(7)] {
             let e = with("tls-server-name", bad.clone()).unwrap_err();
