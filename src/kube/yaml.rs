@@ -165,10 +165,7 @@ impl<'a> Parser<'a> {
     /// block on the following lines, or null.
     fn nested(&mut self, parent_indent: usize, allow_same_indent_seq: bool, depth: usize) -> Result<Value, String> {
         match self.lines.get(self.pos) {
-            Some(next) if next.indent > parent_indent => {
-                let indent = next.indent;
-                self.block(indent, depth + 1)
-            }
+            Some(next) if next.indent > parent_indent => self.block(next.indent, depth + 1),
             // `key:\n- item` at the key's own indentation is a sequence value.
             Some(next) if allow_same_indent_seq && next.indent == parent_indent && is_sequence_item(next.text) => {
                 self.sequence(parent_indent, depth + 1)
@@ -209,7 +206,12 @@ impl<'a> Parser<'a> {
                 return Err(at_line(&line, "unexpected indentation"));
             }
             let (key, rest) = split_key(line.text).ok_or_else(|| at_line(&line, "expected `key: value`"))?;
-            let key = key_text(key, line.number, line.indent + 1)?;
+            let key = match scalar_or_flow(key, line.number, line.indent + 1)? {
+                Value::String(s) => s,
+                Value::Null => String::new(),
+                Value::Bool(b) => b.to_string(),
+                _ => return Err(at_line(&line, "keys must be scalars")),
+            };
             self.pos += 1;
             let value = if rest.is_empty() { self.nested(indent, true, depth)? } else { self.inline(&line, rest)? };
             if map.insert(key, value).is_some() {
@@ -284,15 +286,6 @@ fn closing_quote(text: &str, quote: char) -> Option<usize> {
         }
     }
     None
-}
-
-fn key_text(key: &str, line: usize, column: usize) -> Result<String, String> {
-    match scalar_or_flow(key, line, column)? {
-        Value::String(s) => Ok(s),
-        Value::Null => Ok(String::new()),
-        Value::Bool(b) => Ok(b.to_string()),
-        _ => Err(err(line, column, "keys must be scalars")),
-    }
 }
 
 /// An inline value: a quoted or plain scalar or a one-line flow collection,
