@@ -284,13 +284,13 @@ impl Client {
     fn send(&mut self, method: Method<'_>, path: &str, action: &str, want_body: bool) -> Result<Vec<u8>, KubeError> {
         let url = format!("{}{path}", self.server);
         self.authorized(|c| match c.exchange(&method, &url, action, want_body) {
-            Err(Failed { error, closed_before_answer: true }) if method.safe_to_repeat() => {
+            Err((error, true)) if method.safe_to_repeat() => {
                 log::debug!(
                     "The kept connection was closed under the request ({error}); sending it again on a new one"
                 );
-                c.exchange(&method, &url, action, want_body).map_err(|f| f.error)
+                c.exchange(&method, &url, action, want_body).map_err(|(e, _)| e)
             }
-            other => other.map_err(|f| f.error),
+            other => other.map_err(|(e, _)| e),
         })
     }
 
@@ -305,6 +305,8 @@ impl Client {
         }
     }
 
+    /// Sends once; a failure says whether the connection closed before
+    /// the answer.
     fn exchange(&mut self, method: &Method<'_>, url: &str, action: &str, want_body: bool) -> Result<Vec<u8>, Failed> {
         let opened = self.opened.count();
         let result = match *method {
@@ -322,9 +324,9 @@ impl Client {
                 self.with_headers(builder).header(CONTENT_TYPE, content_type).send(body)
             }
         };
-        let mut response = result.map_err(|e| Failed {
-            closed_before_answer: closed_before_answer(&e, opened, self.opened.count()),
-            error: transport_error(&self.server, &self.ca_source, e),
+        let mut response = result.map_err(|e| {
+            let closed = closed_before_answer(&e, opened, self.opened.count());
+            (transport_error(&self.server, &self.ca_source, e), closed)
         })?;
         let code = response.status().as_u16();
         if !(200..300).contains(&code) {
@@ -333,14 +335,14 @@ impl Client {
                 .get(RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
-            return Err(self.error_answer(response.body_mut(), code, action, retry_after).into());
+            return Err((self.error_answer(response.body_mut(), code, action, retry_after), false));
         }
         let body = response.body_mut();
         if !want_body {
             // Drain (bounded) so the connection can be reused, keeping nothing.
             let mut reader = body.with_config().limit(MAX_BODY).reader();
             std::io::copy(&mut reader.by_ref().take(MAX_BODY), &mut std::io::sink())
-                .map_err(|e| body_error(&self.server, e))?;
+                .map_err(|e| (body_error(&self.server, e), false))?;
             return Ok(Vec::new());
         }
         // Sized once from Content-Length (one byte over the limit, so a
@@ -352,7 +354,7 @@ impl Client {
         let mut reader = body.with_config().limit(MAX_BODY).reader();
         match reader.read_to_end(&mut buffer) {
             Ok(_) => Ok(buffer),
-            Err(e) => Err(transport_error(&self.server, &self.ca_source, e.into()).into()),
+            Err(e) => Err((transport_error(&self.server, &self.ca_source, e.into()), false)),
         }
     }
 
@@ -389,16 +391,7 @@ impl Method<'_> {
 }
 
 /// A failed attempt, and whether its connection closed before the answer.
-struct Failed {
-    error: KubeError,
-    closed_before_answer: bool,
-}
-
-impl From<KubeError> for Failed {
-    fn from(error: KubeError) -> Failed {
-        Failed { error, closed_before_answer: false }
-    }
-}
+type Failed = (KubeError, bool);
 
 #[cfg(test)]
 mod tests {
