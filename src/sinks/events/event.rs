@@ -19,6 +19,7 @@ use crate::conditions::Status;
 use crate::status::Health;
 use crate::util::text::sanitize;
 use crate::util::time::format_rfc3339;
+use serde::Serialize;
 use serde_json::json;
 use std::borrow::Cow;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -48,19 +49,11 @@ pub(crate) const UPGRADEABLE_CHANGED: &str = "UpgradeableChanged";
 pub(crate) const BECAME_PUBLISHER: &str = "BecamePublisher";
 pub(crate) const FOREIGN_WRITER: &str = "ForeignWriter";
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The event's `type`, as the API spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub(crate) enum EventType {
     Normal,
     Warning,
-}
-
-impl EventType {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
 }
 
 /// Something worth an event.
@@ -285,7 +278,7 @@ pub(crate) fn create_body(object: &InvolvedObject, reporter: &Reporter, occurren
         "apiVersion": "v1", "kind": "Event",
         "metadata": {"name": event_name(&object.name, occurrence.at), "namespace": object.namespace},
         "involvedObject": involved,
-        "reason": occurrence.reason, "message": occurrence.message, "type": occurrence.kind.as_str(),
+        "reason": occurrence.reason, "message": occurrence.message, "type": occurrence.kind,
         "source": {"component": COMPONENT},
         "firstTimestamp": at, "lastTimestamp": at, "count": 1,
         "reportingComponent": COMPONENT, "reportingInstance": sanitize(&reporter.instance, MAX_INSTANCE),

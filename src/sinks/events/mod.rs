@@ -78,10 +78,6 @@ impl Recorder {
         self.object.describe()
     }
 
-    pub(crate) fn counts(&self) -> EventCounts {
-        self.counts
-    }
-
     /// The ConfigMap's uid, once a write told it (events about a ConfigMap
     /// only: `kubectl describe` selects events by uid too).
     pub(crate) fn configmap_uid(&mut self, uid: &str) {
@@ -127,10 +123,7 @@ impl Recorder {
 
     /// The oldest queued event's body and namespace, taken off the queue.
     fn next_job(&mut self) -> Option<(Vec<u8>, String)> {
-        if self.queue.is_empty() {
-            return None;
-        }
-        let occurrence = self.queue.remove(0);
+        let occurrence = (!self.queue.is_empty()).then(|| self.queue.remove(0))?;
         Some((event::create_body(&self.object, &self.reporter, &occurrence), self.object.namespace.clone()))
     }
 
@@ -189,7 +182,7 @@ impl Events {
     }
 
     pub(crate) fn counts(&self) -> EventCounts {
-        self.recorder().counts()
+        self.recorder().counts
     }
 
     pub(crate) fn configmap_uid(&self, uid: &str) {
