@@ -61,11 +61,9 @@ impl Publisher {
         check_interval: Duration,
         allowance: Duration,
     ) -> Publisher {
-        let mut rules = Rules::new(me, interval, check_interval, allowance);
-        rules.pod = pod;
         Publisher {
             follow,
-            machine: Machine::new(rules, Instant::now()),
+            machine: Machine::new(Rules::new(me, pod, interval, check_interval, allowance), Instant::now()),
             lease_error: Reported::default(),
             lease_unheld: Reported::default(),
             standing_by: Reported::default(),

@@ -160,14 +160,14 @@ pub(super) struct Rules {
 }
 
 impl Rules {
-    pub(super) fn new(me: String, interval: Duration, check_interval: Duration, allowance: Duration) -> Rules {
+    pub(super) fn new(me: String, pod: String, interval: Duration, check: Duration, allowance: Duration) -> Rules {
         Rules {
-            pod: me.clone(),
             me,
+            pod,
             lease: lock::lease_duration(interval),
             operator_wait: lock::operator_wait(interval),
-            patience: Patience::new(interval, check_interval),
-            check_interval,
+            patience: Patience::new(interval, check),
+            check_interval: check,
             allowance,
         }
     }
@@ -514,7 +514,7 @@ mod tests {
     impl Run {
         fn new() -> Run {
             let t0 = Instant::now();
-            Run { machine: Machine::new(Rules::new("pod-a".into(), INTERVAL, S(5), S(60)), t0), t0 }
+            Run { machine: Machine::new(Rules::new("pod-a".into(), "pod-a".into(), INTERVAL, S(5), S(60)), t0), t0 }
         }
 
         fn at(&mut self, secs: u64, event: Event) -> Vec<Action> {
