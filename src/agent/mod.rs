@@ -244,21 +244,18 @@ impl Agent {
         evaluate_health(self.write_error.iter().chain(problems))
     }
 
-    /// One check: who publishes; every signal looks again (one
-    /// observation; a standby only at its own pod's cheap signals; those
-    /// that wait for the lock, once it is known to be ours); then, if this
-    /// instance publishes, every sink is brought up to date.
-    pub(crate) fn check(&mut self) {
-        self.check_with(false);
-    }
-
     /// `opstatus once`: one check where every signal looks, the lock still
     /// unread (a one-shot write starts nothing that outlives it).
     pub(crate) fn check_once(&mut self) {
-        self.check_with(true);
+        self.check(true);
     }
 
-    fn check_with(&mut self, eager: bool) {
+    /// One check: who publishes; every signal looks again (one
+    /// observation; a standby only at its own pod's cheap signals; those
+    /// that wait for the lock, once it is known to be ours, unless
+    /// `eager`); then, if this instance publishes, every sink is brought up
+    /// to date.
+    fn check(&mut self, eager: bool) {
         let now = Instant::now();
         let was_publishing = self.publisher.publishing();
         self.publisher.check(&mut self.client, &self.config.target, now);
@@ -387,7 +384,7 @@ impl Agent {
             }
             let now = Instant::now();
             if now >= schedule.next_check(self.check_cadence()) {
-                self.check();
+                self.check(false);
                 schedule.checked(now);
                 self.check_times.checked(now, Instant::now());
                 // The check may have found the pod being deleted.
