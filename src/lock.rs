@@ -193,11 +193,8 @@ impl OwnState {
 /// never longer than a lease (so it never holds back longer than an
 /// expired lock does).
 pub(crate) fn operator_wait(interval: Duration) -> Duration {
-    interval.max(MIN_OPERATOR_WAIT).min(lease_duration(interval))
+    interval.max(Duration::from_secs(15)).min(lease_duration(interval))
 }
-
-/// The shortest [`operator_wait`].
-const MIN_OPERATOR_WAIT: Duration = Duration::from_secs(15);
 
 /// Remembers when the record last changed, as seen from here.
 #[derive(Clone, Debug, Default)]
