@@ -241,13 +241,6 @@ pub(crate) struct InvolvedObject {
     pub uid: String,
 }
 
-impl InvolvedObject {
-    /// `Pod ns/name`, for log lines.
-    pub(crate) fn describe(&self) -> String {
-        format!("{} {}/{}", self.kind, self.namespace, self.name)
-    }
-}
-
 /// Who reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reporter {

@@ -75,7 +75,8 @@ impl Recorder {
 
     /// `Pod ns/name`, for log lines.
     pub(crate) fn describe(&self) -> String {
-        self.object.describe()
+        let o = &self.object;
+        format!("{} {}/{}", o.kind, o.namespace, o.name)
     }
 
     /// The ConfigMap's uid, once a write told it (events about a ConfigMap
