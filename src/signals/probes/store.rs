@@ -15,7 +15,7 @@ use super::census::{TypeCounts, count, row_of};
 type Census = (Vec<TypeCounts>, u64, Vec<Box<str>>);
 use super::grammar::ProbeSpec;
 use super::table::{ABSENT, Marks, ROW_TYPES, Row, Table};
-use super::tally::{ItemCondition, Tally, Verdicts, evaluate};
+use super::tally::{ItemCondition, Tally, evaluate};
 use crate::expr::{Expr, Truth};
 use crate::util::text::{MAX_FOREIGN, sanitize};
 use serde::Deserialize;
@@ -471,9 +471,7 @@ impl Store {
         // Each tick tallies every resource: the usual one is only counted.
         tally.evaluated += self.objects.unmarked();
         for (key, marks) in self.objects.marked().filter(|(_, m)| m.unreadable.is_none()) {
-            let up = marks.blocking.as_ref().map(|t| (Truth::False, vec![t.to_string()]));
-            let imp = marks.important.as_ref().map(|t| (Truth::True, vec![t.to_string()]));
-            tally.add(kind, None, key, Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() });
+            tally.add(kind, key, marks);
         }
     }
 }

@@ -5,20 +5,13 @@
 //! of resources.
 
 use super::grammar::{IMPORTANT, UPGRADEABLE};
+use super::table::Marks;
 use crate::conditions::{Desired, Status};
 use crate::expr::{Expr, Truth};
 use serde::Deserialize;
 
 /// How many resources a message names before "and N more".
 pub(crate) const NAMED: usize = 5;
-
-/// One resource's verdicts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Verdicts<'a> {
-    /// The `Upgradeable` expression's value and the terms that decided it.
-    pub upgradeable: Option<&'a (Truth, Vec<String>)>,
-    pub important: Option<&'a (Truth, Vec<String>)>,
-}
 
 /// Resources named in a message, capped.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,21 +55,15 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
-    /// Counts one resource: `kind`, `namespace/name` (or `name`), verdicts.
-    pub(crate) fn add(&mut self, kind: &str, namespace: Option<&str>, name: &str, verdicts: Verdicts<'_>) {
+    /// Counts one resource, `kind key` (`Foo ns/name`), with the terms
+    /// that made it block an upgrade or need attention ([`Marks`]).
+    pub(crate) fn add(&mut self, kind: &str, key: &str, marks: &Marks) {
         self.evaluated += 1;
-        let entry = |terms: &[String]| {
-            let who = match namespace {
-                Some(ns) => format!("{kind} {ns}/{name}"),
-                None => format!("{kind} {name}"),
-            };
-            format!("{who}: {}", terms.join(", "))
-        };
-        if let Some((Truth::False, terms)) = verdicts.upgradeable {
-            self.blocking.add(|| entry(terms));
+        if let Some(terms) = &marks.blocking {
+            self.blocking.add(|| format!("{kind} {key}: {terms}"));
         }
-        if let Some((Truth::True, terms)) = verdicts.important {
-            self.important.add(|| entry(terms));
+        if let Some(terms) = &marks.important {
+            self.important.add(|| format!("{kind} {key}: {terms}"));
         }
     }
 
@@ -147,9 +134,16 @@ mod tests {
         let mut tally = Tally::default();
         for (name, conds) in resources {
             let conds = conditions(conds);
-            let up = spec.upgradeable.as_ref().map(|e| evaluate(e, &conds));
-            let imp = spec.important.as_ref().map(|e| evaluate(e, &conds));
-            tally.add("Foo", Some("apps"), name, Verdicts { upgradeable: up.as_ref(), important: imp.as_ref() });
+            let said = |expr: &Option<Expr>, when| {
+                let (truth, terms) = evaluate(expr.as_ref()?, &conds);
+                (truth == when).then(|| terms.join(", ").into())
+            };
+            let marks = Marks {
+                blocking: said(&spec.upgradeable, Truth::False),
+                important: said(&spec.important, Truth::True),
+                unreadable: None,
+            };
+            tally.add("Foo", &format!("apps/{name}"), &marks);
         }
         tally
     }
