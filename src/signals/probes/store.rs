@@ -180,14 +180,6 @@ impl Item {
         sanitize(&key, MAX_KEY).into()
     }
 
-    /// Its row over `tracked`, which its new types may join.
-    fn row(&self, spec: &ProbeSpec, tracked: &mut Vec<Box<str>>) -> Row {
-        if spec.condition_types == 0 {
-            return Row::default();
-        }
-        row_of(&self.conditions, tracked, spec.condition_types)
-    }
-
     /// What `spec`'s expressions say about this resource: the terms of an
     /// expression that came to `when`.
     pub(crate) fn marks(&self, spec: &ProbeSpec) -> Marks {
@@ -234,10 +226,7 @@ impl Store {
     /// first watch event. Past [`MAX_RESOURCES`] it is only counted.
     pub(crate) fn insert(&mut self, parsed: Parsed, spec: &ProbeSpec) {
         let (key, marks, row) = match parsed {
-            Parsed::Read(item) => {
-                self.note_types(&item);
-                (item.key(), item.marks(spec), self.row_of(&item, spec))
-            }
+            Parsed::Read(item) => (item.key(), item.marks(spec), self.row_of(&item, spec)),
             Parsed::Unreadable { key, why, .. } => {
                 (key, Marks { unreadable: Some(why), ..Marks::default() }, Row::default())
             }
@@ -249,9 +238,14 @@ impl Store {
         }
     }
 
-    /// `item`'s row; a type it counts first widens every row.
+    /// `item`'s row over the counted types, which its new types may join
+    /// (widening every row); its condition types remembered.
     fn row_of(&mut self, item: &Item, spec: &ProbeSpec) -> Row {
-        let row = item.row(spec, &mut self.tracked);
+        self.note_types(item);
+        if spec.condition_types == 0 {
+            return Row::default();
+        }
+        let row = row_of(&item.conditions, &mut self.tracked, spec.condition_types);
         self.objects.widen(self.tracked.len());
         row
     }
@@ -325,7 +319,6 @@ impl Store {
     /// while no resource carries any condition (nothing to compare with).
     /// Each with whether the `Upgradeable` expression names it.
     pub(crate) fn unseen_conditions(&self, kind: &str, spec: &ProbeSpec) -> Vec<(bool, String)> {
-        use crate::util::text::sanitize;
         if self.types.is_empty() {
             return Vec::new();
         }
@@ -441,12 +434,7 @@ impl Store {
                 if event.kind == "BOOKMARK" {
                     return Applied::Quiet;
                 }
-                let row = if deleted {
-                    Row::default()
-                } else {
-                    self.note_types(&item);
-                    self.row_of(&item, spec)
-                };
+                let row = if deleted { Row::default() } else { self.row_of(&item, spec) };
                 (item.key(), item.marks(spec), row)
             }
         };
