@@ -1,13 +1,12 @@
 //! One probed collection: a resource type in one scope (a namespace, or
-//! all), where it is listed and watched, how its resources are judged, and
-//! how its problems are said; and discovery, which finds a probed type's
+//! all), where it is listed and watched and how its resources are judged;
+//! and discovery, which finds a probed type's
 //! kind and scope. Shared by the list ([`super::list`]), the
 //! answer reader ([`super::answer`]) and the watch thread
 //! ([`super::watcher`]).
 
 use super::GRANT;
 use super::grammar::{ProbeSpec, ResourceType};
-use super::store::Store;
 use crate::kube::Client;
 use serde::Deserialize;
 
@@ -24,14 +23,6 @@ pub(crate) struct Collection {
     pub scope: String,
     pub spec: ProbeSpec,
     pub kind: String,
-}
-
-impl Collection {
-    /// The problem of what its store holds (too many resources, some that
-    /// could not be read).
-    pub(crate) fn store_problem(&self, store: &Store) -> Option<String> {
-        store.problem(&self.kind).map(|u| format!("Probing {}{}: {u}", self.name, self.scope))
-    }
 }
 
 /// Discovery's answer for one group-version.

@@ -219,15 +219,6 @@ impl Prober {
         self.flags.is_empty() && self.crd_names.is_empty()
     }
 
-    /// Why the operator's resources need attention: a probe failed, or an
-    /// `Important` expression holds.
-    fn resources_problem(outcome: &Outcome) -> Option<&str> {
-        outcome
-            .problem
-            .as_deref()
-            .or_else(|| outcome.important.as_ref().filter(|c| c.status == Status::True).map(|c| c.message.as_str()))
-    }
-
     /// Aggregates every probed collection: from the watchers' stores, or
     /// (without watches) by listing each. Requests: a CRD read every
     /// [`CRD_REFRESH`], one discovery per type until it succeeds, and
@@ -259,7 +250,7 @@ impl Prober {
         let (mut conditions, cap) = (Vec::new(), self.condition_types);
         let mut read = |c: &Collection, s: &mut store::Store| {
             partial |= !s.holds_all();
-            noted.extend(c.store_problem(s));
+            noted.extend(s.problem(&c.kind).map(|u| format!("Probing {}{}: {u}", c.name, c.scope)));
             s.tally(&c.kind, &mut tally);
             unseen.extend(s.unseen_conditions(&c.kind, &c.spec));
             census::merge(&mut conditions, (&c.spec.group, &c.kind), s.census(), cap)
@@ -388,7 +379,10 @@ impl Signal for Prober {
         self.counts = outcome.counts;
         let unseen = joined(&outcome.unseen);
         self.unseen.update(unseen, log::Level::Warn, "Every condition the probes' expressions name is carried again");
-        if let Some(why) = Prober::resources_problem(&outcome) {
+        // The operator's resources need attention: a probe failed, or an
+        // `Important` expression holds.
+        let important = outcome.important.as_ref().filter(|c| c.status == Status::True).map(|c| c.message.as_str());
+        if let Some(why) = outcome.problem.as_deref().or(important) {
             into.problems.push(Problem::degraded(Rule::Resources, why));
         }
         into.probes = Some(outcome);
