@@ -69,8 +69,6 @@ pub(crate) struct Listing {
     store: Store,
     /// The `continue` token of the next page; empty: the first page.
     next: String,
-    /// Where the list under way reads from.
-    from: ReadFrom,
     /// Always the latest (`opstatus once`).
     latest_only: bool,
     /// The server no longer has the version last seen (a list from it got
@@ -93,7 +91,6 @@ impl Listing {
         Listing {
             store: Store::default(),
             next: String::new(),
-            from: ReadFrom::Cache,
             latest_only: false,
             version_gone: false,
             paged: false,
@@ -105,7 +102,7 @@ impl Listing {
     /// A list that always reads the latest, a consistent read (`opstatus
     /// once`), within the same bounds.
     pub(super) fn latest(budget: Duration) -> Listing {
-        Listing { latest_only: true, from: ReadFrom::Latest, ..Listing::new(budget) }
+        Listing { latest_only: true, ..Listing::new(budget) }
     }
 
     /// Resources listed so far.
@@ -152,10 +149,10 @@ impl Listing {
         }
     }
 
-    /// The next request's path and query.
-    fn path(&self, collection: &Collection) -> String {
+    /// The next request's path and query, a first page read `from` there.
+    fn path(&self, collection: &Collection, from: &ReadFrom) -> String {
         let mut path = collection.path.clone();
-        match &self.from {
+        match from {
             _ if !self.next.is_empty() => {
                 path.push_str(&format!("?limit={PAGE_SIZE}&continue="));
                 path.push_str(&percent_encode(&self.next));
@@ -198,15 +195,15 @@ impl Listing {
         loop {
             if self.next.is_empty() {
                 self.first_page(Instant::now());
-                self.from = self.read_from(seen);
             }
-            let path = self.path(collection);
+            let from = self.read_from(seen);
+            let path = self.path(collection, &from);
             // An answer that stalled is given up.
             let mut answer = match client.get_stream_within(&path, &action, LIST_ANSWER) {
                 Ok(answer) => answer,
                 Err(e) if e.code() == Some(404) => return Err(not_served(&collection.path)),
-                Err(e) if self.next.is_empty() && self.from != ReadFrom::Latest && version_unavailable(&e) => {
-                    log::debug!("Listing {} from version {:?}: {e}; listing the latest", collection.name, self.from);
+                Err(e) if self.next.is_empty() && from != ReadFrom::Latest && version_unavailable(&e) => {
+                    log::debug!("Listing {} from version {from:?}: {e}; listing the latest", collection.name);
                     self.version_gone = true;
                     continue;
                 }
