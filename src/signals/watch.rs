@@ -26,14 +26,12 @@ const URL_TIMEOUT: Duration = Duration::from_secs(1);
 const URL_BODY_LIMIT: u64 = 64 * 1024;
 
 pub(crate) struct Watches {
-    urls: Vec<String>,
+    /// Per URL: its agent (through its proxy, if any) with the connections
+    /// it opened, and its recent late answers and verdict.
+    urls: Vec<(String, (ureq::Agent, http::Opened), Lateness)>,
     file: Option<(PathBuf, Duration)>,
     /// A failing watch makes the status `unhealthy` instead of `degraded`.
     critical: bool,
-    /// Per URL, each through its proxy, if any, and the connections it opened.
-    agents: Vec<(ureq::Agent, http::Opened)>,
-    /// Per URL: its recent late answers and its verdict.
-    late: Vec<Lateness>,
     /// The last check got no answer in time from a URL: not an answer,
     /// whether or not it fails the URL yet.
     pending: bool,
@@ -123,14 +121,14 @@ enum Verdict {
 }
 
 impl Lateness {
-    /// This check's answer judged with the URL's recent checks: why the URL
-    /// fails, if it does.
     /// Whether the last check was a refusal taken as no answer (right
     /// after a passing one).
     pub(crate) fn refused_last(&self) -> bool {
         self.refused & 1 == 1
     }
 
+    /// This check's answer judged with the URL's recent checks: why the URL
+    /// fails, if it does.
     pub(crate) fn judge(&mut self, answer: Answer) -> Option<String> {
         // A refusal right after a passing answer is taken as no answer.
         let taken_as_missed = match answer {
@@ -181,10 +179,9 @@ impl Lateness {
 
 impl Watches {
     pub(crate) fn new(urls: Vec<String>, file: Option<(PathBuf, Duration)>, critical: bool) -> Watches {
-        let agents = urls.iter().map(|url| url_agent(url)).collect();
-        let late = vec![Lateness::default(); urls.len()];
+        let urls = urls.into_iter().map(|url| (url.clone(), url_agent(&url), Lateness::default()));
         let (pending, answered, problem) = (false, false, Reported::default());
-        Watches { urls, file, critical, agents, late, pending, own_pod: None, answered, problem }
+        Watches { urls: urls.collect(), file, critical, pending, own_pod: None, answered, problem }
     }
 
     /// Reads this Pod (`namespace`/`name`) when a URL refuses right after
@@ -205,7 +202,7 @@ impl Watches {
     pub(crate) fn check(&mut self, now: SystemTime) -> Option<String> {
         self.pending = false;
         let mut first_failure = None;
-        for ((url, late), agent) in self.urls.iter().zip(&mut self.late).zip(&self.agents) {
+        for (url, agent, late) in &mut self.urls {
             let answer = url_answer(agent, url);
             // Late, or refused: no answer yet, unless it fails the URL
             // (then the failure is what the check says).
@@ -298,7 +295,7 @@ impl Signal for Watches {
         self.answered |= self.problem.get().is_none() && !self.pending;
         // A URL refused right after passing on this check ([`Lateness`]
         // holds its verdict for it): is the pod being deleted?
-        let refused_after_pass = self.late.iter().any(Lateness::refused_last);
+        let refused_after_pass = self.urls.iter().any(|(_, _, late)| late.refused_last());
         let pod_deleted = refused_after_pass && self.own_pod.as_mut().is_some_and(|pod| pod.deleted(client, now));
         into.operator = Some(match self.problem.get() {
             Some(why) => {
@@ -517,7 +514,7 @@ mod tests {
         let refused = refusing();
         let mut watches = Watches::new(vec![refused], None, false);
         assert!(watches.check(SystemTime::now()).is_some(), "refused before any answer: failing");
-        watches.late[0] = Lateness { passed_last: true, ..Lateness::default() };
+        watches.urls[0].2 = Lateness { passed_last: true, ..Lateness::default() };
         assert_eq!(watches.check(SystemTime::now()), None, "refused after a pass: not failing yet");
         assert!(watches.pending, "and not answered either");
         assert!(watches.check(SystemTime::now()).is_some(), "refused again: failing");
