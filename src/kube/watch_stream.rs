@@ -62,9 +62,7 @@ impl WatchStream {
             _ => Err(KubeError::Transport { message: format!("the watch on {} ended mid-event", self.server) }),
         }
     }
-}
 
-impl WatchStream {
     /// Parses the next JSON value (an event, or a list: the answer of
     /// [`Client::get_stream`]) with `seed` straight from the stream, at
     /// most [`MAX_BODY`] bytes of it, without buffering it: the seed keeps
